@@ -1,0 +1,94 @@
+"""retrybudget: bounded, provider-aware retries for third-party HTTP APIs.
+
+One logical operation gets one budget (attempts and an end-to-end deadline); every
+wait is paid out of it; rate limits are honoured within it; writes are never
+replayed; a failed operation is never reported as a success.
+
+Start here::
+
+    import retrybudget as rb
+
+    outcome = rb.Retrier(policy=rb.interactive()).call(fetch_availability, rental_id)
+    if outcome.ok:
+        use(outcome.value)
+    else:
+        print(outcome.reason, outcome.retry_at)
+"""
+
+from ._clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
+from ._drivers import CallInterpreter, Interpreter, Retrier, acall, attempt_timeout, call, retrying
+from .coordination import Coordinator, NoCoordination
+from .core.classify import Classified, FailureKind, FailureSeen, Kind, ResponseSeen
+from .core.headers import RateLimitInfo, parse_rate_limit_headers
+from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
+from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
+from .core.profiles import PROFILES, Profile, get_profile
+from .errors import (
+    CircuitOpen,
+    DeadlineExceeded,
+    InvalidPayload,
+    NotFound,
+    NotRetried,
+    PolicyError,
+    RateLimited,
+    Rejected,
+    RetriesExhausted,
+    RetryBudgetError,
+    RetryBudgetRefused,
+    UnexpectedResponse,
+)
+from .observe import AttemptEvent, Hook, WaitEvent
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PROFILES",
+    "SYSTEM_CLOCK",
+    "AttemptEvent",
+    "AttemptRecord",
+    "Backoff",
+    "CallInterpreter",
+    "CircuitOpen",
+    "Classified",
+    "Clock",
+    "Coordinator",
+    "DeadlineExceeded",
+    "FailureKind",
+    "FailureSeen",
+    "FakeClock",
+    "Hook",
+    "Interpreter",
+    "InvalidPayload",
+    "Jitter",
+    "Kind",
+    "NoCoordination",
+    "NotFound",
+    "NotRetried",
+    "Outcome",
+    "Policy",
+    "PolicyError",
+    "Profile",
+    "RateLimitInfo",
+    "RateLimitMode",
+    "RateLimited",
+    "Reason",
+    "Rejected",
+    "ResponseSeen",
+    "Retrier",
+    "RetriesExhausted",
+    "RetryBudgetError",
+    "RetryBudgetRefused",
+    "SystemClock",
+    "UnexpectedResponse",
+    "Wait",
+    "WaitEvent",
+    "WaitReason",
+    "acall",
+    "attempt_timeout",
+    "background",
+    "call",
+    "get_profile",
+    "interactive",
+    "parse_rate_limit_headers",
+    "retrying",
+]

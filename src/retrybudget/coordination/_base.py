@@ -1,0 +1,98 @@
+"""The coordinator interface that every driver and integration talks to.
+
+A coordinator is shared by every worker that calls one provider: it holds the
+circuit breaker, the rate-limit gate, pacing, the concurrency cap and the retry
+budget, keyed by provider key. Backends implement the five typed methods (and,
+where they do real I/O, their ``a``-prefixed async twins); :meth:`handle` and
+:meth:`ahandle` map the flow's actions onto them in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.classify import Classified
+from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit, SpendRetry
+from ..core.outcome import Outcome
+
+__all__ = ["Coordinator", "NoCoordination"]
+
+CoordinatorAction = Admit | Acquire | Learn | SpendRetry | Finish
+
+
+class Coordinator:
+    """Base class of coordinators; this base coordinates nothing (every call is allowed).
+
+    Subclasses override the sync methods; the async ones call the sync ones, which is
+    right for in-process backends that never block. A backend that does network I/O
+    overrides the async methods too.
+    """
+
+    def admit(self, key: str) -> Admission:
+        """Whether an operation under ``key`` may start (the circuit breaker)."""
+        return Admission()
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        """Leave to send attempt ``attempt``: go now, or wait and ask again."""
+        return Permit()
+
+    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+        """What an attempt showed about the provider (None: the attempt was not made)."""
+
+    def spend_retry(self, key: str) -> bool:
+        """Take one retry from the shared retry budget; False refuses the retry."""
+        return True
+
+    def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
+        """An operation under ``key`` ended (one logical operation for the breaker)."""
+
+    async def aadmit(self, key: str) -> Admission:
+        """Async :meth:`admit`."""
+        return self.admit(key)
+
+    async def aacquire(self, key: str, attempt: int) -> Permit:
+        """Async :meth:`acquire`."""
+        return self.acquire(key, attempt)
+
+    async def alearn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+        """Async :meth:`learn`."""
+        self.learn(key, classified, lease)
+
+    async def aspend_retry(self, key: str) -> bool:
+        """Async :meth:`spend_retry`."""
+        return self.spend_retry(key)
+
+    async def afinish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
+        """Async :meth:`finish`."""
+        self.finish(key, outcome, probe)
+
+    def handle(self, action: CoordinatorAction) -> object:
+        """Perform one of the flow's coordinator actions."""
+        if isinstance(action, Admit):
+            return self.admit(action.key)
+        if isinstance(action, Acquire):
+            return self.acquire(action.key, action.attempt)
+        if isinstance(action, Learn):
+            return self.learn(action.key, action.classified, action.lease)
+        if isinstance(action, SpendRetry):
+            return self.spend_retry(action.key)
+        return self.finish(action.key, action.outcome, action.probe)
+
+    async def ahandle(self, action: CoordinatorAction) -> object:
+        """Perform one of the flow's coordinator actions, asynchronously."""
+        if isinstance(action, Admit):
+            return await self.aadmit(action.key)
+        if isinstance(action, Acquire):
+            return await self.aacquire(action.key, action.attempt)
+        if isinstance(action, Learn):
+            return await self.alearn(action.key, action.classified, action.lease)
+        if isinstance(action, SpendRetry):
+            return await self.aspend_retry(action.key)
+        return await self.afinish(action.key, action.outcome, action.probe)
+
+
+class NoCoordination(Coordinator):
+    """Coordinates nothing: every operation is admitted, every retry allowed."""
+
+    def __repr__(self) -> str:
+        return "NoCoordination()"

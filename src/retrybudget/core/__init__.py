@@ -1,0 +1,50 @@
+"""The pure core: headers, profiles, classification, policy, state and decisions.
+
+No I/O, no sleeping, no global state: everything here is a function of its arguments.
+"""
+
+from .classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen, classify
+from .decide import Decision, OperationState, Retry, Stop, decide, plan_attempt, plan_wait
+from .headers import Conflict, HeaderNote, Hint, RateLimitInfo, parse_rate_limit_headers
+from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
+from .policy import Backoff, Jitter, Policy, PolicyError, RateLimitMode, background, interactive
+from .profiles import GENERIC, GITHUB, PROFILES, Profile, get_profile
+
+__all__ = [
+    "GENERIC",
+    "GITHUB",
+    "PROFILES",
+    "AttemptRecord",
+    "Backoff",
+    "Classified",
+    "Conflict",
+    "Decision",
+    "FailureKind",
+    "FailureSeen",
+    "HeaderNote",
+    "Hint",
+    "Jitter",
+    "Kind",
+    "Observation",
+    "OperationState",
+    "Outcome",
+    "Policy",
+    "PolicyError",
+    "Profile",
+    "RateLimitInfo",
+    "RateLimitMode",
+    "Reason",
+    "ResponseSeen",
+    "Retry",
+    "Stop",
+    "Wait",
+    "WaitReason",
+    "background",
+    "classify",
+    "decide",
+    "get_profile",
+    "interactive",
+    "parse_rate_limit_headers",
+    "plan_attempt",
+    "plan_wait",
+]

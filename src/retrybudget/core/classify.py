@@ -1,0 +1,243 @@
+"""Observations and their classification by a provider profile.
+
+An attempt produces one :data:`Observation`: a response the provider sent
+(:class:`ResponseSeen`) or a failure to get one (:class:`FailureSeen`).
+:func:`classify` turns it into a :class:`Classified` using the profile in force,
+following each provider's documentation (PROVIDERS.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .headers import HeaderInput, Hint, RateLimitInfo, normalize_headers, parse_rate_limit_headers
+from .profiles import Profile
+
+__all__ = [
+    "Classified",
+    "FailureKind",
+    "FailureSeen",
+    "Kind",
+    "Observation",
+    "ResponseSeen",
+    "classify",
+]
+
+MESSAGE_LIMIT = 2000
+"""How much of a provider's error message the classifier reads."""
+
+
+class Kind(str, enum.Enum):
+    """What an observation means for retrying."""
+
+    OK = "ok"
+    NOT_FOUND = "not_found"
+    REJECTED = "rejected"
+    RATE_LIMITED = "rate_limited"
+    TRANSIENT = "transient"
+    UNEXPECTED = "unexpected"
+    INVALID_PAYLOAD = "invalid_payload"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class FailureKind(str, enum.Enum):
+    """Ways an attempt can fail to produce a response."""
+
+    CONNECT = "connect"
+    """The connection was never made: the request was not sent (safe to retry for any method)."""
+    TIMEOUT = "timeout"
+    """No answer in time: the request may have reached the provider."""
+    NETWORK = "network"
+    """The connection broke after the request may have been sent."""
+    PROTOCOL = "protocol"
+    """The provider answered with something that is not valid HTTP."""
+    ERROR = "error"
+    """The call raised an error that is not a network failure: unexpected, never retried."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseSeen:
+    """A response the provider sent.
+
+    Attributes:
+        status: the HTTP status code.
+        headers: the response headers (a mapping or ``(name, value)`` pairs).
+        message: the provider's error message or body text (only read for classification).
+        payload_error: why a 2xx payload failed validation; empty when it passed.
+    """
+
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    message: str = field(default="", repr=False)
+    payload_error: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        status: int,
+        headers: HeaderInput | None = None,
+        *,
+        message: str = "",
+        payload_error: str = "",
+    ) -> ResponseSeen:
+        """Build one from any header container; the message is truncated to what is read."""
+        return cls(
+            status=int(status),
+            headers=normalize_headers(headers or ()),
+            message=message[:MESSAGE_LIMIT],
+            payload_error=payload_error,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailureSeen:
+    """An attempt that got no usable response.
+
+    Attributes:
+        kind: what went wrong.
+        error: the exception's class name (never its message, which may hold secrets).
+        clipped: True when a timeout was the deadline's clipped remainder running out.
+    """
+
+    kind: FailureKind
+    error: str
+    clipped: bool = False
+
+    @property
+    def sent(self) -> bool:
+        """Whether the request may have reached the provider."""
+        return self.kind is not FailureKind.CONNECT
+
+
+Observation = ResponseSeen | FailureSeen
+"""What one attempt produced."""
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """An observation read through a profile.
+
+    Attributes:
+        kind: what it means for retrying.
+        detail: a short human reason (no secrets: never the provider's message).
+        status: the HTTP status, or None for a failure.
+        rate: what the rate-limit headers said.
+        scope: for rate limits, ``"primary"`` (quota exhausted), ``"secondary"`` or ``""``.
+        sent: whether the request may have reached the provider.
+        failure: the failure kind, for failures.
+        conflicts: disagreeing evidence, for review.
+    """
+
+    kind: Kind
+    detail: str
+    status: int | None = None
+    rate: RateLimitInfo = field(default_factory=RateLimitInfo)
+    scope: str = ""
+    sent: bool = True
+    failure: FailureKind | None = None
+    conflicts: tuple[str, ...] = ()
+
+    @property
+    def hint(self) -> Hint | None:
+        """The earliest time the provider named, if any."""
+        return self.rate.earliest
+
+
+@lru_cache(maxsize=64)
+def _pattern(source: str) -> re.Pattern[str]:
+    return re.compile(source, re.IGNORECASE)
+
+
+def _matches(patterns: Iterable[str], message: str) -> bool:
+    return bool(message) and any(_pattern(p).search(message) for p in patterns)
+
+
+def classify(profile: Profile, observation: Observation, now_wall: float) -> Classified:
+    """Classify one observation by ``profile``.
+
+    Args:
+        profile: the provider profile in force.
+        observation: what the attempt produced.
+        now_wall: wall-clock epoch seconds when it was received (to read reset timestamps).
+
+    Returns:
+        The classification; never raises on provider input.
+    """
+    if isinstance(observation, FailureSeen):
+        if observation.kind is FailureKind.ERROR:
+            return Classified(
+                Kind.UNEXPECTED,
+                f"the call raised {observation.error}",
+                sent=True,
+                failure=observation.kind,
+            )
+        if observation.kind is FailureKind.PROTOCOL:
+            return Classified(
+                Kind.INVALID_PAYLOAD,
+                f"protocol error ({observation.error})",
+                sent=True,
+                failure=observation.kind,
+            )
+        return Classified(
+            Kind.TRANSIENT,
+            f"{observation.kind.value} failure ({observation.error})",
+            sent=observation.sent,
+            failure=observation.kind,
+        )
+
+    status = observation.status
+    rate = parse_rate_limit_headers(observation.headers, now_wall)
+    conflicts = tuple(
+        f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts
+    )
+    message = observation.message
+
+    def result(kind: Kind, detail: str, scope: str = "", extra: tuple[str, ...] = ()) -> Classified:
+        return Classified(kind, detail, status, rate, scope, True, None, conflicts + extra)
+
+    if status < 100 or status > 599:
+        return result(Kind.INVALID_PAYLOAD, f"status {status} is not an HTTP status")
+    if _matches(profile.quota_patterns, message):
+        return result(Kind.REJECTED, f"{status}: quota or billing limit, not fixed by waiting")
+    if status in profile.rate_limited:
+        scope = "primary" if rate.exhausted else _secondary(profile, message, rate)
+        return result(Kind.RATE_LIMITED, f"{status}: rate limited", scope)
+    if status in profile.conditional_rate_limited:
+        if rate.exhausted:
+            extra: tuple[str, ...] = ()
+            if message and _matches(profile.permission_patterns, message):
+                extra = (
+                    f"status+x-ratelimit-remaining+message: {status} with remaining 0 "
+                    "and a permission message",
+                )
+            return result(Kind.RATE_LIMITED, f"{status}: primary rate limit (remaining 0)",
+                          "primary", extra)
+        if rate.retry_after is not None or _matches(profile.secondary_patterns, message):
+            return result(Kind.RATE_LIMITED, f"{status}: secondary rate limit", "secondary")
+    if status in profile.not_found:
+        return result(Kind.NOT_FOUND, f"{status}: reachable, record missing")
+    if status in profile.rejected:
+        return result(Kind.REJECTED, f"{status}: rejected by the provider")
+    if status in profile.transient:
+        return result(Kind.TRANSIENT, f"{status}: transient provider failure")
+    if 200 <= status < 300:
+        if observation.payload_error:
+            return result(Kind.INVALID_PAYLOAD, f"{status}: invalid payload ({observation.payload_error})")
+        return result(Kind.OK, f"{status}: ok")
+    return result(Kind.UNEXPECTED, f"{status}: outside the {profile.name} contract")
+
+
+def _secondary(profile: Profile, message: str, rate: RateLimitInfo) -> str:
+    if _matches(profile.secondary_patterns, message) or rate.retry_after is not None:
+        return "secondary"
+    return ""
+

@@ -1,0 +1,298 @@
+"""The decision function: retry after a wait, or stop with one outcome.
+
+Everything here is pure: time comes in as arguments, randomness as a uniform
+sample drawn once by the caller, and state as immutable values. DESIGN.md
+section 1, rules 1-8 and 12, hold here:
+
+* a wait is only taken if it ends, with room for another attempt, before the deadline;
+  otherwise the operation stops *now* (with ``retry_at`` when the provider named a time);
+* a rate-limit wait is never shorter than the provider asked;
+* a write is retried only if it was never sent, or carries an idempotency key and the
+  policy allows that;
+* exactly one outcome reason ends each operation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .classify import Classified, FailureKind, Kind
+from .outcome import AttemptRecord, Reason, Wait, WaitReason
+from .policy import Policy, RateLimitMode
+from .profiles import Profile
+
+__all__ = [
+    "Decision",
+    "OperationState",
+    "Retry",
+    "Stop",
+    "decide",
+    "plan_attempt",
+    "plan_wait",
+    "rate_limit_wait",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationState:
+    """One operation's progress, as an immutable value; every change returns a new state.
+
+    Attributes:
+        operation_id: the operation's id.
+        method: the request method, when there is one.
+        started: monotonic time when the operation started.
+        deadline_at: monotonic time of the deadline, or None.
+        has_idempotency_key: the request carries an idempotency key.
+        attempts: attempts made so far.
+        history: per-attempt records.
+        waits: waits taken so far.
+        rate_limit_streak: rate limits seen so far that named no time (for doubling).
+        backoffs: backoff waits taken so far (for the exponential).
+        retry_at: the latest wall-clock time the provider named.
+        conflicts: disagreeing evidence collected so far.
+    """
+
+    operation_id: str
+    method: str | None
+    started: float
+    deadline_at: float | None
+    has_idempotency_key: bool = False
+    attempts: int = 0
+    history: tuple[AttemptRecord, ...] = ()
+    waits: tuple[Wait, ...] = ()
+    rate_limit_streak: int = 0
+    backoffs: int = 0
+    retry_at: float | None = None
+    conflicts: tuple[str, ...] = ()
+
+    @classmethod
+    def start(
+        cls,
+        policy: Policy,
+        operation_id: str,
+        now: float,
+        *,
+        method: str | None = None,
+        has_idempotency_key: bool = False,
+    ) -> OperationState:
+        """The state of a new operation starting at monotonic time ``now``."""
+        deadline_at = None if policy.deadline is None else now + policy.deadline
+        return cls(operation_id, method, now, deadline_at, has_idempotency_key)
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left before the deadline (None when there is none)."""
+        return None if self.deadline_at is None else self.deadline_at - now
+
+    def with_attempt(self, record: AttemptRecord, classified: Classified) -> OperationState:
+        """This state after one more attempt."""
+        new_conflicts = tuple(c for c in classified.conflicts if c not in self.conflicts)
+        return dataclasses.replace(
+            self,
+            attempts=self.attempts + 1,
+            history=(*self.history, record),
+            conflicts=self.conflicts + new_conflicts,
+        )
+
+    def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
+        """This state after a wait is taken."""
+        streak = self.rate_limit_streak + (wait.reason is WaitReason.RATE_LIMIT_BACKOFF)
+        backoffs = self.backoffs + (wait.reason is WaitReason.BACKOFF)
+        latest = self.retry_at
+        if retry_at is not None and (latest is None or retry_at > latest):
+            latest = retry_at
+        return dataclasses.replace(
+            self, waits=(*self.waits, wait), rate_limit_streak=streak, backoffs=backoffs,
+            retry_at=latest,
+        )
+
+    def with_retry_at(self, retry_at: float | None) -> OperationState:
+        """This state, remembering a provider-named time."""
+        if retry_at is None or (self.retry_at is not None and self.retry_at >= retry_at):
+            return self
+        return dataclasses.replace(self, retry_at=retry_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Wait ``after`` seconds, then try again.
+
+    Attributes:
+        after: seconds to wait (never negative).
+        reason: what the wait is for.
+        source: the header that named it, or ``"policy"``.
+        retry_at: wall-clock time the provider named, if it did.
+        detail: a short human reason.
+    """
+
+    after: float
+    reason: WaitReason
+    source: str
+    retry_at: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End the operation now with ``reason``.
+
+    Attributes:
+        reason: the one outcome reason.
+        retry_at: wall-clock time the provider named to come back, if any.
+        detail: a short human reason.
+    """
+
+    reason: Reason
+    retry_at: float | None = None
+    detail: str = ""
+
+
+Decision = Retry | Stop
+"""What :func:`decide` returns."""
+
+_TERMINAL = {
+    Kind.OK: Reason.OK,
+    Kind.NOT_FOUND: Reason.NOT_FOUND,
+    Kind.REJECTED: Reason.REJECTED,
+    Kind.UNEXPECTED: Reason.UNEXPECTED,
+    Kind.INVALID_PAYLOAD: Reason.INVALID_PAYLOAD,
+}
+
+
+def _fits(policy: Policy, state: OperationState, now: float, delay: float) -> bool:
+    """A wait fits if another attempt can still start inside the deadline after it."""
+    if state.deadline_at is None:
+        return True
+    return now + delay + policy.min_attempt_time <= state.deadline_at
+
+
+def rate_limit_wait(
+    profile: Profile, classified: Classified, streak: int
+) -> tuple[float, WaitReason, str]:
+    """How long a rate limit asks us to wait: ``(seconds, reason, source)``.
+
+    Retry-After first; else a reset time when the quota is exhausted (or its state is not
+    given), plus the profile's slack; else the profile's floor, doubled for each repeat.
+    """
+    rate = classified.rate
+    if rate.retry_after is not None:
+        return rate.retry_after.delay, WaitReason.RETRY_AFTER, rate.retry_after.source
+    if rate.reset is not None and (rate.remaining is None or rate.remaining == 0):
+        return rate.reset.delay + profile.reset_slack, WaitReason.RATE_LIMIT_RESET, rate.reset.source
+    floor = profile.rate_limit_floor * profile.rate_limit_multiplier ** min(streak, 32)
+    return floor, WaitReason.RATE_LIMIT_BACKOFF, f"profile:{profile.name}"
+
+
+def decide(
+    policy: Policy,
+    state: OperationState,
+    classified: Classified,
+    now: float,
+    now_wall: float,
+    sample: float,
+) -> Decision:
+    """Decide what follows an attempt.
+
+    Args:
+        policy: the policy in force.
+        state: the operation's state, including the attempt just made.
+        classified: that attempt's classification.
+        now: monotonic now.
+        now_wall: wall-clock now (epoch seconds), to report ``retry_at``.
+        sample: a uniform sample in [0, 1) for jitter, drawn once by the caller.
+
+    Returns:
+        :class:`Retry` or :class:`Stop`; never raises for any classification.
+    """
+    kind = classified.kind
+    terminal = _TERMINAL.get(kind)
+    if terminal is not None:
+        return Stop(terminal, None, classified.detail)
+
+    may_retry = policy.may_retry(
+        state.method, has_idempotency_key=state.has_idempotency_key, sent=classified.sent
+    )
+    attempts_left = state.attempts < policy.max_attempts
+
+    if kind is Kind.RATE_LIMITED:
+        delay, reason, source = rate_limit_wait(policy.profile, classified, state.rate_limit_streak)
+        retry_at = now_wall + delay
+        if policy.rate_limit is RateLimitMode.FAIL_FAST:
+            return Stop(Reason.RATE_LIMITED, retry_at, "rate limited; fail_fast does not wait")
+        if not may_retry:
+            return Stop(Reason.RATE_LIMITED, retry_at, "rate limited; a write is not replayed")
+        if not attempts_left:
+            return Stop(Reason.RATE_LIMITED, retry_at, "rate limited; no attempts left")
+        if policy.max_server_wait is not None and delay > policy.max_server_wait:
+            return Stop(
+                Reason.RATE_LIMITED, retry_at,
+                f"rate limited; {delay:.3f}s is over the {policy.max_server_wait:g}s wait cap",
+            )
+        if not _fits(policy, state, now, delay):
+            return Stop(
+                Reason.RATE_LIMITED, retry_at,
+                f"rate limited; waiting {delay:.3f}s would end past the deadline",
+            )
+        return Retry(delay, reason, source, retry_at, f"rate limited; waiting {delay:.3f}s")
+
+    # Transient: 502/503/504, network errors, timeouts.
+    if not may_retry:
+        return Stop(Reason.NOT_RETRIED, None, f"{classified.detail}; a write is not replayed")
+    if not attempts_left:
+        return Stop(Reason.EXHAUSTED, None, f"{classified.detail}; no attempts left")
+    if classified.failure is FailureKind.TIMEOUT and state.deadline_at is not None and (
+        now >= state.deadline_at - policy.min_attempt_time
+    ):
+        return Stop(Reason.DEADLINE, None, "the attempt ran into the deadline")
+    delay = policy.backoff.delay(state.backoffs, sample)
+    reason, source, retry_at = WaitReason.BACKOFF, "policy", None
+    hint = classified.hint if policy.profile.transient_hints else None
+    if hint is not None:
+        retry_at = now_wall + hint.delay
+        if hint.delay >= delay:
+            delay, reason, source = hint.delay, WaitReason.RETRY_AFTER, hint.source
+        if policy.max_server_wait is not None and hint.delay > policy.max_server_wait:
+            return Stop(Reason.DEADLINE, retry_at, "the provider's wait is over the wait cap")
+    if not _fits(policy, state, now, delay):
+        return Stop(Reason.DEADLINE, retry_at, f"waiting {delay:.3f}s would end past the deadline")
+    return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
+
+
+def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | None | Stop:
+    """Before an attempt: its timeout (clipped to what is left), None for no limit, or a Stop."""
+    if state.attempts >= policy.max_attempts:
+        return Stop(Reason.EXHAUSTED, state.retry_at, "no attempts left")
+    remaining = state.remaining(now)
+    if remaining is not None and remaining < max(policy.min_attempt_time, 1e-9):
+        return Stop(Reason.DEADLINE, state.retry_at, "no time left for another attempt")
+    cap = policy.attempt_timeout
+    if remaining is None:
+        return cap
+    return remaining if cap is None else min(cap, remaining)
+
+
+def plan_wait(
+    policy: Policy,
+    state: OperationState,
+    now: float,
+    wait: float,
+    reason: WaitReason,
+    retry_at: float | None,
+) -> Retry | Stop | None:
+    """A coordinator asks for a wait before the next attempt (gate, pacing, concurrency).
+
+    Returns None when there is nothing to wait for. A gate wait (the provider is throttling)
+    stops a ``fail_fast`` operation at once; any wait that would end past the deadline stops
+    the operation now with ``rate_limited`` and ``retry_at``.
+    """
+    if wait <= 0:
+        return None
+    if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
+        return Stop(Reason.RATE_LIMITED, retry_at, "the provider is throttling; fail_fast")
+    if not _fits(policy, state, now, wait):
+        ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
+        return Stop(
+            ends, retry_at,
+            f"{reason.value} wait of {wait:.3f}s would end past the deadline",
+        )
+    return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")

@@ -1,0 +1,274 @@
+"""One operation as a sans-I/O flow.
+
+:func:`operation_flow` is a generator that *yields actions* (ask the coordinator,
+make an attempt, sleep, report) and receives their results. It never does I/O and
+never sleeps: the sync and async drivers perform the actions, so both share every
+line of the retry logic (the shape of httpx's ``Auth.auth_flow``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+from .._clock import Clock
+from .classify import Classified, Observation, classify
+from .decide import OperationState, Retry, Stop, decide, plan_attempt, plan_wait
+from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
+from .policy import Policy
+
+__all__ = [
+    "Acquire",
+    "Action",
+    "Admission",
+    "Admit",
+    "Attempt",
+    "AttemptResult",
+    "Finish",
+    "Learn",
+    "Permit",
+    "RequestInfo",
+    "Sleep",
+    "SpendRetry",
+    "operation_flow",
+]
+
+MAX_COORDINATOR_WAITS = 64
+"""Coordinator waits before one attempt at the most (each also pays out of the deadline)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What the operation is, for decisions, coordination and audit.
+
+    Attributes:
+        method: the HTTP method (None for a plain callable: treated as safe to repeat).
+        key: the provider key workers coordinate under (host plus rate-limit bucket).
+        has_idempotency_key: the request carries an idempotency key.
+        url: the request URL, already redacted (never a secret).
+        job_id: the caller's fixture or job id.
+    """
+
+    method: str | None = None
+    key: str = "default"
+    has_idempotency_key: bool = False
+    url: str | None = None
+    job_id: str | None = None
+
+
+# Actions the flow yields --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Ask the breaker whether this operation may start. Reply: :class:`Admission`."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Acquire:
+    """Ask the gate, pacing and concurrency cap for leave to send. Reply: :class:`Permit`."""
+
+    key: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """Make attempt ``number`` with ``timeout`` seconds (None: no limit). Reply: :class:`AttemptResult`."""
+
+    number: int
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait, paid out of the deadline. Reply: None."""
+
+    wait: Wait
+
+
+@dataclass(frozen=True, slots=True)
+class Learn:
+    """Report what an attempt showed (or None if it was not made) and release its lease. Reply: None."""
+
+    key: str
+    classified: Classified | None
+    lease: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRetry:
+    """Ask the shared retry budget for one retry. Reply: bool."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The operation ended: record it (breaker, budget, audit, hooks). Reply: None."""
+
+    key: str
+    outcome: Outcome[object]
+    probe: bool
+
+
+Action = Admit | Acquire | Attempt | Sleep | Learn | SpendRetry | Finish
+"""Everything the flow may ask a driver to do."""
+
+
+# Replies -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The breaker's answer: allowed, as a half-open probe, or refused until ``retry_at``."""
+
+    allowed: bool = True
+    probe: bool = False
+    retry_at: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """The coordinator's answer before an attempt.
+
+    Attributes:
+        wait: seconds to wait before asking again (0: go now).
+        reason: what the wait is for (gate, pacing, concurrency).
+        retry_at: wall-clock time the provider named, for a gate wait.
+        lease: a concurrency lease to give back in :class:`Learn`, if one was taken.
+    """
+
+    wait: float = 0.0
+    reason: WaitReason = WaitReason.GATE
+    retry_at: float | None = None
+    lease: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """What the driver got from one attempt: the observation and the raw result or error."""
+
+    observation: Observation
+    value: object = None
+    error: BaseException | None = None
+
+
+FlowGen = Generator[Action, object, Outcome[object]]
+
+
+def operation_flow(
+    policy: Policy,
+    request: RequestInfo,
+    clock: Clock,
+    *,
+    operation_id: str,
+    sample: Callable[[], float],
+) -> FlowGen:
+    """Run one logical operation as a sequence of actions.
+
+    Args:
+        policy: the policy in force.
+        request: what the operation is.
+        clock: read for the time only; the driver does the sleeping.
+        operation_id: this operation's id.
+        sample: draws one uniform sample in [0, 1) per decision (jitter).
+
+    Returns:
+        The :class:`Outcome`, as the generator's return value.
+    """
+    key = request.key
+    state = OperationState.start(
+        policy, operation_id, clock.monotonic(),
+        method=request.method, has_idempotency_key=request.has_idempotency_key,
+    )
+    last: AttemptResult | None = None
+
+    def finish(reason: Reason, retry_at: float | None, detail: str, probe: bool) -> FlowGen:
+        value = last.value if (last is not None and reason is Reason.OK) else None
+        outcome: Outcome[object] = Outcome(
+            reason=reason,
+            operation_id=operation_id,
+            attempts=state.attempts,
+            waits=state.waits,
+            elapsed=clock.monotonic() - state.started,
+            retry_at=retry_at if retry_at is not None else state.retry_at,
+            value=value,
+            last=None if last is None else last.value,
+            error=None if last is None else last.error,
+            history=state.history,
+            detail=detail,
+            conflicts=state.conflicts,
+            key=key,
+            method=request.method,
+            job_id=request.job_id,
+        )
+        yield Finish(key, outcome, probe)
+        return outcome
+
+    admission = yield Admit(key)
+    assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
+    if not admission.allowed:
+        return (yield from finish(Reason.CIRCUIT_OPEN, admission.retry_at,
+                                  admission.detail or "circuit open", False))
+    probe = admission.probe
+
+    while True:
+        permit = Permit()
+        for _ in range(MAX_COORDINATOR_WAITS):
+            reply = yield Acquire(key, state.attempts + 1)
+            assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
+            permit = reply
+            step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
+                             permit.retry_at)
+            if step is None:
+                break
+            if isinstance(step, Stop):
+                return (yield from finish(step.reason, step.retry_at, step.detail, probe))
+            wait = Wait(step.after, step.reason, step.source, state.attempts)
+            yield Sleep(wait)
+            state = state.with_wait(wait, step.retry_at)
+        else:
+            return (yield from finish(Reason.DEADLINE, state.retry_at,
+                                      "the coordinator kept asking to wait", probe))
+
+        plan = plan_attempt(policy, state, clock.monotonic())
+        if isinstance(plan, Stop):
+            yield Learn(key, None, permit.lease)
+            return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
+
+        started = clock.monotonic()
+        result = yield Attempt(state.attempts + 1, plan)
+        assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
+        last = result
+        now, wall = clock.monotonic(), clock.wall()
+        classified = classify(policy.profile, result.observation, wall)
+        yield Learn(key, classified, permit.lease)
+
+        counted = dataclasses.replace(state, attempts=state.attempts + 1)
+        decision = decide(policy, counted, classified, now, wall, sample())
+        if isinstance(decision, Retry) and not (yield SpendRetry(key)):
+            decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
+                            "the shared retry budget refused a retry")
+        record = AttemptRecord(
+            number=state.attempts + 1,
+            started=started - state.started,
+            elapsed=now - started,
+            status=classified.status,
+            error=None if result.error is None else type(result.error).__name__,
+            kind=classified.kind,
+            decision="retry" if isinstance(decision, Retry) else "stop",
+            detail=decision.detail,
+            evidence=classified.rate.evidence,
+            timeout=plan,
+        )
+        state = state.with_attempt(record, classified)
+        if isinstance(decision, Stop):
+            return (yield from finish(decision.reason, decision.retry_at, decision.detail, probe))
+        wait = Wait(decision.after, decision.reason, decision.source, state.attempts)
+        yield Sleep(wait)
+        state = state.with_wait(wait, decision.retry_at)

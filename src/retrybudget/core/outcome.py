@@ -1,0 +1,219 @@
+"""Outcome reasons, wait records and the per-operation result.
+
+An operation ends in exactly one :class:`Reason` (DESIGN.md section 2). Its
+:class:`Outcome` carries the per-operation counters: one logical operation, the
+attempts it made, every wait with its reason and source, and ``retry_at`` when
+the provider named a time to come back.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from .classify import Kind
+
+__all__ = ["GATEWAY_MAPPING", "AttemptRecord", "Outcome", "Reason", "Wait", "WaitReason"]
+
+T = TypeVar("T")
+
+
+class Reason(str, enum.Enum):
+    """Why an operation ended; exactly one per operation."""
+
+    OK = "ok"
+    NOT_FOUND = "not_found"
+    RATE_LIMITED = "rate_limited"
+    EXHAUSTED = "exhausted"
+    DEADLINE = "deadline"
+    CIRCUIT_OPEN = "circuit_open"
+    RETRY_BUDGET = "retry_budget"
+    REJECTED = "rejected"
+    UNEXPECTED = "unexpected"
+    INVALID_PAYLOAD = "invalid_payload"
+    NOT_RETRIED = "not_retried"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_provider_failure(self) -> bool:
+        """True for outcomes that speak of the provider's health (what a breaker counts)."""
+        return self in _PROVIDER_FAILURES
+
+
+_PROVIDER_FAILURES = frozenset({Reason.EXHAUSTED, Reason.DEADLINE, Reason.UNEXPECTED})
+
+
+class WaitReason(str, enum.Enum):
+    """What a wait was for."""
+
+    RETRY_AFTER = "retry_after"
+    RATE_LIMIT_RESET = "rate_limit_reset"
+    RATE_LIMIT_BACKOFF = "rate_limit_backoff"
+    BACKOFF = "backoff"
+    GATE = "gate"
+    PACING = "pacing"
+    CONCURRENCY = "concurrency"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One wait paid out of the operation's deadline.
+
+    Attributes:
+        seconds: how long.
+        reason: what it was for.
+        source: the header that asked for it (``"retry-after"``…) or ``"policy"`` / ``"coordinator"``.
+        attempt: the number of the attempt that preceded it (0 before the first attempt).
+    """
+
+    seconds: float
+    reason: WaitReason
+    source: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """What one attempt saw and what was decided after it.
+
+    Attributes:
+        number: 1 for the first attempt.
+        started: seconds since the operation started.
+        elapsed: how long the attempt took.
+        status: the HTTP status, or None when no response came.
+        error: the error class name, or None when a response came.
+        kind: the classification.
+        decision: ``"retry"`` or ``"stop"``.
+        detail: a short human reason for the classification and decision.
+        evidence: the rate-limit and retry headers that drove the decision.
+        timeout: the timeout the attempt was given (clipped to the deadline), or None.
+    """
+
+    number: int
+    started: float
+    elapsed: float
+    status: int | None
+    error: str | None
+    kind: Kind
+    decision: str
+    detail: str
+    evidence: tuple[tuple[str, str], ...] = ()
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    """The result of one logical operation.
+
+    ``value`` is set only when ``reason`` is :attr:`Reason.OK`: a failed operation never
+    carries a value. ``last`` is the last result the provider gave (a response for a 404,
+    say), for inspection, never to be read as success.
+
+    Attributes:
+        reason: why it ended.
+        operation_id: this operation's id.
+        attempts: outbound attempts made (0 when the breaker or gate refused at once).
+        waits: every wait, in order.
+        elapsed: seconds from start to end, waits included.
+        retry_at: wall-clock epoch seconds when the provider said to come back, if it did.
+        value: the result, only when ``reason`` is ok.
+        last: the last result seen, whatever the reason.
+        error: the last exception seen, if the last attempt raised.
+        history: per-attempt records.
+        detail: a short human explanation.
+        conflicts: evidence that disagreed, for review.
+        key: the provider key the operation was coordinated under.
+        method: the request method, when known.
+        job_id: the caller's fixture or job id, when given.
+    """
+
+    reason: Reason
+    operation_id: str
+    attempts: int
+    waits: tuple[Wait, ...]
+    elapsed: float
+    retry_at: float | None = None
+    value: T | None = None
+    last: object | None = field(default=None, repr=False)
+    error: BaseException | None = field(default=None, repr=False)
+    history: tuple[AttemptRecord, ...] = ()
+    detail: str = ""
+    conflicts: tuple[str, ...] = ()
+    key: str = ""
+    method: str | None = None
+    job_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True only for :attr:`Reason.OK`."""
+        return self.reason is Reason.OK
+
+    @property
+    def logical_operations(self) -> int:
+        """Always 1: an outcome is one logical operation, however many attempts it made."""
+        return 1
+
+    @property
+    def retries(self) -> int:
+        """Attempts beyond the first."""
+        return max(0, self.attempts - 1)
+
+    @property
+    def waited(self) -> float:
+        """Total seconds spent waiting."""
+        return sum(w.seconds for w in self.waits)
+
+    def unwrap(self) -> T:
+        """Return the value of an ok outcome, or raise the matching :class:`RetryBudgetError`."""
+        if self.reason is Reason.OK:
+            return self.value  # type: ignore[return-value]
+        from ..errors import error_for
+
+        raise error_for(self)
+
+    def stats(self) -> dict[str, object]:
+        """The per-operation counters as plain JSON-ready data."""
+        return {
+            "operation_id": self.operation_id,
+            "job_id": self.job_id,
+            "key": self.key,
+            "method": self.method,
+            "logical_operations": 1,
+            "attempts": self.attempts,
+            "retries": self.retries,
+            "outcome": self.reason.value,
+            "retry_at": self.retry_at,
+            "elapsed": round(self.elapsed, 6),
+            "waits": [
+                {
+                    "seconds": round(w.seconds, 6),
+                    "reason": w.reason.value,
+                    "source": w.source,
+                    "after_attempt": w.attempt,
+                }
+                for w in self.waits
+            ],
+            "detail": self.detail,
+        }
+
+
+GATEWAY_MAPPING: dict[Reason, tuple[int, str | None]] = {
+    Reason.OK: (200, None),
+    Reason.NOT_FOUND: (404, "not_found"),
+    Reason.RATE_LIMITED: (503, "provider_rate_limited"),
+    Reason.EXHAUSTED: (503, "provider_unavailable"),
+    Reason.DEADLINE: (503, "provider_unavailable"),
+    Reason.CIRCUIT_OPEN: (503, "provider_unavailable"),
+    Reason.RETRY_BUDGET: (503, "provider_unavailable"),
+    Reason.REJECTED: (502, "provider_rejected"),
+    Reason.UNEXPECTED: (502, "provider_unexpected"),
+    Reason.INVALID_PAYLOAD: (502, "provider_invalid_payload"),
+    Reason.NOT_RETRIED: (503, "provider_unavailable"),
+}
+"""DESIGN.md section 2: the HTTP status and problem code a gateway answers for each reason."""

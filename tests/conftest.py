@@ -1,0 +1,38 @@
+"""Shared fixtures and the hypothesis settings profiles."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from retrybudget import FakeClock
+
+settings.register_profile(
+    "ci", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A fake clock that advances only when slept on."""
+    return FakeClock()
+
+
+@pytest.fixture
+def rng() -> random.Random:
+    """A seeded random source for jitter."""
+    return random.Random(1234)
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> None:
+    """Each test starts with retrybudget's logger at its default level."""
+    logging.getLogger("retrybudget").setLevel(logging.NOTSET)
