@@ -8,11 +8,11 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.strategies import WALL0, methods, policies, scripts
 
 from retrybudget import FakeClock, Kind, Reason, Retrier, WaitReason
 from retrybudget.core.classify import classify
 from retrybudget.testing import ScriptedResponse, expand_placeholders, json_payload
-from tests.strategies import WALL0, methods, policies, scripts
 
 
 class GeneratedProvider:
@@ -92,7 +92,7 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
     # a wait only when another attempt followed it
     assert len(outcome.waits) <= max(0, outcome.attempts - 1) + 0
     # rate-limit waits are never shorter than the provider asked
-    for record, wait in zip(outcome.history, outcome.waits):
+    for record, wait in zip(outcome.history, outcome.waits, strict=False):
         if record.kind is Kind.RATE_LIMITED and wait.reason is WaitReason.RETRY_AFTER:
             response = dict(record.evidence)
             if "retry-after" in response and response["retry-after"].strip().isdigit():
@@ -103,7 +103,8 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
         assert provider.sent <= 1
     # ok only for a 2xx with a valid payload, and the value is what the provider served
     if outcome.reason is Reason.OK:
-        assert provider.served[-1] is not None and 200 <= provider.served[-1] < 300
+        assert provider.served[-1] is not None
+        assert 200 <= provider.served[-1] < 300
         assert isinstance(json.loads(outcome.value.text), dict)
     else:
         assert outcome.value is None

@@ -8,7 +8,6 @@ import pytest
 
 from retrybudget import (
     Backoff,
-    FakeClock,
     Jitter,
     Kind,
     Policy,
@@ -18,9 +17,9 @@ from retrybudget import (
     WaitReason,
     get_profile,
 )
+from retrybudget.coordination import Coordinator
 from retrybudget.core.classify import classify
 from retrybudget.core.decide import OperationState, Retry, Stop, decide
-from retrybudget.coordination import Coordinator
 from retrybudget.core.flow import Admission, Permit
 from retrybudget.testing import ScriptedProvider, json_payload
 

@@ -215,7 +215,8 @@ class Retrier:
             if isinstance(action, Attempt):
                 reply = perform(action)
             elif isinstance(action, Sleep):
-                reply = self.clock.sleep(action.wait.seconds)
+                self.clock.sleep(action.wait.seconds)
+                reply = None
             else:
                 reply = self.coordinator.handle(action)
 
@@ -239,7 +240,8 @@ class Retrier:
             if isinstance(action, Attempt):
                 reply = await perform(action)
             elif isinstance(action, Sleep):
-                reply = await self.clock.async_sleep(action.wait.seconds)
+                await self.clock.async_sleep(action.wait.seconds)
+                reply = None
             else:
                 reply = await self.coordinator.ahandle(action)
 

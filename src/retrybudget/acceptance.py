@@ -9,7 +9,9 @@ judge the result with :func:`judge`.
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -142,7 +144,7 @@ class CaseResult:
 
     def evidence(self) -> dict[str, Any]:
         """Plain data: requests the provider saw, gaps, waits and the outcome."""
-        gaps = [round(b - a, 3) for a, b in zip(self.arrivals, self.arrivals[1:])]
+        gaps = [round(b - a, 3) for a, b in itertools.pairwise(self.arrivals)]
         return {
             "requests_seen": self.requests,
             "gaps_s": gaps,
@@ -173,7 +175,7 @@ def judge(
     """
     exp = case.expect
     checks: list[Check] = []
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     if "outcome" in exp:
         checks.append(Check("outcome", exp["outcome"], outcome.reason.value,
                             outcome.reason.value == exp["outcome"]))
@@ -238,8 +240,6 @@ class _CaseCoordinator(Coordinator):
 def run_offline(case: Case, *, clock: Clock | None = None, base: Policy | None = None,
                 seed: int = 7) -> CaseResult:
     """Play a case against the in-process scripted provider (no network)."""
-    import random
-
     clk = clock or FakeClock()
     provider = ScriptedProvider(case.script, clk)
     coordinator = _CaseCoordinator(open_=case.breaker == "open")

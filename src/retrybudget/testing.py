@@ -56,7 +56,7 @@ def json_payload(response: object) -> object:
     text = getattr(response, "text", "")
     data = json.loads(text if isinstance(text, str) else "")
     if not isinstance(data, dict):
-        raise ValueError("payload is not a JSON object")
+        raise TypeError("payload is not a JSON object")
     return data
 
 
@@ -98,10 +98,7 @@ class ScriptedProvider:
         headers = {
             str(k): expand_placeholders(str(v), wall) for k, v in (step.get("headers") or {}).items()
         }
-        if "body_text" in step:
-            text = str(step["body_text"])
-        else:
-            text = json.dumps(step.get("body", {}))
+        text = str(step["body_text"]) if "body_text" in step else json.dumps(step.get("body", {}))
         entry["status"] = int(step.get("status", 200))
         return ScriptedResponse(entry["status"], headers, text)
 

@@ -216,24 +216,24 @@ def decide(
 
     if kind is Kind.RATE_LIMITED:
         delay, reason, source = rate_limit_wait(policy.profile, classified, state.rate_limit_streak)
-        retry_at = now_wall + delay
+        limit_at = now_wall + delay
         if policy.rate_limit is RateLimitMode.FAIL_FAST:
-            return Stop(Reason.RATE_LIMITED, retry_at, "rate limited; fail_fast does not wait")
+            return Stop(Reason.RATE_LIMITED, limit_at, "rate limited; fail_fast does not wait")
         if not may_retry:
-            return Stop(Reason.RATE_LIMITED, retry_at, "rate limited; a write is not replayed")
+            return Stop(Reason.RATE_LIMITED, limit_at, "rate limited; a write is not replayed")
         if not attempts_left:
-            return Stop(Reason.RATE_LIMITED, retry_at, "rate limited; no attempts left")
+            return Stop(Reason.RATE_LIMITED, limit_at, "rate limited; no attempts left")
         if policy.max_server_wait is not None and delay > policy.max_server_wait:
             return Stop(
-                Reason.RATE_LIMITED, retry_at,
+                Reason.RATE_LIMITED, limit_at,
                 f"rate limited; {delay:.3f}s is over the {policy.max_server_wait:g}s wait cap",
             )
         if not _fits(policy, state, now, delay):
             return Stop(
-                Reason.RATE_LIMITED, retry_at,
+                Reason.RATE_LIMITED, limit_at,
                 f"rate limited; waiting {delay:.3f}s would end past the deadline",
             )
-        return Retry(delay, reason, source, retry_at, f"rate limited; waiting {delay:.3f}s")
+        return Retry(delay, reason, source, limit_at, f"rate limited; waiting {delay:.3f}s")
 
     # Transient: 502/503/504, network errors, timeouts.
     if not may_retry:
@@ -245,7 +245,8 @@ def decide(
     ):
         return Stop(Reason.DEADLINE, None, "the attempt ran into the deadline")
     delay = policy.backoff.delay(state.backoffs, sample)
-    reason, source, retry_at = WaitReason.BACKOFF, "policy", None
+    reason, source = WaitReason.BACKOFF, "policy"
+    retry_at = None
     hint = classified.hint if policy.profile.transient_hints else None
     if hint is not None:
         retry_at = now_wall + hint.delay
@@ -258,7 +259,7 @@ def decide(
     return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
 
 
-def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | None | Stop:
+def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | Stop | None:
     """Before an attempt: its timeout (clipped to what is left), None for no limit, or a Stop."""
     if state.attempts >= policy.max_attempts:
         return Stop(Reason.EXHAUSTED, state.retry_at, "no attempts left")

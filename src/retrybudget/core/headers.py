@@ -304,8 +304,6 @@ _RFC3339_RE = re.compile(
 )
 _SHOPIFY_RE = re.compile(r"([0-9]{1,18})\s*/\s*([0-9]{1,18})")
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-_JOINED = frozenset({"ratelimit", "ratelimit-policy", "ratelimit-limit"})
-"""Structured-field lists: repeated lines are joined with ``, `` (RFC 9651), never a conflict."""
 
 
 def _as_text(value: object) -> str:
@@ -484,13 +482,18 @@ class _Reader:
         return any(name in self.groups for name in names)
 
     def values(self, name: str) -> list[str]:
-        """The values of ``name``; a comma-joined repeat (``5, 5``) is split back apart."""
+        """The values of ``name``; a comma-joined repeat (``5, 7``) is split back apart.
+
+        Only when every piece is non-empty and has no inner whitespace, so an HTTP-date
+        (``Sun, 06 Nov 1994 …``) or a trailing comma stays one (noted) value.
+        """
         out: list[str] = []
         for value in self.groups.get(name, []):
-            parts = [part.strip() for part in value.split(",")] if "," in value else [value]
-            if name == "retry-after" and not all(_NUMBER_RE.fullmatch(p) for p in parts):
-                parts = [value]  # an HTTP-date has a comma of its own
-            out.extend(parts)
+            parts = [part.strip() for part in value.split(",")]
+            if len(parts) > 1 and all(part and part.split() == [part] for part in parts):
+                out.extend(parts)
+            else:
+                out.append(value)
         return out
 
     def joined(self, name: str) -> str | None:

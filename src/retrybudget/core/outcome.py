@@ -173,7 +173,7 @@ class Outcome(Generic[T]):
         """Return the value of an ok outcome, or raise the matching :class:`RetryBudgetError`."""
         if self.reason is Reason.OK:
             return self.value  # type: ignore[return-value]
-        from ..errors import error_for
+        from ..errors import error_for  # noqa: PLC0415 - errors imports this module
 
         raise error_for(self)
 

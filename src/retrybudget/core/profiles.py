@@ -86,11 +86,11 @@ class Profile:
             object.__setattr__(self, f, _statuses(getattr(self, f)))
         for f in ("secondary_patterns", "permission_patterns", "quota_patterns"):
             patterns = tuple(getattr(self, f))
-            for p in patterns:
-                try:
+            try:
+                for p in patterns:
                     re.compile(p)
-                except re.error as exc:
-                    raise ValueError(f"{f}: invalid pattern {p!r}: {exc}") from exc
+            except re.error as exc:
+                raise ValueError(f"{f}: invalid pattern: {exc}") from exc
             object.__setattr__(self, f, patterns)
         for f in ("rate_limit_floor", "reset_slack"):
             v = float(getattr(self, f))
