@@ -11,8 +11,10 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import itertools
+import os
 import random as _random
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
@@ -126,11 +128,25 @@ class CallInterpreter:
         return FailureSeen(failure_kind(error, self.retry_on), type(error).__name__)
 
 
-def _operation_id() -> str:
-    return uuid.uuid4().hex[:16]
+class _OperationIds:
+    """Unique, cheap operation ids: a random per-process prefix and a counter."""
+
+    def __init__(self) -> None:
+        self.reseed()
+        os.register_at_fork(after_in_child=self.reseed)
+
+    def reseed(self) -> None:
+        self.prefix = secrets.token_hex(5)
+        self.counter = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self.prefix}{next(self.counter):06x}"
 
 
-@dataclass(frozen=True, slots=True)
+_operation_id = _OperationIds()
+
+
+@dataclass(frozen=True)
 class Retrier:
     """Runs logical operations under one policy, clock, coordinator and set of hooks.
 
@@ -175,18 +191,22 @@ class Retrier:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
+    @functools.cached_property
     def _request(self) -> RequestInfo:
         return RequestInfo(method=self.method, key=self.key,
                            has_idempotency_key=self.idempotency_key, job_id=self.job_id)
 
-    def _flow(self, request: RequestInfo | None, operation_id: str | None) -> tuple[FlowGen, RequestInfo]:
-        req = request or self._request()
-        flow = operation_flow(self.policy, req, self.clock,
-                              operation_id=operation_id or _operation_id(),
-                              sample=self.random.random)
+    def _flow(self, request: RequestInfo | None, operation_id: str) -> tuple[FlowGen, RequestInfo]:
+        req = request or self._request
+        coordinated = not self.coordinator.passive
+        flow = operation_flow(self.policy, req, self.clock, operation_id=operation_id,
+                              sample=self.random.random, coordinated=coordinated,
+                              report=coordinated or bool(self.hooks))
         return flow, req
 
     def _announce(self, action: Action, request: RequestInfo, operation_id: str) -> None:
+        if not self.hooks:
+            return
         if isinstance(action, Attempt):
             notify(self.hooks, "before_attempt",
                    AttemptEvent(operation_id, request, action.number, action.timeout))
@@ -245,6 +265,7 @@ class Retrier:
             else:
                 reply = await self.coordinator.ahandle(action)
 
+    @functools.cached_property
     def _interpreter(self) -> Interpreter:
         return self.interpreter or CallInterpreter(validator=self.policy.validator)
 
@@ -259,7 +280,7 @@ class Retrier:
         Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
         :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
         """
-        interp = self._interpreter()
+        interp = self._interpreter
 
         def perform(attempt: Attempt) -> AttemptResult:
             token = _ATTEMPT_TIMEOUT.set(attempt.timeout)
@@ -275,7 +296,7 @@ class Retrier:
 
     async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
         """Await ``fn(*args, **kwargs)`` under the budget, each attempt cut at its timeout."""
-        interp = self._interpreter()
+        interp = self._interpreter
 
         async def perform(attempt: Attempt) -> AttemptResult:
             token = _ATTEMPT_TIMEOUT.set(attempt.timeout)

@@ -26,7 +26,12 @@ class Coordinator:
     Subclasses override the sync methods; the async ones call the sync ones, which is
     right for in-process backends that never block. A backend that does network I/O
     overrides the async methods too.
+
+    Attributes:
+        passive: True for a coordinator that coordinates nothing; drivers then skip it.
     """
+
+    passive = False
 
     def admit(self, key: str) -> Admission:
         """Whether an operation under ``key`` may start (the circuit breaker)."""
@@ -93,6 +98,8 @@ class Coordinator:
 
 class NoCoordination(Coordinator):
     """Coordinates nothing: every operation is admitted, every retry allowed."""
+
+    passive = True
 
     def __repr__(self) -> str:
         return "NoCoordination()"

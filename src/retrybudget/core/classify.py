@@ -14,7 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .headers import HeaderInput, Hint, RateLimitInfo, normalize_headers, parse_rate_limit_headers
+from ._values import fast_init
+from .headers import (
+    NO_RATE_LIMIT_INFO,
+    HeaderInput,
+    Hint,
+    RateLimitInfo,
+    normalize_headers,
+    parse_rate_limit_headers,
+)
 from .profiles import Profile
 
 __all__ = [
@@ -64,6 +72,7 @@ class FailureKind(str, enum.Enum):
         return self.value
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ResponseSeen:
     """A response the provider sent.
@@ -98,6 +107,7 @@ class ResponseSeen:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FailureSeen:
     """An attempt that got no usable response.
@@ -122,6 +132,7 @@ Observation = ResponseSeen | FailureSeen
 """What one attempt produced."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Classified:
     """An observation read through a profile.
@@ -140,7 +151,7 @@ class Classified:
     kind: Kind
     detail: str
     status: int | None = None
-    rate: RateLimitInfo = field(default_factory=RateLimitInfo)
+    rate: RateLimitInfo = NO_RATE_LIMIT_INFO
     scope: str = ""
     sent: bool = True
     failure: FailureKind | None = None
@@ -196,21 +207,25 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
 
     status = observation.status
     rate = parse_rate_limit_headers(observation.headers, now_wall)
-    conflicts = tuple(
-        f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts
-    )
+    if 200 <= status < 300 and not observation.payload_error and not rate.conflicts:
+        return Classified(Kind.OK, "ok", status, rate)
+    kind, detail, scope, extra = _read_status(profile, observation, status, rate)
+    conflicts = tuple(f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts) + extra
+    return Classified(kind, detail, status, rate, scope, True, None, conflicts)
+
+
+def _read_status(
+    profile: Profile, observation: ResponseSeen, status: int, rate: RateLimitInfo
+) -> tuple[Kind, str, str, tuple[str, ...]]:
+    """The profile's table, in order: ``(kind, detail, scope, extra conflicts)``."""
     message = observation.message
-
-    def result(kind: Kind, detail: str, scope: str = "", extra: tuple[str, ...] = ()) -> Classified:
-        return Classified(kind, detail, status, rate, scope, True, None, conflicts + extra)
-
     if status < 100 or status > 599:
-        return result(Kind.INVALID_PAYLOAD, f"status {status} is not an HTTP status")
+        return Kind.INVALID_PAYLOAD, f"status {status} is not an HTTP status", "", ()
     if _matches(profile.quota_patterns, message):
-        return result(Kind.REJECTED, f"{status}: quota or billing limit, not fixed by waiting")
+        return Kind.REJECTED, f"{status}: quota or billing limit, not fixed by waiting", "", ()
     if status in profile.rate_limited:
         scope = "primary" if rate.exhausted else _secondary(profile, message, rate)
-        return result(Kind.RATE_LIMITED, f"{status}: rate limited", scope)
+        return Kind.RATE_LIMITED, f"{status}: rate limited", scope, ()
     if status in profile.conditional_rate_limited:
         if rate.exhausted:
             extra: tuple[str, ...] = ()
@@ -219,21 +234,23 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
                     f"status+x-ratelimit-remaining+message: {status} with remaining 0 "
                     "and a permission message",
                 )
-            return result(Kind.RATE_LIMITED, f"{status}: primary rate limit (remaining 0)",
-                          "primary", extra)
+            return Kind.RATE_LIMITED, f"{status}: primary rate limit (remaining 0)", "primary", extra
         if rate.retry_after is not None or _matches(profile.secondary_patterns, message):
-            return result(Kind.RATE_LIMITED, f"{status}: secondary rate limit", "secondary")
+            return Kind.RATE_LIMITED, f"{status}: secondary rate limit", "secondary", ()
     if status in profile.not_found:
-        return result(Kind.NOT_FOUND, f"{status}: reachable, record missing")
+        return Kind.NOT_FOUND, f"{status}: reachable, record missing", "", ()
     if status in profile.rejected:
-        return result(Kind.REJECTED, f"{status}: rejected by the provider")
+        return Kind.REJECTED, f"{status}: rejected by the provider", "", ()
     if status in profile.transient:
-        return result(Kind.TRANSIENT, f"{status}: transient provider failure")
+        return Kind.TRANSIENT, f"{status}: transient provider failure", "", ()
     if 200 <= status < 300:
         if observation.payload_error:
-            return result(Kind.INVALID_PAYLOAD, f"{status}: invalid payload ({observation.payload_error})")
-        return result(Kind.OK, f"{status}: ok")
-    return result(Kind.UNEXPECTED, f"{status}: outside the {profile.name} contract")
+            detail = f"{status}: invalid payload ({observation.payload_error})"
+            return Kind.INVALID_PAYLOAD, detail, "", ()
+        return Kind.OK, f"{status}: ok", "", ()
+    if status in profile.ok:
+        return Kind.OK, f"{status}: ok", "", ()
+    return Kind.UNEXPECTED, f"{status}: outside the {profile.name} contract", "", ()
 
 
 def _secondary(profile: Profile, message: str, rate: RateLimitInfo) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ._values import fast_init
 from .classify import Classified, FailureKind, Kind
 from .outcome import AttemptRecord, Reason, Wait, WaitReason
 from .policy import Policy, RateLimitMode
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OperationState:
     """One operation's progress, as an immutable value; every change returns a new state.
@@ -86,12 +88,13 @@ class OperationState:
 
     def with_attempt(self, record: AttemptRecord, classified: Classified) -> OperationState:
         """This state after one more attempt."""
-        new_conflicts = tuple(c for c in classified.conflicts if c not in self.conflicts)
-        return dataclasses.replace(
-            self,
-            attempts=self.attempts + 1,
-            history=(*self.history, record),
-            conflicts=self.conflicts + new_conflicts,
+        conflicts = self.conflicts
+        if classified.conflicts:
+            conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
+        return OperationState(
+            self.operation_id, self.method, self.started, self.deadline_at,
+            self.has_idempotency_key, self.attempts + 1, (*self.history, record), self.waits,
+            self.rate_limit_streak, self.backoffs, self.retry_at, conflicts,
         )
 
     def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
@@ -101,9 +104,10 @@ class OperationState:
         latest = self.retry_at
         if retry_at is not None and (latest is None or retry_at > latest):
             latest = retry_at
-        return dataclasses.replace(
-            self, waits=(*self.waits, wait), rate_limit_streak=streak, backoffs=backoffs,
-            retry_at=latest,
+        return OperationState(
+            self.operation_id, self.method, self.started, self.deadline_at,
+            self.has_idempotency_key, self.attempts, self.history, (*self.waits, wait), streak,
+            backoffs, latest, self.conflicts,
         )
 
     def with_retry_at(self, retry_at: float | None) -> OperationState:
@@ -113,6 +117,7 @@ class OperationState:
         return dataclasses.replace(self, retry_at=retry_at)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Retry:
     """Wait ``after`` seconds, then try again.
@@ -132,6 +137,7 @@ class Retry:
     detail: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Stop:
     """End the operation now with ``reason``.
@@ -195,7 +201,8 @@ def decide(
 
     Args:
         policy: the policy in force.
-        state: the operation's state, including the attempt just made.
+        state: the operation's state before the attempt just made is recorded (so
+            ``state.attempts + 1`` attempts have been made).
         classified: that attempt's classification.
         now: monotonic now.
         now_wall: wall-clock now (epoch seconds), to report ``retry_at``.
@@ -212,7 +219,7 @@ def decide(
     may_retry = policy.may_retry(
         state.method, has_idempotency_key=state.has_idempotency_key, sent=classified.sent
     )
-    attempts_left = state.attempts < policy.max_attempts
+    attempts_left = state.attempts + 1 < policy.max_attempts
 
     if kind is Kind.RATE_LIMITED:
         delay, reason, source = rate_limit_wait(policy.profile, classified, state.rate_limit_streak)

@@ -8,11 +8,11 @@ line of the retry logic (the shape of httpx's ``Auth.auth_flow``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from .._clock import Clock
+from ._values import fast_init
 from .classify import Classified, Observation, classify
 from .decide import OperationState, Retry, Stop, decide, plan_attempt, plan_wait
 from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
@@ -38,6 +38,7 @@ MAX_COORDINATOR_WAITS = 64
 """Coordinator waits before one attempt at the most (each also pays out of the deadline)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RequestInfo:
     """What the operation is, for decisions, coordination and audit.
@@ -60,14 +61,14 @@ class RequestInfo:
 # Actions the flow yields --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admit:
     """Ask the breaker whether this operation may start. Reply: :class:`Admission`."""
 
     key: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Acquire:
     """Ask the gate, pacing and concurrency cap for leave to send. Reply: :class:`Permit`."""
 
@@ -75,7 +76,7 @@ class Acquire:
     attempt: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attempt:
     """Make attempt ``number`` with ``timeout`` seconds (None: no limit). Reply: :class:`AttemptResult`."""
 
@@ -83,14 +84,14 @@ class Attempt:
     timeout: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sleep:
     """Wait, paid out of the deadline. Reply: None."""
 
     wait: Wait
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Learn:
     """Report what an attempt showed (or None if it was not made) and release its lease. Reply: None."""
 
@@ -99,14 +100,14 @@ class Learn:
     lease: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpendRetry:
     """Ask the shared retry budget for one retry. Reply: bool."""
 
     key: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finish:
     """The operation ended: record it (breaker, budget, audit, hooks). Reply: None."""
 
@@ -149,7 +150,7 @@ class Permit:
     lease: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AttemptResult:
     """What the driver got from one attempt: the observation and the raw result or error."""
 
@@ -161,6 +162,10 @@ class AttemptResult:
 FlowGen = Generator[Action, object, Outcome[object]]
 
 
+_ADMITTED = Admission()
+_GO = Permit()
+
+
 def operation_flow(
     policy: Policy,
     request: RequestInfo,
@@ -168,6 +173,8 @@ def operation_flow(
     *,
     operation_id: str,
     sample: Callable[[], float],
+    coordinated: bool = True,
+    report: bool = True,
 ) -> FlowGen:
     """Run one logical operation as a sequence of actions.
 
@@ -177,6 +184,9 @@ def operation_flow(
         clock: read for the time only; the driver does the sleeping.
         operation_id: this operation's id.
         sample: draws one uniform sample in [0, 1) per decision (jitter).
+        coordinated: ask a coordinator (breaker, gate, budget); False skips those actions, as
+            if every one answered "go".
+        report: yield :class:`Finish` at the end (False when nobody listens).
 
     Returns:
         The :class:`Outcome`, as the generator's return value.
@@ -207,10 +217,11 @@ def operation_flow(
             method=request.method,
             job_id=request.job_id,
         )
-        yield Finish(key, outcome, probe)
+        if report:
+            yield Finish(key, outcome, probe)
         return outcome
 
-    admission = yield Admit(key)
+    admission = (yield Admit(key)) if coordinated else _ADMITTED
     assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
     if not admission.allowed:
         return (yield from finish(Reason.CIRCUIT_OPEN, admission.retry_at,
@@ -218,8 +229,8 @@ def operation_flow(
     probe = admission.probe
 
     while True:
-        permit = Permit()
-        for _ in range(MAX_COORDINATOR_WAITS):
+        permit = _GO
+        for _ in range(MAX_COORDINATOR_WAITS if coordinated else 0):
             reply = yield Acquire(key, state.attempts + 1)
             assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
             permit = reply
@@ -233,12 +244,14 @@ def operation_flow(
             yield Sleep(wait)
             state = state.with_wait(wait, step.retry_at)
         else:
-            return (yield from finish(Reason.DEADLINE, state.retry_at,
-                                      "the coordinator kept asking to wait", probe))
+            if coordinated:
+                return (yield from finish(Reason.DEADLINE, state.retry_at,
+                                          "the coordinator kept asking to wait", probe))
 
         plan = plan_attempt(policy, state, clock.monotonic())
         if isinstance(plan, Stop):
-            yield Learn(key, None, permit.lease)
+            if coordinated:
+                yield Learn(key, None, permit.lease)
             return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
 
         started = clock.monotonic()
@@ -247,11 +260,11 @@ def operation_flow(
         last = result
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
-        yield Learn(key, classified, permit.lease)
+        if coordinated:
+            yield Learn(key, classified, permit.lease)
 
-        counted = dataclasses.replace(state, attempts=state.attempts + 1)
-        decision = decide(policy, counted, classified, now, wall, sample())
-        if isinstance(decision, Retry) and not (yield SpendRetry(key)):
+        decision = decide(policy, state, classified, now, wall, sample())
+        if isinstance(decision, Retry) and coordinated and not (yield SpendRetry(key)):
             decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
                             "the shared retry budget refused a retry")
         record = AttemptRecord(

@@ -23,6 +23,7 @@ __all__ = [
     "EVIDENCE_PREFIXES",
     "MAX_HINT_SECONDS",
     "MAX_VALUE_CHARS",
+    "NO_RATE_LIMIT_INFO",
     "Conflict",
     "HeaderNote",
     "Hint",
@@ -232,6 +233,24 @@ def parse_reset(value: str, now_wall: float, *, source: str) -> Hint | HeaderNot
     return _one(hint, note, source, value)
 
 
+_RELEVANT_PREFIXES = (*EVIDENCE_HEADERS, *EVIDENCE_PREFIXES)
+NO_RATE_LIMIT_INFO = RateLimitInfo()
+"""What a response without rate-limit or retry headers says: nothing."""
+
+
+def _normalized(pairs: tuple[object, ...]) -> bool:
+    """True when ``pairs`` is already what :func:`normalize_headers` returns."""
+    for item in pairs:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            return False
+        name, value = item
+        if not (isinstance(name, str) and isinstance(value, str)) or name != name.strip().lower():
+            return False
+        if value != value.strip():
+            return False
+    return True
+
+
 def parse_rate_limit_headers(headers: HeaderInput, now_wall: float) -> RateLimitInfo:
     """Parse every rate-limit and retry header of one response into a :class:`RateLimitInfo`.
 
@@ -247,7 +266,9 @@ def parse_rate_limit_headers(headers: HeaderInput, now_wall: float) -> RateLimit
     ``limit`` and a retry-after that disagrees with the reset by more than max(1 s, 10 %) when
     the quota is exhausted or its remaining is unknown.
     """
-    pairs = normalize_headers(headers)
+    pairs = headers if isinstance(headers, tuple) and _normalized(headers) else normalize_headers(headers)
+    if not any(name.startswith(_RELEVANT_PREFIXES) for name, _ in pairs):
+        return NO_RATE_LIMIT_INFO
     reader = _Reader(pairs, now_wall)
     retry_after = reader.pick("retry-after-ms", reader.parse_retry_after_ms)
     if retry_after is None:

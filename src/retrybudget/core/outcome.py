@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from ._values import fast_init
 from .classify import Kind
 
 __all__ = ["GATEWAY_MAPPING", "AttemptRecord", "Outcome", "Reason", "Wait", "WaitReason"]
@@ -61,6 +62,7 @@ class WaitReason(str, enum.Enum):
         return self.value
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Wait:
     """One wait paid out of the operation's deadline.
@@ -78,6 +80,7 @@ class Wait:
     attempt: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """What one attempt saw and what was decided after it.
@@ -107,6 +110,7 @@ class AttemptRecord:
     timeout: float | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Outcome(Generic[T]):
     """The result of one logical operation.

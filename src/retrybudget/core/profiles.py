@@ -44,7 +44,8 @@ class Profile:
 
     Status sets are checked in this order: quota messages, ``rate_limited``,
     ``conditional_rate_limited`` (a rate limit only with evidence), ``not_found``,
-    ``rejected``, ``transient``, then any 2xx is ok and every other status is unexpected.
+    ``rejected``, ``transient``, then any 2xx (or a status in ``ok``) is ok and every other
+    status is unexpected.
 
     Attributes:
         name: the profile's name.
@@ -63,6 +64,8 @@ class Profile:
         rate_limit_multiplier: growth of the no-hint rate-limit wait.
         reset_slack: seconds added after a reset time, so the retry lands after the reset.
         transient_hints: whether a Retry-After on a transient status (503) is honoured.
+        ok: statuses besides 2xx that end an operation as ok, unvalidated (the HTTP
+            integrations add 3xx: the client above them follows redirects).
     """
 
     name: str
@@ -78,11 +81,13 @@ class Profile:
     rate_limit_multiplier: float = 2.0
     reset_slack: float = 0.0
     transient_hints: bool = True
+    ok: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("a profile needs a non-empty name")
-        for f in ("rate_limited", "conditional_rate_limited", "not_found", "rejected", "transient"):
+        for f in ("rate_limited", "conditional_rate_limited", "not_found", "rejected", "transient",
+                  "ok"):
             object.__setattr__(self, f, _statuses(getattr(self, f)))
         for f in ("secondary_patterns", "permission_patterns", "quota_patterns"):
             patterns = tuple(getattr(self, f))
