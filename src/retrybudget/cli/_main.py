@@ -20,8 +20,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: retrybudget offline-demo --real-time",
     )
     sub = parser.add_subparsers(dest="command")
+    for name in ("demo", "offline-demo"):
+        _add_offline_demo(sub, name)
+    return parser
+
+
+def _add_offline_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     demo = sub.add_parser(
-        "offline-demo",
+        name,
         help="play the public acceptance cases against an in-process scripted provider",
         description="Play every public acceptance case against an in-process scripted "
         "provider (no network) and print attempts, waits and the outcome of each.",
@@ -29,7 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--real-time", action="store_true",
                       help="sleep for real instead of on a simulated clock")
-    return parser
 
 
 def offline_demo(*, real_time: bool = False) -> int:
@@ -54,7 +59,7 @@ def offline_demo(*, real_time: bool = False) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``retrybudget`` command; returns the exit code."""
     args = build_parser().parse_args(argv)
-    if args.command in (None, "offline-demo"):
+    if args.command in (None, "demo", "offline-demo"):
         return offline_demo(real_time=bool(getattr(args, "real_time", False)))
     return 2
 
