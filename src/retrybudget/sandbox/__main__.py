@@ -1,0 +1,150 @@
+"""``python -m retrybudget.sandbox``: run the sandbox provider in the foreground.
+
+Example::
+
+    python -m retrybudget.sandbox --port 8080 --limit 20 --window 1 --style github \\
+        --fault-5xx 0.2 --seed 1 --fixtures acceptance.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from retrybudget.sandbox._app import create_app
+from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
+from retrybudget.sandbox._fixtures import FixtureError, load_fixture_file
+from retrybudget.sandbox._server import bind_loopback, uvicorn_config
+
+__all__ = ["build_parser", "config_from_args", "main", "run"]
+
+_STYLES = ("github", "ietf", "retry-after", "bare", "none")
+
+
+def _outage(text: str) -> tuple[float, float]:
+    try:
+        start, end = (float(part) for part in text.split(":", 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START:END in seconds, got {text!r}") from None
+    return start, end
+
+
+def _statuses(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected statuses like 502,503, got {text!r}") from None
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The sandbox's command-line options, added to ``parser`` (a new one if omitted)."""
+    if parser is None:
+        parser = argparse.ArgumentParser(
+            prog="python -m retrybudget.sandbox",
+            description="Run the retrybudget sandbox provider (a synthetic HTTP API) on loopback.",
+        )
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8080, help="port, 0 for any (default: %(default)s)")
+    parser.add_argument("--rentals", type=int, default=100, help="synthetic records (default: %(default)s)")
+    limits = parser.add_argument_group("rate limits")
+    limits.add_argument("--limit", type=int, default=None, help="requests per window (default: no limit)")
+    limits.add_argument("--window", type=int, default=60, help="window in seconds (default: %(default)s)")
+    limits.add_argument("--style", choices=_STYLES, default="github", help="how limits are signalled")
+    limits.add_argument(
+        "--github-403",
+        action="store_true",
+        help="github style: 403 with remaining 0, no Retry-After",
+    )
+    limits.add_argument(
+        "--max-concurrent", type=int, default=None, help="secondary limit on in-flight requests"
+    )
+    limits.add_argument(
+        "--secondary-status",
+        type=int,
+        choices=(403, 429),
+        default=403,
+        help="status for the secondary limit",
+    )
+    faults = parser.add_argument_group("faults")
+    faults.add_argument("--seed", type=int, default=0, help="fault seed (default: %(default)s)")
+    faults.add_argument("--fault-5xx", type=float, default=0.0, help="share of injected 5xx answers")
+    faults.add_argument("--fault-statuses", type=_statuses, default=(503,), help="5xx statuses, e.g. 502,503")
+    faults.add_argument("--fault-reset", type=float, default=0.0, help="share of reset connections")
+    faults.add_argument("--fault-malformed", type=float, default=0.0, help="share of malformed 200 bodies")
+    faults.add_argument("--latency", type=float, default=0.0, help="added latency in seconds")
+    faults.add_argument("--latency-jitter", type=float, default=0.0, help="extra random latency in seconds")
+    faults.add_argument(
+        "--outage",
+        type=_outage,
+        action="append",
+        default=[],
+        metavar="START:END",
+        help="seconds after start during which everything is 503 (repeatable)",
+    )
+    parser.add_argument(
+        "--fixtures", default=None, help="fixture file (acceptance.json format) for run 'default'"
+    )
+    parser.add_argument("--log-level", default="warning", help="uvicorn log level (default: %(default)s)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SandboxConfig:
+    """The :class:`SandboxConfig` described by parsed arguments (raises ``ValueError``)."""
+    rate_limit = None
+    if args.limit is not None and args.style != "none":
+        rate_limit = RateLimit(
+            limit=args.limit, window_s=args.window, style=args.style, github_403=args.github_403
+        )
+    faults = Faults(
+        seed=args.seed,
+        error_rate=args.fault_5xx,
+        error_statuses=tuple(args.fault_statuses),
+        latency_s=args.latency,
+        latency_jitter_s=args.latency_jitter,
+        reset_rate=args.fault_reset,
+        malformed_rate=args.fault_malformed,
+        outages=tuple(args.outage),
+    )
+    return SandboxConfig(
+        rentals=args.rentals,
+        rate_limit=rate_limit,
+        max_concurrent=args.max_concurrent,
+        secondary_status=args.secondary_status,
+        faults=faults,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (``sys.argv[1:]`` if omitted) and :func:`run` the sandbox."""
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the sandbox described by parsed :func:`build_parser` options until interrupted.
+
+    Prints ``sandbox listening on http://HOST:PORT`` once bound. Returns the exit
+    status: 0 after a normal stop, 2 for bad options or an unusable fixture file.
+    """
+    try:
+        config = config_from_args(args)
+        fixtures = load_fixture_file(args.fixtures) if args.fixtures else None
+        app = create_app(config, fixtures=fixtures)
+        sock = bind_loopback(args.host, args.port)
+    except (ValueError, FixtureError, OSError) as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    print(f"sandbox listening on http://{host}:{port}", flush=True)
+    server = uvicorn.Server(uvicorn_config(app, log_level=args.log_level))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
