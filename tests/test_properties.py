@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -61,7 +62,7 @@ class Recorder:
         self.outcomes.append(outcome)
 
 
-@settings(max_examples=int(__import__("os").environ.get("RB_PROPERTY_EXAMPLES", "300")))
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
 @given(
     policy=policies(),
     script=scripts,
@@ -94,9 +95,10 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
     # rate-limit waits are never shorter than the provider asked
     for record, wait in zip(outcome.history, outcome.waits, strict=False):
         if record.kind is Kind.RATE_LIMITED and wait.reason is WaitReason.RETRY_AFTER:
-            response = dict(record.evidence)
-            if "retry-after" in response and response["retry-after"].strip().isdigit():
-                assert wait.seconds >= min(float(response["retry-after"]), 7 * 24 * 3600) - 1e-9
+            asked = dict(record.evidence).get(wait.source, "").strip()
+            if asked.isdigit():  # whole seconds, or whole milliseconds for retry-after-ms
+                scale = 1000.0 if wait.source == "retry-after-ms" else 1.0
+                assert wait.seconds >= min(float(asked) / scale, 7 * 24 * 3600) - 1e-9
     # writes are never re-sent unless keyed and allowed
     writes_ok = method in policy.idempotent_methods or (has_key and policy.retry_writes_with_key)
     if not writes_ok:
@@ -110,7 +112,7 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
         assert outcome.value is None
 
 
-@settings(max_examples=int(__import__("os").environ.get("RB_PROPERTY_EXAMPLES", "300")))
+@settings(max_examples=min(2000, int(os.environ.get("RB_PROPERTY_EXAMPLES", "300"))))
 @given(
     status=st.integers(-1000, 1000),
     headers=st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=6),
@@ -126,3 +128,51 @@ def test_classify_is_total(status, headers, message, now, profile) -> None:
     assert isinstance(result.kind, Kind)
     if result.hint is not None:
         assert 0 <= result.hint.delay <= 7 * 24 * 3600
+
+
+@settings(max_examples=min(3000, int(os.environ.get("RB_PROPERTY_EXAMPLES", "300"))))
+@given(
+    policy=policies(),
+    status=st.sampled_from([200, 400, 403, 404, 429, 500, 502, 503, 504, 529]),
+    headers=st.dictionaries(st.sampled_from(["Retry-After", "retry-after-ms",
+                                             "x-ratelimit-remaining", "x-ratelimit-reset"]),
+                            st.text(max_size=12), max_size=4),
+    attempts=st.integers(0, 7),
+    elapsed=st.floats(0, 200, allow_nan=False),
+    method=methods,
+    has_key=st.booleans(),
+    sample=st.floats(0, 1, exclude_max=True),
+)
+def test_decide_never_breaks_a_rule(policy, status, headers, attempts, elapsed, method, has_key,
+                                    sample) -> None:
+    from retrybudget import ResponseSeen
+    from retrybudget.core.decide import OperationState, Retry, Stop, decide
+
+    start = OperationState.start(policy, "op", 0.0, method=method, has_idempotency_key=has_key)
+    state = OperationState(
+        start.operation_id, start.method, start.started, start.deadline_at,
+        start.has_idempotency_key, min(attempts, policy.max_attempts - 1),
+    )
+    seen = classify(policy.profile, ResponseSeen.of(status, headers), WALL0)
+    decision = decide(policy, state, seen, elapsed, WALL0, sample)
+    if isinstance(decision, Stop):
+        assert isinstance(decision.reason, Reason)
+        if seen.kind is Kind.OK:
+            assert decision.reason is Reason.OK
+        else:
+            assert decision.reason is not Reason.OK
+        return
+    assert isinstance(decision, Retry)
+    assert seen.kind in (Kind.RATE_LIMITED, Kind.TRANSIENT)
+    assert state.attempts + 1 < policy.max_attempts
+    assert decision.after >= 0
+    if state.deadline_at is not None:
+        assert elapsed + decision.after <= state.deadline_at
+    if seen.kind is Kind.RATE_LIMITED:
+        assert policy.rate_limit.value == "wait"
+        rate = seen.rate
+        if rate.retry_after is not None:
+            assert decision.after >= rate.retry_after.delay
+        elif rate.reset is not None and rate.remaining in (None, 0):
+            assert decision.after >= rate.reset.delay
+    assert method in policy.idempotent_methods or (has_key and policy.retry_writes_with_key)
