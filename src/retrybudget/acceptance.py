@@ -238,13 +238,17 @@ class _CaseCoordinator(Coordinator):
 
 
 def run_offline(case: Case, *, clock: Clock | None = None, base: Policy | None = None,
-                seed: int = 7) -> CaseResult:
-    """Play a case against the in-process scripted provider (no network)."""
+                seed: int = 7, hooks: Sequence[object] = ()) -> CaseResult:
+    """Play a case against the in-process scripted provider (no network).
+
+    ``hooks`` are passed to the :class:`Retrier` (an audit hook, stats, metrics).
+    """
     clk = clock or FakeClock()
     provider = ScriptedProvider(case.script, clk)
     coordinator = _CaseCoordinator(open_=case.breaker == "open")
     retrier = Retrier(policy=policy_for(case, base), clock=clk, coordinator=coordinator,
-                      random=random.Random(seed), method=case.method, job_id=case.id)
+                      random=random.Random(seed), method=case.method, job_id=case.id,
+                      hooks=tuple(hooks))
     started = clk.wall()
     outcome = retrier.call(provider, case.method)
     arrivals = [r["arrival"] for r in provider.requests]

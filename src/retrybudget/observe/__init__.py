@@ -1,7 +1,84 @@
-"""Observability: hooks, per-operation stats, audit records, metrics and the review report."""
+"""Observability: hooks, per-operation stats, audit records, metrics and the review report.
 
-from ._hooks import AttemptEvent, Hook, WaitEvent
-from ._redact import REDACTED, is_secret_header, redact_headers, redact_url
+Everything here plugs into a :class:`~retrybudget.Retrier` through ``hooks=``, so it works
+for every driver and integration alike::
 
-__all__ = ["REDACTED", "AttemptEvent", "Hook", "WaitEvent", "is_secret_header", "redact_headers",
-           "redact_url"]
+    from retrybudget import Retrier
+    from retrybudget.observe import AuditHook, JsonlAuditSink, StatsAggregator
+
+    stats = StatsAggregator()
+    audit = AuditHook(JsonlAuditSink("audit.jsonl"), policy=policy)
+    retrier = Retrier(policy=policy, hooks=(stats, audit))
+
+The Prometheus and OpenTelemetry hooks import their libraries only when constructed.
+"""
+
+from ._audit import (
+    AuditFileError,
+    AuditHook,
+    AuditLog,
+    AuditSink,
+    BadLine,
+    CallbackAuditSink,
+    JsonlAuditSink,
+    LoggingAuditSink,
+    audit_record,
+    load_audit,
+)
+from ._hooks import BREAKER_STATES, AttemptEvent, CoordinatorEvents, Hook, WaitEvent
+from ._metrics import METRICS, WAIT_BUCKETS, MetricsHook, MetricSpec, OtelHook, PrometheusHook
+from ._redact import (
+    REDACTED,
+    SECRET_HEADERS,
+    SECRET_PARAMS,
+    is_secret_header,
+    is_secret_param,
+    redact_headers,
+    redact_text,
+    redact_url,
+    scrub,
+)
+from ._report import CHECKS, REPORT_KEYS, review_report
+from ._schema import AUDIT_SCHEMA, AUDIT_SCHEMA_ID, validate_audit_record
+from ._stats import StatsAggregator, operation_stats
+
+__all__ = [
+    "AUDIT_SCHEMA",
+    "AUDIT_SCHEMA_ID",
+    "BREAKER_STATES",
+    "CHECKS",
+    "METRICS",
+    "REDACTED",
+    "REPORT_KEYS",
+    "SECRET_HEADERS",
+    "SECRET_PARAMS",
+    "WAIT_BUCKETS",
+    "AttemptEvent",
+    "AuditFileError",
+    "AuditHook",
+    "AuditLog",
+    "AuditSink",
+    "BadLine",
+    "CallbackAuditSink",
+    "CoordinatorEvents",
+    "Hook",
+    "JsonlAuditSink",
+    "LoggingAuditSink",
+    "MetricSpec",
+    "MetricsHook",
+    "OtelHook",
+    "PrometheusHook",
+    "StatsAggregator",
+    "WaitEvent",
+    "audit_record",
+    "is_secret_header",
+    "is_secret_param",
+    "load_audit",
+    "operation_stats",
+    "redact_headers",
+    "redact_text",
+    "redact_url",
+    "review_report",
+    "scrub",
+    "validate_audit_record",
+]

@@ -2,14 +2,18 @@
 
 Secrets are request headers that carry credentials (``Authorization``,
 ``Proxy-Authorization``, ``Cookie``/``Set-Cookie``, API-key-like names), token-like
-query parameters, and userinfo in URLs.
+query parameters, and userinfo in URLs. Those are removed by *structure*
+(:func:`redact_headers`, :func:`redact_url`). :func:`redact_text` is the last line of
+defence that every audit sink applies to every string it writes: it removes the secret
+values the application registered, and text that looks like a credential (bearer and
+basic credentials, ``token=…`` pairs, userinfo, well-known token formats).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
 __all__ = [
     "REDACTED",
@@ -18,7 +22,9 @@ __all__ = [
     "is_secret_header",
     "is_secret_param",
     "redact_headers",
+    "redact_text",
     "redact_url",
+    "scrub",
 ]
 
 REDACTED = "[REDACTED]"
@@ -26,32 +32,79 @@ REDACTED = "[REDACTED]"
 
 SECRET_HEADERS = frozenset({
     "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
-    "x-auth-token", "x-csrf-token", "x-amz-security-token",
+    "apikey", "x-apikey", "x-auth-token", "x-csrf-token", "x-amz-security-token", "token",
+    "secret", "password",
 })
 """Header names that always carry secrets."""
 
-_SECRET_HEADER_SUFFIXES = ("-token", "-secret", "-key", "-password", "-signature", "-credential")
-
 SECRET_PARAMS = frozenset({
     "access_token", "token", "key", "api_key", "apikey", "signature", "sig", "client_secret",
-    "password", "code", "secret", "refresh_token", "id_token", "auth", "x-amz-signature",
-    "x-amz-credential", "x-amz-security-token",
+    "password", "passwd", "pwd", "code", "secret", "refresh_token", "id_token", "auth", "jwt",
+    "session", "sessionid", "assertion", "client_assertion", "credential", "credentials",
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token",
 })
 """Query parameter names whose values are secrets."""
 
+_SECRET_SUFFIXES = tuple(
+    sep + word
+    for word in ("token", "secret", "key", "password", "signature", "credential")
+    for sep in ("-", "_")
+)
+"""A header or parameter whose name ends in one of these carries a secret (``x-foo-token``)."""
+
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_LEADING_USERINFO = re.compile(r"^[^/?#\s]*@")
+_QUERY_SEPARATORS = re.compile(r"([&;])")
+
+_CREDENTIAL_NAMES = (
+    r"access_token|refresh_token|id_token|client_secret|api_key|apikey|token|signature"
+    r"|password|passwd|secret|jwt|[\w-]*[-_](?:token|secret|key|password|signature|credential)"
+)
+"""Names whose value is a secret in ``name=value`` and ``name: value`` text alike."""
+
+_CREDENTIAL_PARAMS = _CREDENTIAL_NAMES + r"|key|sig|pwd|code|session|sessionid|auth"
+"""Shorter names, secret in ``name=value`` (query strings, forms) but too common in prose."""
+
+# Credential-shaped text, for redact_text. Each pattern keeps its group 1 (the label and its
+# separator) and replaces the rest of the match with REDACTED.
+_TEXT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # userinfo inside a URL: scheme://user:pass@host
+    re.compile(r"(://)[^/@\s\"'<>]+(?=@)"),
+    # Authorization-like header lines: "Authorization: Bearer abc", "Cookie: a=b; c=d"
+    re.compile(
+        r"(?i)\b((?:(?:proxy-)?authorization|set-cookie|cookie|x-api-key|api[-_]?key)"
+        r"\"?\s*:\s*)[^\r\n]+"
+    ),
+    # Bearer / Basic credentials wherever they stand
+    re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]+=*"),
+    re.compile(r"(?i)\b(basic\s+)[A-Za-z0-9+/]{8,}={0,2}"),
+    # query strings and forms: token=…, key=…, code=…
+    re.compile(rf"(?i)(?<![\w-])((?:{_CREDENTIAL_PARAMS})=)[^\s\"'&;,#<>]+"),
+    # "token": "…" (JSON) and token: … (text)
+    re.compile(rf"(?i)(?<![\w-])((?:{_CREDENTIAL_NAMES})[\"']?\s*:\s*[\"']?)[^\s\"'&;,#<>]+"),
+    # well-known token formats (GitHub, Slack, Stripe, OpenAI-style, AWS access keys, JWTs)
+    re.compile(r"\b()(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,})"),
+    re.compile(r"\b()xox[abposr]-[A-Za-z0-9-]{8,}"),
+    re.compile(r"\b()[rs]k_(?:live|test)_[A-Za-z0-9]{8,}"),
+    re.compile(r"\b()sk-[A-Za-z0-9_-]{16,}"),
+    re.compile(r"\b()AKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\b()eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+)
+
+
+def _is_secret_name(name: str, exact: frozenset[str]) -> bool:
+    n = name.strip().lower()
+    return n in exact or n.endswith(_SECRET_SUFFIXES)
 
 
 def is_secret_header(name: str) -> bool:
     """True for a header name that carries credentials."""
-    n = name.strip().lower()
-    return n in SECRET_HEADERS or n.endswith(_SECRET_HEADER_SUFFIXES)
+    return _is_secret_name(name, SECRET_HEADERS)
 
 
 def is_secret_param(name: str) -> bool:
     """True for a query parameter whose value is a secret."""
-    n = name.strip().lower()
-    return n in SECRET_PARAMS or n.endswith(("_token", "_secret", "_key", "-token", "-key"))
+    return _is_secret_name(name, SECRET_PARAMS)
 
 
 def redact_headers(
@@ -62,21 +115,99 @@ def redact_headers(
     return [(str(k), REDACTED if is_secret_header(str(k)) else str(v)) for k, v in items]
 
 
+def _redact_query(query: str) -> str:
+    """Replace secret parameter values; every other byte of the query is kept as it was.
+
+    Both ``&`` and ``;`` separate parameters (some servers accept either).
+    """
+    pieces = _QUERY_SEPARATORS.split(query)
+    for i in range(0, len(pieces), 2):
+        name, eq, _ = pieces[i].partition("=")
+        if eq and is_secret_param(unquote_plus(name)):
+            pieces[i] = f"{name}={REDACTED}"
+    return "".join(pieces)
+
+
 def redact_url(url: object) -> str:
-    """A URL with userinfo and token-like query parameters redacted; never raises."""
-    text = str(url)
+    """A URL with userinfo and token-like query parameters redacted; never raises.
+
+    A fragment holding ``=`` (an OAuth implicit-flow token, say) is dropped whole. Secrets
+    inside the path (a webhook URL's token segment) are not recognised by structure: register
+    such values with the sinks (:func:`redact_text`'s ``secrets``).
+    """
+    try:
+        text = str(url)
+    except Exception:  # a hostile __str__ must not break redaction
+        return REDACTED
     try:
         parts = urlsplit(text)
+        if not parts.netloc and _LEADING_USERINFO.match(text):
+            # "user:pass@host/path" without a scheme: urlsplit reads "user" as the scheme
+            parts = urlsplit(_LEADING_USERINFO.sub(f"{REDACTED}@", text, count=1))
     except ValueError:
-        return _USERINFO.sub(f"{REDACTED}@", text.split("?", 1)[0])
+        head = re.split(r"[?#]", text, maxsplit=1)[0]
+        return _LEADING_USERINFO.sub(f"{REDACTED}@", _USERINFO.sub(f"{REDACTED}@", head))
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, REDACTED if is_secret_param(k) else v) for k, v in pairs], safe="[]"
-        )
-    fragment = REDACTED if parts.fragment and "=" in parts.fragment else parts.fragment
+    query = _redact_query(parts.query) if parts.query else ""
+    fragment = REDACTED if "=" in parts.fragment else parts.fragment
     return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def _secret_forms(secrets: Iterable[str]) -> list[str]:
+    forms: set[str] = set()
+    for secret in secrets:
+        if not isinstance(secret, str) or not secret:
+            continue
+        forms.update((secret, quote(secret, safe=""), quote_plus(secret, safe="")))
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove secrets from free text; the last line of defence, applied by every sink.
+
+    Args:
+        text: any text (a log message, an error detail, a header value).
+        secrets: secret values the application knows (API keys, tokens, passwords). Each is
+            removed wherever it appears, raw or percent-encoded. Every non-empty value is
+            honoured, however short, so register real secrets only.
+
+    Returns:
+        The text with each known secret and each credential-shaped run (bearer and basic
+        credentials, ``token=…`` pairs, Authorization/Cookie lines, userinfo, GitHub,
+        Slack, Stripe and OpenAI-style tokens, AWS access key ids, JWTs) replaced by
+        :data:`REDACTED`. Idempotent; never raises.
+    """
+    return _redact(str(text), _secret_forms(secrets))
+
+
+def _redact(text: str, forms: list[str]) -> str:
+    for form in forms:
+        text = text.replace(form, REDACTED)
+    for pattern in _TEXT_PATTERNS:
+        text = pattern.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+    return text
+
+
+def scrub(value: object, secrets: Iterable[str] = ()) -> object:
+    """A copy of JSON-like data with :func:`redact_text` applied to every string in it.
+
+    Mapping keys are kept as they are (they are field names, not data) unless they are
+    strings that contain a known secret. Tuples become lists; other scalars pass through.
+    """
+    return _scrub(value, _secret_forms(secrets))
+
+
+def _scrub(value: object, forms: list[str]) -> object:
+    if isinstance(value, str):
+        return _redact(value, forms)
+    if isinstance(value, Mapping):
+        return {
+            (_redact(k, forms) if isinstance(k, str) and any(f in k for f in forms) else k):
+                _scrub(v, forms)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, forms) for v in value]
+    return value
