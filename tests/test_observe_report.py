@@ -271,7 +271,9 @@ def test_a_retry_at_earlier_than_retry_after_fails() -> None:
 
 
 def test_without_the_policy_the_deadline_is_insufficient_evidence() -> None:
-    report = review_report(audited(["A01"], policy=False))
+    record = by_job("A01")
+    record["policy"] = None  # a record written without the policy
+    report = review_report([record])
     assert status(report, "deadline kept") == "insufficient_evidence"
     assert report["review_required"] is True
     fields = {m["source"]["field"] for m in report["missing_inputs"]}

@@ -16,7 +16,9 @@
     PolicyError (ValueError)    a policy or profile was configured with unusable values
 
 Every error carries the operation id, the outcome reason, the attempts made and
-``retry_at``; its message never holds a URL's secrets, a header or a body. Errors
+``retry_at``; its message never holds a URL's secrets, a header or a body. The last
+error the provider call raised is on ``error.outcome.error``; it is deliberately not
+chained as ``__cause__`` (a foreign error's message may quote a secret). Errors
 pickle cleanly (the attached :class:`Outcome` stays behind).
 """
 
@@ -190,6 +192,7 @@ def error_for(
         describe(outcome), reason=outcome.reason, operation_id=outcome.operation_id,
         attempts=outcome.attempts, retry_at=outcome.retry_at, outcome=outcome,
     )
-    if outcome.error is not None:
-        err.__cause__ = outcome.error
+    # The original error stays on ``err.outcome.error``; it is not chained, because a foreign
+    # error's message may quote a URL with its secrets and chained tracebacks get logged.
+    err.__suppress_context__ = True
     return err

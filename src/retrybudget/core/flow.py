@@ -216,6 +216,7 @@ def operation_flow(
             key=key,
             method=request.method,
             job_id=request.job_id,
+            policy=policy,
         )
         if report:
             yield Finish(key, outcome, probe)
@@ -278,6 +279,7 @@ def operation_flow(
             detail=decision.detail,
             evidence=classified.rate.evidence,
             timeout=plan,
+            sent=classified.sent,
         )
         state = state.with_attempt(record, classified)
         if isinstance(decision, Stop):

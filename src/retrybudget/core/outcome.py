@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 
 from ._values import fast_init
 from .classify import Kind
+from .policy import Policy
 
 __all__ = ["GATEWAY_MAPPING", "AttemptRecord", "Outcome", "Reason", "Wait", "WaitReason"]
 
@@ -96,6 +97,7 @@ class AttemptRecord:
         detail: a short human reason for the classification and decision.
         evidence: the rate-limit and retry headers that drove the decision.
         timeout: the timeout the attempt was given (clipped to the deadline), or None.
+        sent: whether the request may have reached the provider (False: a connect failure).
     """
 
     number: int
@@ -108,6 +110,7 @@ class AttemptRecord:
     detail: str
     evidence: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
+    sent: bool = True
 
 
 @fast_init
@@ -135,6 +138,7 @@ class Outcome(Generic[T]):
         key: the provider key the operation was coordinated under.
         method: the request method, when known.
         job_id: the caller's fixture or job id, when given.
+        policy: the policy the operation ran under.
     """
 
     reason: Reason
@@ -143,7 +147,7 @@ class Outcome(Generic[T]):
     waits: tuple[Wait, ...]
     elapsed: float
     retry_at: float | None = None
-    value: T | None = None
+    value: T | None = field(default=None, repr=False)
     last: object | None = field(default=None, repr=False)
     error: BaseException | None = field(default=None, repr=False)
     history: tuple[AttemptRecord, ...] = ()
@@ -152,6 +156,7 @@ class Outcome(Generic[T]):
     key: str = ""
     method: str | None = None
     job_id: str | None = None
+    policy: Policy | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -186,6 +191,7 @@ class Outcome(Generic[T]):
         return {
             "operation_id": self.operation_id,
             "job_id": self.job_id,
+            "policy": None if self.policy is None else self.policy.name,
             "key": self.key,
             "method": self.method,
             "logical_operations": 1,

@@ -96,6 +96,7 @@ def _attempt(record: AttemptRecord, waits: tuple[Wait, ...]) -> dict[str, Any]:
         "started": round(record.started, 6),
         "elapsed": round(record.elapsed, 6),
         "timeout": None if record.timeout is None else round(record.timeout, 6),
+        "sent": record.sent,
         "status": record.status,
         "error": record.error,
         "classification": record.kind.value,
@@ -187,7 +188,8 @@ class AuditHook(Hook):
     def on_outcome(self, outcome: Outcome[Any], request: RequestInfo) -> None:
         """Build the operation's record and write it to every sink."""
         recorded_at = None if self.clock is None else self.clock.wall()
-        record = audit_record(outcome, request, policy=self.policy, recorded_at=recorded_at)
+        policy = self.policy if self.policy is not None else outcome.policy
+        record = audit_record(outcome, request, policy=policy, recorded_at=recorded_at)
         notify(self.sinks, "write", record)
 
 

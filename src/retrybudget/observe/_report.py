@@ -360,7 +360,9 @@ def _writes(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
         if attempt.get("decision") != "retry":
             continue
         n = attempt.get("number")
-        unsent = str(attempt.get("detail", "")).startswith("connect failure")
+        unsent = attempt.get("sent") is False or (
+            "sent" not in attempt and str(attempt.get("detail", "")).startswith("connect failure")
+        )
         if unsent or (keyed and allows_keyed is True):
             status, why = "pass", ("never sent (connect failure)" if unsent
                                    else "idempotency key, keyed retries allowed")

@@ -46,7 +46,7 @@ _ATTEMPT: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": [
-        "number", "started", "elapsed", "timeout", "status", "error", "classification",
+        "number", "started", "elapsed", "timeout", "sent", "status", "error", "classification",
         "decision", "detail", "wait", "wait_reason", "wait_source", "evidence",
     ],
     "properties": {
@@ -54,6 +54,7 @@ _ATTEMPT: dict[str, Any] = {
         "started": _SECONDS,
         "elapsed": _SECONDS,
         "timeout": _nullable("number", minimum=0),
+        "sent": {"type": "boolean"},
         "status": _nullable("integer"),
         "error": _nullable("string"),
         "classification": {"enum": [k.value for k in Kind]},
