@@ -14,6 +14,7 @@ from typing import Any
 from ..core.classify import Classified
 from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit, SpendRetry
 from ..core.outcome import Outcome
+from ._stats import CoordinationStats
 
 __all__ = ["Coordinator", "NoCoordination"]
 
@@ -51,6 +52,10 @@ class Coordinator:
     def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
         """An operation under ``key`` ended (one logical operation for the breaker)."""
 
+    def stats(self) -> CoordinationStats:
+        """Counters for metrics: admissions, waits, retry budget answers, fallbacks."""
+        return CoordinationStats()
+
     async def aadmit(self, key: str) -> Admission:
         """Async :meth:`admit`."""
         return self.admit(key)
@@ -78,10 +83,12 @@ class Coordinator:
         if isinstance(action, Acquire):
             return self.acquire(action.key, action.attempt)
         if isinstance(action, Learn):
-            return self.learn(action.key, action.classified, action.lease)
+            self.learn(action.key, action.classified, action.lease)
+            return None
         if isinstance(action, SpendRetry):
             return self.spend_retry(action.key)
-        return self.finish(action.key, action.outcome, action.probe)
+        self.finish(action.key, action.outcome, action.probe)
+        return None
 
     async def ahandle(self, action: CoordinatorAction) -> object:
         """Perform one of the flow's coordinator actions, asynchronously."""
@@ -90,10 +97,12 @@ class Coordinator:
         if isinstance(action, Acquire):
             return await self.aacquire(action.key, action.attempt)
         if isinstance(action, Learn):
-            return await self.alearn(action.key, action.classified, action.lease)
+            await self.alearn(action.key, action.classified, action.lease)
+            return None
         if isinstance(action, SpendRetry):
             return await self.aspend_retry(action.key)
-        return await self.afinish(action.key, action.outcome, action.probe)
+        await self.afinish(action.key, action.outcome, action.probe)
+        return None
 
 
 class NoCoordination(Coordinator):

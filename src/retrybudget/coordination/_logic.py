@@ -1,0 +1,411 @@
+"""The coordination arithmetic, pure: the gate instant, slots and pacing, the retry budget
+and the breaker's state machine.
+
+Time comes in as an argument (seconds on one clock: the process's monotonic clock for the
+memory backend, Redis server ``TIME`` for the Redis backend); state comes in and goes out as
+frozen values. :class:`~retrybudget.coordination.MemoryCoordinator` calls these functions
+under its lock. The Redis Lua scripts (``lua/*.lua``) must be atomic inside Redis, so they
+implement the same steps again; each Lua function names the function here that it mirrors,
+and one behavioural test suite runs against both backends. docs/coordination.md describes
+the algorithms in prose.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.classify import Classified, Kind
+from ..core.flow import Admission, Permit
+from ..core.outcome import Outcome, Reason, WaitReason
+from ..core.profiles import Profile
+from ._config import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig
+
+__all__ = [
+    "EPSILON",
+    "NEVER",
+    "SLICES",
+    "Breaker",
+    "Budget",
+    "Facts",
+    "Health",
+    "Phase",
+    "Schedule",
+    "Verdict",
+    "admission_of",
+    "breaker_admit",
+    "breaker_finish",
+    "budget_deposit",
+    "budget_withdraw",
+    "facts_of",
+    "gate_delay",
+    "health",
+    "learn",
+    "pacing_interval",
+    "permit_of",
+    "plan_slot",
+]
+
+EPSILON = 0.001
+"""Seconds of tolerance: a slot this close to now is now (rounding and clock granularity)."""
+
+SLICES = 10
+"""The retry budget's window is counted in this many slices."""
+
+NEVER = -math.inf
+"""An instant that has always passed (an absent gate, tail or deadline)."""
+
+_NEUTRAL_REASONS = frozenset({Reason.CIRCUIT_OPEN, Reason.RETRY_BUDGET, Reason.NOT_RETRIED})
+
+
+# What an outcome says about the provider's health -------------------------------------
+
+
+class Health(str, enum.Enum):
+    """What one finished operation tells the breaker."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    NEUTRAL = "neutral"
+
+
+def health(outcome: Outcome[Any]) -> Health:
+    """Classify a finished operation for the breaker.
+
+    A failure is an outcome whose reason is a provider-health failure (exhausted, deadline,
+    unexpected: :attr:`Reason.is_provider_failure`). Operations that never reached the
+    provider (0 attempts), breaker refusals, and operations cut short by our own rules
+    (retry budget, a write not replayed) say nothing either way. Everything else (ok,
+    not_found, rejected, rate_limited, invalid_payload) shows a provider that answers.
+    """
+    if outcome.reason.is_provider_failure and outcome.attempts > 0:
+        return Health.FAILURE
+    if outcome.attempts == 0 or outcome.reason in _NEUTRAL_REASONS:
+        return Health.NEUTRAL
+    return Health.SUCCESS
+
+
+# What a response says about the quota ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What one classified response tells the gate and pacing, in relative seconds.
+
+    Attributes:
+        throttled: the provider throttles (a rate limit, or remaining 0 with a reset).
+        hint: seconds until the provider's named time (slack included), None if none.
+        remaining: requests left in the quota, when a header said so.
+        limit: the quota size, when a header said so.
+        reset: seconds until the quota resets, when a header said so.
+    """
+
+    throttled: bool = False
+    hint: float | None = None
+    remaining: int | None = None
+    limit: int | None = None
+    reset: float | None = None
+
+    @property
+    def informative(self) -> bool:
+        """Whether there is anything to record (else a backend may skip the write)."""
+        return self.throttled or (self.remaining is not None and self.reset is not None)
+
+
+def facts_of(classified: Classified | None, profile: Profile) -> Facts:
+    """Read a classification for the gate and pacing (None: the attempt was not made).
+
+    The hint follows the per-operation rule (:func:`~retrybudget.core.decide.rate_limit_wait`):
+    Retry-After wins; else the reset plus the profile's slack when the quota is exhausted or
+    its state unknown; else no hint (the gate then uses the profile's floor).
+    """
+    if classified is None:
+        return Facts()
+    rate = classified.rate
+    exhausted = rate.remaining == 0 and rate.reset is not None
+    throttled = classified.kind is Kind.RATE_LIMITED or exhausted
+    hint: float | None = None
+    if throttled:
+        if rate.retry_after is not None:
+            hint = rate.retry_after.delay
+        elif rate.reset is not None and (rate.remaining is None or rate.remaining == 0):
+            hint = rate.reset.delay + profile.reset_slack
+    return Facts(
+        throttled=throttled,
+        hint=hint,
+        remaining=rate.remaining,
+        limit=rate.limit,
+        reset=None if rate.reset is None else rate.reset.delay,
+    )
+
+
+# The gate, slots and pacing ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """One key's gate and send schedule (instants on the coordinator's clock).
+
+    Attributes:
+        gate: no request may start before this instant (the provider throttles until then).
+        tail: the latest slot handed out (a request that went, or a reserved slot).
+        herd: the latest slot handed out while releasing workers held at a gate.
+        streak: rate limits in a row that named no time (the gate doubles for each).
+        remaining: the quota left at the last observation.
+        limit: the quota size at the last observation.
+        reset_at: when the observed quota resets.
+    """
+
+    gate: float = NEVER
+    tail: float = NEVER
+    herd: float = NEVER
+    streak: int = 0
+    remaining: int | None = None
+    limit: int | None = None
+    reset_at: float | None = None
+
+
+def gate_delay(hint: float | None, streak: int, since_gate: float, profile: Profile,
+               max_gate: float) -> tuple[float, int]:
+    """How long a rate limit closes the gate: ``(seconds, new streak)``.
+
+    With a hint, the hint. Without one, the profile's floor times its multiplier to the power
+    of the streak; the streak counts rate limits without a hint that came within one floor of
+    the previous gate's end, and restarts otherwise. Capped at ``max_gate``.
+    """
+    if hint is not None:
+        return min(max(hint, 0.0), max_gate), streak
+    if since_gate > profile.rate_limit_floor:
+        streak = 0
+    delay = profile.rate_limit_floor * profile.rate_limit_multiplier ** min(streak, 32)
+    return min(delay, max_gate), streak + 1
+
+
+def learn(s: Schedule, facts: Facts, now: float, gate: GateConfig, profile: Profile) -> Schedule:
+    """A key's schedule after a response.
+
+    A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
+    A response with ``remaining`` and a reset replaces the pacing observation, unless it is
+    stale: same reset (within 1 s) and more remaining than already known (a slow response
+    overtaken by a newer one).
+    """
+    if facts.throttled:
+        delay, streak = gate_delay(facts.hint, s.streak, now - s.gate, profile, gate.max_gate)
+        s = replace(s, gate=max(s.gate, now + delay), streak=streak)
+    if facts.remaining is not None and facts.reset is not None:
+        reset_at = now + facts.reset
+        stale = (
+            s.reset_at is not None and s.remaining is not None
+            and abs(reset_at - s.reset_at) < 1.0 and facts.remaining > s.remaining
+        )
+        if not stale:
+            s = replace(s, remaining=facts.remaining, limit=facts.limit, reset_at=reset_at)
+    return s
+
+
+def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> float:
+    """Seconds between requests while the quota runs low, else 0.
+
+    Pacing applies until the observed reset, while ``remaining`` is at or below
+    ``threshold * limit`` (or ``min_remaining`` when the limit is unknown); it spreads what is
+    left over the time to reset: ``(reset_at - now) / max(remaining, 1)``.
+    """
+    if pacing is None or s.remaining is None or s.reset_at is None or now >= s.reset_at:
+        return 0.0
+    if s.limit is not None and s.limit > 0:
+        low = s.remaining <= pacing.threshold * s.limit
+    else:
+        low = s.remaining <= pacing.min_remaining
+    if not low:
+        return 0.0
+    return (s.reset_at - now) / max(s.remaining, 1)
+
+
+def plan_slot(s: Schedule, now: float, gate: GateConfig,
+              pacing: PacingConfig | None) -> tuple[float, Schedule]:
+    """The slot of a worker that holds none: ``(instant, new schedule)``.
+
+    While the gate is closed, or workers held at it are still being released, slots are
+    ``spread`` apart (or the pacing interval, if longer) and none comes before the gate;
+    otherwise they are the pacing interval apart; with neither, the slot is now. A slot at
+    most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
+    """
+    gated = now < s.gate
+    herding = gated or s.herd > now
+    spacing = pacing_interval(s, now, pacing)
+    if herding:
+        spacing = max(spacing, gate.spread)
+    slot = now if spacing <= 0 and not gated else max(now, s.gate, s.tail + spacing)
+    return slot, replace(s, tail=max(s.tail, slot), herd=slot if herding else s.herd)
+
+
+# The retry budget -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One key's retry budget: ``(slice, first attempts, retries)`` per live slice."""
+
+    slices: tuple[tuple[int, int, int], ...] = ()
+
+
+def _live(b: Budget, now: float, cfg: RetryBudgetConfig) -> tuple[int, list[tuple[int, int, int]]]:
+    current = math.floor(now * SLICES / cfg.ttl)
+    return current, [sl for sl in b.slices if current - SLICES < sl[0] <= current]
+
+
+def _add(slices: list[tuple[int, int, int]], current: int, deposits: int,
+         withdrawals: int) -> Budget:
+    if slices and slices[-1][0] == current:
+        _, d, w = slices.pop()
+        slices.append((current, d + deposits, w + withdrawals))
+    else:
+        slices.append((current, deposits, withdrawals))
+    return Budget(tuple(slices))
+
+
+def budget_deposit(b: Budget, now: float, cfg: RetryBudgetConfig) -> Budget:
+    """The budget after a first attempt went out (it deposits ``ratio`` of a retry)."""
+    current, slices = _live(b, now, cfg)
+    return _add(slices, current, 1, 0)
+
+
+def budget_withdraw(b: Budget, now: float, cfg: RetryBudgetConfig) -> tuple[bool, Budget]:
+    """Take one retry if the balance allows: ``(allowed, new budget)``.
+
+    The balance over the window (the last ``ttl`` seconds, counted in :data:`SLICES` slices)
+    is ``min_retries_per_sec * ttl + ratio * first_attempts - retries``; a retry needs 1.
+    """
+    current, slices = _live(b, now, cfg)
+    deposits = sum(sl[1] for sl in slices)
+    withdrawals = sum(sl[2] for sl in slices)
+    balance = cfg.min_retries_per_sec * cfg.ttl + cfg.ratio * deposits - withdrawals
+    if balance < 1.0 - 1e-9:
+        return False, Budget(tuple(slices))
+    return True, _add(slices, current, 0, 1)
+
+
+# The breaker ------------------------------------------------------------------------------
+
+
+class Phase(str, enum.Enum):
+    """The breaker's state."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """One key's breaker.
+
+    Attributes:
+        phase: closed, open or half-open.
+        failures: failed operations in a row (closed).
+        history: the last counted operations, oldest first: ``"1"`` failed, ``"0"`` not.
+        open_until: when an open breaker admits a probe.
+        probe_until: when the probe out (half-open) lapses; NEVER when none is out.
+    """
+
+    phase: Phase = Phase.CLOSED
+    failures: int = 0
+    history: str = ""
+    open_until: float = NEVER
+    probe_until: float = NEVER
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The breaker's answer to one operation: go (perhaps as the probe), or not for a while."""
+
+    allowed: bool
+    probe: bool = False
+    retry_in: float | None = None
+
+
+def breaker_admit(b: Breaker, now: float, cfg: BreakerConfig) -> tuple[Verdict, Breaker]:
+    """Admit an operation or refuse it.
+
+    Closed admits. Open refuses until ``open_until``, then turns half-open. Half-open admits
+    exactly one probe (until ``probe_until``) and refuses everyone else meanwhile.
+    """
+    if b.phase is Phase.CLOSED:
+        return Verdict(True), b
+    if b.phase is Phase.OPEN:
+        if now < b.open_until:
+            return Verdict(False, retry_in=b.open_until - now), b
+        b = replace(b, phase=Phase.HALF_OPEN, probe_until=NEVER)
+    if now < b.probe_until:
+        return Verdict(False, retry_in=b.probe_until - now), b
+    return Verdict(True, probe=True), replace(b, probe_until=now + cfg.probe_ttl)
+
+
+def _trips(failures: int, history: str, cfg: BreakerConfig) -> bool:
+    if failures >= cfg.consecutive_failures:
+        return True
+    if cfg.failure_ratio is None or len(history) < cfg.min_operations:
+        return False
+    return history.count("1") >= cfg.failure_ratio * len(history)
+
+
+def _opened(now: float, cfg: BreakerConfig) -> Breaker:
+    return Breaker(Phase.OPEN, open_until=now + cfg.cool_down)
+
+
+def breaker_finish(b: Breaker, verdict: Health, probe: bool, now: float,
+                   cfg: BreakerConfig) -> tuple[Breaker, bool]:
+    """The breaker after an operation ended: ``(new breaker, whether it just opened)``.
+
+    The probe's outcome decides a half-open breaker: success closes it, failure opens it for
+    another cool-down, a neutral outcome frees the probe for the next caller. Closed, each
+    counted operation is recorded and may trip the breaker. Other finishes (operations
+    admitted before the breaker opened) are ignored.
+    """
+    if probe and b.phase is Phase.HALF_OPEN:
+        if verdict is Health.SUCCESS:
+            return Breaker(), False
+        if verdict is Health.FAILURE:
+            return _opened(now, cfg), True
+        return replace(b, probe_until=NEVER), False
+    if b.phase is not Phase.CLOSED or verdict is Health.NEUTRAL:
+        return b, False
+    failed = verdict is Health.FAILURE
+    failures = b.failures + 1 if failed else 0
+    history = (b.history + ("1" if failed else "0"))[-cfg.window:]
+    if _trips(failures, history, cfg):
+        return _opened(now, cfg), True
+    return replace(b, failures=failures, history=history), False
+
+
+# Answers, as the flow expects them ----------------------------------------------------------
+
+
+def admission_of(verdict: Verdict, wall: float) -> Admission:
+    """The breaker's verdict as an :class:`Admission` (``retry_at`` on the caller's wall clock)."""
+    if verdict.allowed:
+        return Admission(probe=verdict.probe)
+    retry_at = None if verdict.retry_in is None else wall + verdict.retry_in
+    return Admission(False, retry_at=retry_at, detail="circuit open")
+
+
+def permit_of(code: str, wait: float, gate_in: float, lease: str | None, wall: float) -> Permit:
+    """An acquire answer as a :class:`Permit`.
+
+    ``code`` is ``"go"`` (send now, holding ``lease`` if any), ``"gate"`` (wait for a slot
+    behind a closed gate that opens in ``gate_in`` seconds), ``"pace"`` (wait for a slot) or
+    ``"busy"`` (the concurrency cap is reached). Waits are relative; ``retry_at`` is put on the
+    caller's wall clock, so clocks that disagree still wait for the same instant.
+    """
+    if code == "gate":
+        return Permit(wait, WaitReason.GATE, retry_at=wall + max(gate_in, 0.0))
+    if code == "pace":
+        return Permit(wait, WaitReason.PACING)
+    if code == "busy":
+        return Permit(wait, WaitReason.CONCURRENCY)
+    return Permit(lease=lease or None)

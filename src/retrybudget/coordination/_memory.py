@@ -1,0 +1,173 @@
+"""The in-process coordinator: every thread and asyncio task of one process, keyed by provider key.
+
+State lives in plain dictionaries behind one :class:`threading.Lock`, held only for the
+arithmetic of :mod:`._logic` (never across I/O or a wait), so the async methods can call the
+sync ones without blocking the event loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from typing import Any
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..core.classify import Classified
+from ..core.flow import Admission, Permit
+from ..core.outcome import Outcome
+from ._base import Coordinator
+from ._config import CoordinationConfig
+from ._logic import (
+    EPSILON,
+    Breaker,
+    Budget,
+    Facts,
+    Schedule,
+    admission_of,
+    breaker_admit,
+    breaker_finish,
+    budget_deposit,
+    budget_withdraw,
+    facts_of,
+    health,
+    learn,
+    permit_of,
+    plan_slot,
+)
+from ._stats import CoordinationStats, Tally
+
+__all__ = ["MemoryCoordinator"]
+
+
+class _Key:
+    """One provider key's state."""
+
+    __slots__ = ("breaker", "budget", "leases", "schedule", "slots")
+
+    def __init__(self) -> None:
+        self.schedule = Schedule()
+        self.slots: deque[float] = deque()  # reserved slot instants, ascending
+        self.leases: dict[str, float] = {}  # lease -> expiry
+        self.breaker = Breaker()
+        self.budget = Budget()
+
+
+class MemoryCoordinator(Coordinator):
+    """Coordinates the threads and asyncio tasks of one process (the embedded default).
+
+    Args:
+        config: what to coordinate (default :class:`CoordinationConfig()`).
+        clock: where time comes from; instants are kept on its monotonic clock.
+
+    Safe to share between threads and event loops; never blocks for longer than a few
+    dictionary operations.
+    """
+
+    def __init__(self, config: CoordinationConfig | None = None, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config or CoordinationConfig()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._keys: dict[str, _Key] = {}
+        self._ids = itertools.count(1)
+        self._tally = Tally()
+
+    def __repr__(self) -> str:
+        return f"MemoryCoordinator(keys={len(self._keys)})"
+
+    def _key(self, key: str) -> _Key:
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = _Key()
+        return state
+
+    def admit(self, key: str) -> Admission:
+        """The breaker: admit, admit as the one half-open probe, or refuse until ``retry_at``."""
+        cfg = self.config.breaker
+        if cfg is None:
+            return self._tally.admission(Admission())
+        with self._lock:
+            k = self._key(key)
+            verdict, k.breaker = breaker_admit(k.breaker, self.clock.monotonic(), cfg)
+        return self._tally.admission(admission_of(verdict, self.clock.wall()))
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        """The concurrency cap, then a slot: claim a reserved one that is due, or plan one."""
+        cfg = self.config
+        cap = cfg.concurrency
+        with self._lock:
+            now = self.clock.monotonic()
+            k = self._key(key)
+            if cap is not None:
+                k.leases = {lease: t for lease, t in k.leases.items() if t > now}
+                if len(k.leases) >= cap.limit:
+                    return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+            slots = k.slots
+            while slots and slots[0] < now - cfg.gate.claim_grace:
+                slots.popleft()  # lapsed: its holder stopped or died
+            if now >= k.schedule.gate and slots and slots[0] <= now + EPSILON:
+                slots.popleft()
+            else:
+                gate = k.schedule.gate
+                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, cfg.pacing)
+                if slot > now + EPSILON:
+                    slots.append(slot)
+                    code = "gate" if now < gate else "pace"
+                    permit = permit_of(code, slot - now, gate - now, None, self.clock.wall())
+                    return self._tally.permit(permit)
+            lease = None
+            if cap is not None:
+                lease = f"m:{next(self._ids)}"
+                k.leases[lease] = now + cap.lease_ttl
+            if attempt == 1 and cfg.retry_budget is not None:
+                k.budget = budget_deposit(k.budget, now, cfg.retry_budget)
+        return permit_of("go", 0.0, 0.0, lease, 0.0)
+
+    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+        """Give back the lease; close the gate on throttling; remember the quota for pacing."""
+        self._learn(key, facts_of(classified, self.config.gate.profile_for(key)), lease)
+
+    def _learn(self, key: str, facts: Facts, lease: str | None) -> None:
+        if lease is None and not facts.informative:
+            return
+        with self._lock:
+            k = self._key(key)
+            if lease is not None:
+                k.leases.pop(lease, None)
+            if facts.informative:
+                k.schedule = learn(k.schedule, facts, self.clock.monotonic(), self.config.gate,
+                                   self.config.gate.profile_for(key))
+                while k.slots and k.slots[0] < k.schedule.gate:
+                    k.slots.popleft()  # reserved before the gate moved: ask again
+
+    def hold(self, key: str, seconds: float) -> None:
+        """Close ``key``'s gate for at least ``seconds`` (a gate learned elsewhere)."""
+        self._learn(key, Facts(throttled=True, hint=max(0.0, seconds)), None)
+
+    def spend_retry(self, key: str) -> bool:
+        """Take one retry from the key's retry budget (False: refused)."""
+        cfg = self.config.retry_budget
+        if cfg is None:
+            return self._tally.retry(True)
+        with self._lock:
+            k = self._key(key)
+            allowed, k.budget = budget_withdraw(k.budget, self.clock.monotonic(), cfg)
+        return self._tally.retry(allowed)
+
+    def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
+        """Record one logical operation in the key's breaker."""
+        cfg = self.config.breaker
+        if cfg is None:
+            return
+        verdict = health(outcome)
+        with self._lock:
+            k = self._key(key)
+            k.breaker, opened = breaker_finish(k.breaker, verdict, probe,
+                                               self.clock.monotonic(), cfg)
+        if opened:
+            self._tally.add("breaker_opened")
+
+    def stats(self) -> CoordinationStats:
+        """What this coordinator has answered so far."""
+        return self._tally.snapshot()

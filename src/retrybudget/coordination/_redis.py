@@ -1,0 +1,457 @@
+"""The Redis coordinator: every process and machine that shares a Redis server.
+
+Each coordinator call is one atomic Lua script (``lua/*.lua``, registered with
+``register_script``) over four keys per provider key, all with TTLs. Every instant is computed
+inside the script from the server's ``TIME``, and clients get relative waits back, so machines
+whose clocks disagree still wait for the same instant.
+
+When Redis is unreachable, slow (``socket_timeout``) or restarted, the coordinator answers
+from a local :class:`MemoryCoordinator` (``on_failure="local"``) or refuses new operations
+(``on_failure="fail"``), logs the transition once on ``retrybudget.coordination``, counts it,
+and tries Redis again every ``retry_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Generic, Literal, TypeVar
+
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript, Script
+from redis.retry import Retry
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..core.classify import Classified
+from ..core.flow import Admission, Permit
+from ..core.headers import MAX_HINT_SECONDS
+from ..core.outcome import Outcome, WaitReason
+from ..core.policy import PolicyError, seconds
+from ._base import Coordinator
+from ._config import MAX_DURATION, CoordinationConfig
+from ._logic import EPSILON, SLICES, Verdict, admission_of, facts_of, health, permit_of
+from ._memory import MemoryCoordinator
+from ._stats import CoordinationStats, Tally
+
+__all__ = ["OnFailure", "RedisCoordinator"]
+
+logger = logging.getLogger("retrybudget.coordination")
+
+T = TypeVar("T")
+
+OnFailure = Literal["local", "fail"]
+"""What to do while Redis is unavailable: coordinate locally, or refuse new operations."""
+
+UNAVAILABLE = "coordinator unavailable"
+"""The detail of an admission refused because Redis is unavailable (``on_failure="fail"``)."""
+
+HORIZON = MAX_HINT_SECONDS + MAX_DURATION
+"""How far ahead a stored instant may lie before the scripts treat it as garbage."""
+
+_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
+_SCRIPTS = ("admit", "acquire", "learn", "spend", "finish")
+Arg = str | int | float
+
+
+def _source(name: str) -> str:
+    return (resources.files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _scripts_text() -> dict[str, str]:
+    prelude = (
+        _source("prelude")
+        .replace("__HORIZON__", repr(HORIZON))
+        .replace("__EPSILON__", repr(EPSILON))
+        .replace("__SLICES__", repr(SLICES))
+    )
+    return {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
+
+
+_TEXT = _scripts_text()
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _number(value: object, default: float = 0.0) -> float:
+    try:
+        out = float(_text(value))
+    except ValueError:
+        return default
+    return out if 0.0 <= out <= HORIZON else default
+
+
+def _items(raw: object, n: int) -> list[object]:
+    items = list(raw) if isinstance(raw, (list, tuple)) else []
+    return items + [None] * (n - len(items))
+
+
+@dataclass(frozen=True, slots=True)
+class _Call(Generic[T]):
+    """One coordinator call: the script and its arguments, how to read the reply, and the
+    answer without Redis. ``script`` None: nothing to share, answer locally."""
+
+    script: str | None
+    keys: list[str]
+    args: tuple[Arg, ...]
+    parse: Callable[[object], T]
+    local: Callable[[], T]
+    refusal: T | None = None
+
+
+class RedisCoordinator(Coordinator):
+    """Coordinates every worker that shares one Redis server.
+
+    Args:
+        url: a Redis URL (``redis://host:6379/0``, ``unix:///path/redis.sock``); clients are
+            made from it with ``socket_timeout`` and no client-side retries.
+        client: a ``redis.Redis`` to use instead (its own timeouts apply).
+        async_client: a ``redis.asyncio.Redis`` for the async methods. Without one, a client is
+            made from ``url`` for each event loop; with only ``client``, async calls run it in
+            a worker thread. With only ``async_client``, sync calls raise
+            :class:`~retrybudget.errors.PolicyError`.
+        config: what to coordinate (default :class:`CoordinationConfig()`).
+        prefix: prepended to every Redis key.
+        clock: for ``retry_at`` on this machine's wall clock and for retrying Redis; shared
+            instants come from the Redis server.
+        on_failure: ``"local"`` coordinates locally while Redis is unavailable; ``"fail"``
+            refuses new operations (``admit`` answers not allowed, detail
+            ``"coordinator unavailable"``) and lets admitted ones finish locally.
+        socket_timeout: seconds a Redis call may take before Redis counts as unavailable.
+        retry_interval: seconds between attempts to get back to Redis while unavailable.
+        max_connections: connections per client made from ``url`` (callers beyond it wait
+            for a free one, at most ``max(1, 4 * socket_timeout)`` seconds).
+
+    Gates this coordinator learns or is held at are also kept in :attr:`local`, so they
+    still hold while Redis is unavailable.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: redis.Redis | None = None,
+        async_client: redis.asyncio.Redis | None = None,
+        config: CoordinationConfig | None = None,
+        prefix: str = "retrybudget:",
+        clock: Clock = SYSTEM_CLOCK,
+        on_failure: OnFailure = "local",
+        socket_timeout: float = 0.25,
+        retry_interval: float = 1.0,
+        max_connections: int = 64,
+    ) -> None:
+        if url is None and client is None and async_client is None:
+            raise PolicyError("RedisCoordinator needs a url, a client or an async_client")
+        if on_failure not in ("local", "fail"):
+            raise PolicyError(f"on_failure must be 'local' or 'fail', got {on_failure!r}")
+        self.config = config or CoordinationConfig()
+        self.clock = clock
+        self.prefix = str(prefix)
+        self.on_failure: OnFailure = on_failure
+        self.socket_timeout = seconds(socket_timeout, "socket_timeout") or 0.0
+        self.retry_interval = seconds(retry_interval, "retry_interval") or 0.0
+        if self.socket_timeout <= 0:
+            raise PolicyError("socket_timeout must be positive")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or (
+            max_connections < 1
+        ):
+            raise PolicyError(f"max_connections must be a positive integer, got {max_connections!r}")
+        self.local = MemoryCoordinator(self.config, clock=clock)
+        """The coordinator that answers while Redis is unavailable."""
+        self._url = url
+        self._owns_client = client is None and url is not None
+        self.max_connections = max_connections
+        self._client = client if client is not None else (
+            None if url is None else redis.Redis.from_pool(
+                redis.BlockingConnectionPool.from_url(url, **self._options(Retry))
+            )
+        )
+        self._scripts: dict[str, Script] = (
+            {} if self._client is None
+            else {n: self._client.register_script(t) for n, t in _TEXT.items()}
+        )
+        self._async_client = async_client
+        self._async_scripts: dict[str, AsyncScript] = (
+            {} if async_client is None
+            else {n: async_client.register_script(t) for n, t in _TEXT.items()}
+        )
+        self._per_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[redis.asyncio.Redis, dict[str, AsyncScript]]
+        ] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._degraded = False
+        self._retry_at = 0.0
+        self._tally = Tally()
+
+    def __repr__(self) -> str:
+        state = "degraded" if self._degraded else "up"
+        return f"RedisCoordinator(prefix={self.prefix!r}, {state})"
+
+    def _options(self, retry: type[Retry] | type[AsyncRetry]) -> dict[str, Any]:
+        return {
+            "socket_timeout": self.socket_timeout,
+            "socket_connect_timeout": self.socket_timeout,
+            "retry": retry(NoBackoff(), 0),
+            "max_connections": self.max_connections,
+            "timeout": max(1.0, 4 * self.socket_timeout),  # waiting for a free connection
+        }
+
+    # Health -------------------------------------------------------------------------------
+
+    @property
+    def degraded(self) -> bool:
+        """True while Redis is unavailable and calls are answered without it."""
+        return self._degraded
+
+    @property
+    def fallbacks(self) -> int:
+        """Calls answered without Redis so far (locally, or refused under ``"fail"``)."""
+        return self._tally.snapshot().fallbacks
+
+    def stats(self) -> CoordinationStats:
+        """What this coordinator object has answered so far (this process only)."""
+        return self._tally.snapshot(degraded=self._degraded)
+
+    def _should_try(self) -> bool:
+        if not self._degraded:
+            return True
+        with self._lock:
+            now = self.clock.monotonic()
+            if now < self._retry_at:
+                return False
+            self._retry_at = now + self.retry_interval  # one caller tries; the rest go local
+            return True
+
+    def _went_down(self, exc: BaseException) -> None:
+        with self._lock:
+            self._retry_at = self.clock.monotonic() + self.retry_interval
+            if self._degraded:
+                return
+            self._degraded = True
+        logger.warning(
+            "Redis coordination unavailable (%s: %s); %s", type(exc).__name__, exc,
+            "coordinating locally" if self.on_failure == "local" else "refusing new operations",
+        )
+
+    def _came_back(self) -> None:
+        if not self._degraded:
+            return
+        with self._lock:
+            was, self._degraded = self._degraded, False
+        if was:
+            logger.info("Redis coordination is back")
+
+    def _without_redis(self, call: _Call[T]) -> T:
+        if call.script is not None:
+            self._tally.add("fallbacks")
+            if self.on_failure == "fail" and call.refusal is not None:
+                return call.refusal
+        return call.local()
+
+    def _read(self, call: _Call[T], raw: object) -> T:
+        self._came_back()
+        return call.parse(raw)
+
+    def _failed(self, call: _Call[T], exc: BaseException) -> T:
+        self._went_down(exc)
+        return self._without_redis(call)
+
+    # Running a call: the sync and async paths differ only by await ---------------------------
+
+    def _run(self, call: _Call[T]) -> T:
+        if self._client is None:
+            raise PolicyError("sync calls need a url or a client (only async_client was given)")
+        if call.script is None or not self._should_try():
+            return self._without_redis(call)
+        try:
+            raw = self._scripts[call.script](keys=call.keys, args=call.args)
+        except _ERRORS as exc:
+            return self._failed(call, exc)
+        return self._read(call, raw)
+
+    async def _arun(self, call: _Call[T]) -> T:
+        scripts = self._scripts_for_loop()
+        if scripts is None:
+            return await asyncio.to_thread(self._run, call)
+        if call.script is None or not self._should_try():
+            return self._without_redis(call)
+        try:
+            raw = await scripts[call.script](keys=call.keys, args=call.args)
+        except _ERRORS as exc:
+            return self._failed(call, exc)
+        return self._read(call, raw)
+
+    def _scripts_for_loop(self) -> dict[str, AsyncScript] | None:
+        if self._async_client is not None:
+            return self._async_scripts
+        if self._url is None:
+            return None
+        loop = asyncio.get_running_loop()
+        entry = self._per_loop.get(loop)
+        if entry is None:
+            client = redis.asyncio.Redis.from_pool(
+                redis.asyncio.BlockingConnectionPool.from_url(self._url,
+                                                              **self._options(AsyncRetry))
+            )
+            entry = (client, {n: client.register_script(t) for n, t in _TEXT.items()})
+            self._per_loop[loop] = entry
+        return entry[1]
+
+    def close(self) -> None:
+        """Close the sync client this coordinator made (a client passed in stays open)."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        """Close the async client this coordinator made for the running event loop."""
+        entry = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry[0].aclose()
+
+    # The calls ------------------------------------------------------------------------------
+
+    def _keys(self, key: str) -> list[str]:
+        base = f"{self.prefix}{{{key}}}:"
+        return [base + "state", base + "slots", base + "leases", base + "budget"]
+
+    def _call(self, script: str | None, key: str, args: Sequence[Arg],
+              parse: Callable[[object], T], local: Callable[[], T],
+              refusal: T | None = None) -> _Call[T]:
+        return _Call(script, self._keys(key), (self.config.idle_ttl, *args), parse, local,
+                     refusal)
+
+    def _admit(self, key: str) -> _Call[Admission]:
+        cfg = self.config.breaker
+
+        def parse(raw: object) -> Admission:
+            allowed, probe, retry_in = _items(raw, 3)
+            verdict = Verdict(_text(allowed) == "1", _text(probe) == "1",
+                              _number(retry_in) if _text(retry_in) else None)
+            return admission_of(verdict, self.clock.wall())
+
+        return self._call(
+            None if cfg is None else "admit", key, () if cfg is None else (cfg.probe_ttl,),
+            parse, lambda: self.local.admit(key),
+            Admission(False, retry_at=None, detail=UNAVAILABLE),
+        )
+
+    def _acquire(self, key: str, attempt: int) -> _Call[Permit]:
+        cfg = self.config
+        gate, pacing, cap, budget = cfg.gate, cfg.pacing, cfg.concurrency, cfg.retry_budget
+        args = (
+            attempt, gate.spread, gate.claim_grace,
+            0 if pacing is None else 1,
+            0 if pacing is None else pacing.threshold,
+            0 if pacing is None else pacing.min_remaining,
+            0 if cap is None else cap.limit,
+            0 if cap is None else cap.lease_ttl,
+            0 if cap is None else cap.poll,
+            0 if budget is None else budget.ttl,
+        )
+
+        def parse(raw: object) -> Permit:
+            code, wait, gate_in, lease = _items(raw, 4)
+            permit = permit_of(_text(code), _number(wait), _number(gate_in), _text(lease),
+                               self.clock.wall())
+            if permit.reason is WaitReason.GATE and permit.wait > 0:
+                self.local.hold(key, _number(gate_in))  # still holds if Redis goes away
+            return permit
+
+        return self._call("acquire", key, args, parse, lambda: self.local.acquire(key, attempt))
+
+    def _learn(self, key: str, classified: Classified | None, lease: str | None) -> _Call[None]:
+        if lease is not None and lease.startswith("m:"):  # taken locally while Redis was away
+            self.local.learn(key, None, lease)
+            lease = None
+        profile = self.config.gate.profile_for(key)
+        facts = facts_of(classified, profile)
+        needed = lease is not None or facts.informative
+        args = (
+            lease or "", 1 if facts.throttled else 0,
+            -1 if facts.hint is None else facts.hint,
+            -1 if facts.remaining is None else facts.remaining,
+            -1 if facts.limit is None else facts.limit,
+            -1 if facts.reset is None else facts.reset,
+            profile.rate_limit_floor, profile.rate_limit_multiplier, self.config.gate.max_gate,
+        )
+        return self._call("learn" if needed else None, key, args,
+                          lambda raw: self.local.learn(key, classified, None),
+                          lambda: self.local.learn(key, classified, lease))
+
+    def _spend(self, key: str) -> _Call[bool]:
+        cfg = self.config.retry_budget
+        args = () if cfg is None else (cfg.ratio, cfg.min_retries_per_sec, cfg.ttl)
+        return self._call(None if cfg is None else "spend", key, args,
+                          lambda raw: _text(raw) == "1", lambda: self.local.spend_retry(key))
+
+    def _finish(self, key: str, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
+        cfg = self.config.breaker
+        args: tuple[Arg, ...] = ()
+        if cfg is not None:
+            ratio = -1 if cfg.failure_ratio is None else cfg.failure_ratio
+            args = (health(outcome).value, 1 if probe else 0, cfg.consecutive_failures, ratio,
+                    cfg.window, cfg.min_operations, cfg.cool_down)
+
+        def local() -> bool:
+            self.local.finish(key, outcome, probe)
+            return False
+
+        return self._call(None if cfg is None else "finish", key, args,
+                          lambda raw: _text(raw) == "1", local)
+
+    def _opened(self, opened: bool) -> None:
+        if opened:
+            self._tally.add("breaker_opened")
+
+    # The interface ---------------------------------------------------------------------------
+
+    def admit(self, key: str) -> Admission:
+        """The breaker, shared: admit, admit as the one probe, or refuse until ``retry_at``."""
+        return self._tally.admission(self._run(self._admit(key)))
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        """The shared gate, slots, pacing and concurrency cap."""
+        return self._tally.permit(self._run(self._acquire(key, attempt)))
+
+    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+        """Give back the lease; share the gate and the quota observation."""
+        self._run(self._learn(key, classified, lease))
+
+    def spend_retry(self, key: str) -> bool:
+        """Take one retry from the shared retry budget (False: refused)."""
+        return self._tally.retry(self._run(self._spend(key)))
+
+    def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
+        """Record one logical operation in the shared breaker."""
+        self._opened(self._run(self._finish(key, outcome, probe)))
+
+    async def aadmit(self, key: str) -> Admission:
+        """Async :meth:`admit`."""
+        return self._tally.admission(await self._arun(self._admit(key)))
+
+    async def aacquire(self, key: str, attempt: int) -> Permit:
+        """Async :meth:`acquire`."""
+        return self._tally.permit(await self._arun(self._acquire(key, attempt)))
+
+    async def alearn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+        """Async :meth:`learn`."""
+        await self._arun(self._learn(key, classified, lease))
+
+    async def aspend_retry(self, key: str) -> bool:
+        """Async :meth:`spend_retry`."""
+        return self._tally.retry(await self._arun(self._spend(key)))
+
+    async def afinish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
+        """Async :meth:`finish`."""
+        self._opened(await self._arun(self._finish(key, outcome, probe)))

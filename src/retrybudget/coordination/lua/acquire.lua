@@ -1,0 +1,81 @@
+-- MemoryCoordinator.acquire: the concurrency cap, then claim a due slot or plan_slot.
+-- ARGV: idle, attempt, spread, claim_grace, pacing (0|1), threshold, min_remaining,
+-- concurrency limit (0: off), lease_ttl, poll, retry budget ttl (0: off).
+-- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or ''}.
+local attempt = finite(ARGV[2]) or 1
+local spread = finite(ARGV[3]) or 0
+local grace = finite(ARGV[4]) or 0.5
+local pacing = ARGV[5] == '1'
+local threshold = finite(ARGV[6]) or 0
+local min_remaining = finite(ARGV[7]) or 0
+local limit = finite(ARGV[8]) or 0
+local lease_ttl = finite(ARGV[9]) or 60
+local poll = finite(ARGV[10]) or 0.05
+local budget_ttl = finite(ARGV[11]) or 0
+local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
+
+if limit > 0 then
+  typed(leases, 'zset')
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(NOW))
+  if redis.call('ZCARD', leases) >= limit then
+    return {'busy', fmt(poll), '0', ''}
+  end
+end
+
+local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at'})
+local gate = instant(s.gate) or NEVER
+typed(slots, 'zset')
+redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
+local due = {}
+if NOW >= gate then
+  due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
+end
+if #due > 0 then
+  redis.call('ZREM', slots, due[1])
+else
+  -- pacing_interval
+  local interval = 0
+  local remaining = count(s.remaining, 1e15)
+  local reset_at = instant(s.reset_at)
+  if pacing and remaining ~= nil and reset_at ~= nil and NOW < reset_at then
+    local quota = count(s.limit, 1e15)
+    local low
+    if quota ~= nil and quota > 0 then
+      low = remaining <= threshold * quota
+    else
+      low = remaining <= min_remaining
+    end
+    if low then interval = (reset_at - NOW) / math.max(remaining, 1) end
+  end
+  -- plan_slot
+  local tail = instant(s.tail) or NEVER
+  local herd = instant(s.herd) or NEVER
+  local gated = NOW < gate
+  local herding = gated or herd > NOW
+  if herding then interval = math.max(interval, spread) end
+  local slot = NOW
+  if interval > 0 or gated then slot = math.max(NOW, gate, tail + interval) end
+  redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
+  if herding then redis.call('HSET', state, 'herd', fmt(slot)) end
+  extend(state, math.max(IDLE, slot - NOW) + 1)
+  if slot > NOW + EPSILON then
+    redis.call('ZADD', slots, fmt(slot), next_id(state))
+    extend(slots, slot - NOW + grace + 1)
+    if gated then
+      return {'gate', fmt(slot - NOW), fmt(gate - NOW), ''}
+    end
+    return {'pace', fmt(slot - NOW), '0', ''}
+  end
+end
+
+local lease = ''
+if limit > 0 then
+  lease = 'r:' .. next_id(state)
+  redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)
+  extend(leases, lease_ttl + 1)
+end
+if attempt == 1 and budget_ttl > 0 then
+  local current = budget_live(KEYS[4], budget_ttl)
+  budget_add(KEYS[4], budget_ttl, 'd', current)
+end
+return {'go', '0', '0', lease}

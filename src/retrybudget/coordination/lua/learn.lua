@@ -1,0 +1,61 @@
+-- Give back a lease, then _logic.learn: close the gate on throttling (gate_delay), remember
+-- the quota for pacing. ARGV: idle, lease or '', throttled 0|1, hint (-1: none),
+-- remaining (-1), limit (-1), reset (-1), floor, multiplier, max_gate. Returns 1.
+local lease = ARGV[2]
+local throttled = ARGV[3] == '1'
+local hint = finite(ARGV[4]) or -1
+local remaining = finite(ARGV[5]) or -1
+local quota = finite(ARGV[6]) or -1
+local reset = finite(ARGV[7]) or -1
+local floor = finite(ARGV[8]) or 1
+local multiplier = finite(ARGV[9]) or 2
+local max_gate = finite(ARGV[10]) or 3600
+local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
+
+if lease ~= '' then
+  typed(leases, 'zset')
+  redis.call('ZREM', leases, lease)
+end
+local observed = remaining >= 0 and reset >= 0
+if not throttled and not observed then
+  return 1
+end
+
+local s = load(state, {'gate', 'streak', 'remaining', 'reset_at'})
+local far = NOW
+if throttled then
+  local gate = instant(s.gate) or NEVER
+  local delay
+  if hint >= 0 then
+    delay = math.min(hint, max_gate)
+  else
+    -- gate_delay without a hint: the floor, doubled for each repeat
+    local streak = count(s.streak, 1e6) or 0
+    if NOW - gate > floor then streak = 0 end
+    delay = math.min(floor * multiplier ^ math.min(streak, 32), max_gate)
+    redis.call('HSET', state, 'streak', string.format('%d', streak + 1))
+  end
+  gate = math.max(gate, NOW + delay)
+  redis.call('HSET', state, 'gate', fmt(gate))
+  far = math.max(far, gate)
+  typed(slots, 'zset')
+  redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate))
+end
+if observed then
+  local reset_at = NOW + reset
+  local known = count(s.remaining, 1e15)
+  local known_at = instant(s.reset_at)
+  local stale = known ~= nil and known_at ~= nil and math.abs(reset_at - known_at) < 1
+    and remaining > known
+  if not stale then
+    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
+    if quota >= 0 then
+      redis.call('HSET', state, 'limit', string.format('%d', quota))
+    else
+      redis.call('HDEL', state, 'limit')
+    end
+    far = math.max(far, reset_at)
+  end
+end
+extend(state, math.max(IDLE, far - NOW) + 1)
+return 1

@@ -1,0 +1,99 @@
+-- retrybudget: shared by every script (prepended to each body).
+--
+-- KEYS[1] state hash, KEYS[2] slots zset, KEYS[3] leases zset, KEYS[4] budget hash.
+-- ARGV[1] is always the idle TTL in seconds. Every instant is seconds on this server's clock
+-- (TIME): clients' clocks differ, so they only ever receive relative waits. Values read back
+-- are checked: garbage, NaN, infinities and implausible instants count as absent, and a key
+-- holding the wrong type is dropped.
+
+local HORIZON = __HORIZON__          -- seconds ahead a stored instant may plausibly lie
+local EPSILON = __EPSILON__          -- _logic.EPSILON
+local SLICES = __SLICES__            -- _logic.SLICES
+local NEVER = -math.huge             -- _logic.NEVER
+
+local function finite(v)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then return nil end
+  return n
+end
+
+local TIME = redis.call('TIME')
+local NOW = tonumber(TIME[1]) + tonumber(TIME[2]) / 1000000
+local IDLE = finite(ARGV[1]) or 600
+
+local function instant(v)
+  local n = finite(v)
+  if n == nil or n < 0 or n > NOW + HORIZON then return nil end
+  return n
+end
+
+local function count(v, high)
+  local n = finite(v)
+  if n == nil or n < 0 or n > high or n ~= math.floor(n) then return nil end
+  return n
+end
+
+local function fmt(x)
+  return string.format('%.6f', x)
+end
+
+local function typed(key, kind)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= kind then redis.call('DEL', key) end
+end
+
+-- Make sure `key` lives at least `seconds` more (never shortens a TTL).
+local function extend(key, seconds)
+  local ms = math.ceil(seconds * 1000)
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+
+-- The hash's fields as a table; absent fields are nil.
+local function load(key, fields)
+  typed(key, 'hash')
+  local values = redis.call('HMGET', key, unpack(fields))
+  local out = {}
+  for i, f in ipairs(fields) do
+    if values[i] then out[f] = values[i] end
+  end
+  return out
+end
+
+-- A fresh id from the state hash's counter (garbage restarts it).
+local function next_id(key)
+  local n = (count(redis.call('HGET', key, 'seq'), 1e12) or 0) + 1
+  redis.call('HSET', key, 'seq', string.format('%d', n))
+  return string.format('%d', n)
+end
+
+-- The retry budget's live slices (_logic._live): sums of first attempts and retries over the
+-- last SLICES slices; older or garbage fields are deleted.
+local function budget_live(key, ttl)
+  typed(key, 'hash')
+  local current = math.floor(NOW * SLICES / ttl)
+  local flat = redis.call('HGETALL', key)
+  if #flat > 8 * SLICES then
+    redis.call('DEL', key)
+    return current, 0, 0
+  end
+  local deposits, withdrawals, stale = 0, 0, {}
+  for i = 1, #flat, 2 do
+    local kind, id = string.match(flat[i], '^([dw]):(%d+)$')
+    local n = count(flat[i + 1], 1e12)
+    id = tonumber(id)
+    if kind == nil or n == nil or id == nil or id <= current - SLICES or id > current then
+      stale[#stale + 1] = flat[i]
+    elseif kind == 'd' then
+      deposits = deposits + n
+    else
+      withdrawals = withdrawals + n
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+  return current, deposits, withdrawals
+end
+
+local function budget_add(key, ttl, kind, current)
+  redis.call('HINCRBY', key, kind .. ':' .. string.format('%d', current), 1)
+  extend(key, ttl + 1)
+end

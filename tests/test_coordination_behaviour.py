@@ -1,0 +1,445 @@
+"""One behavioural suite for every coordination backend (memory, and Redis on a real server).
+
+Each test runs once per backend. Memory runs on a fake clock; Redis reads its server's
+clock, so its tests let a little real time pass and compare with a small tolerance.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from retrybudget import Policy, Retrier, WaitReason
+from retrybudget.coordination import (
+    BreakerConfig,
+    ConcurrencyConfig,
+    CoordinationConfig,
+    GateConfig,
+    PacingConfig,
+    RetryBudgetConfig,
+)
+from retrybudget.core.outcome import Reason
+from retrybudget.core.profiles import GENERIC
+from retrybudget.testing import ScriptedProvider
+from test_coordination_support import Backend, ended, run_threads, seen, throttled
+
+pytest_plugins = ("test_coordination_support",)  # the backend and redis_server fixtures
+
+KEY = "api.example.com"
+OK = {"status": 200, "body": {"ok": True}}
+
+
+def approx(backend: Backend, value: float) -> object:
+    return pytest.approx(value, abs=backend.tol)
+
+
+# The gate ---------------------------------------------------------------------------------------
+
+
+def test_a_rate_limit_holds_every_worker_until_the_same_instant(backend: Backend) -> None:
+    a, b = backend.workers(n=2)
+    a.learn(KEY, throttled(300), None)
+    permit = b.acquire(KEY, 1)
+    assert permit.reason is WaitReason.GATE
+    assert permit.wait == approx(backend, 0.3)
+    assert permit.retry_at == approx(backend, backend.clock.wall() + 0.3)
+    backend.sleep(permit.wait)
+    assert b.acquire(KEY, 1).wait == 0
+
+
+def test_other_keys_are_not_held(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, throttled(300), None)
+    assert c.acquire("other.example.com", 1).wait == 0
+
+
+def test_a_gate_is_never_shortened(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, throttled(400), None)
+    c.learn(KEY, throttled(100), None)
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.4)
+
+
+def test_remaining_zero_with_a_reset_closes_the_gate_on_a_2xx(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "0", "ratelimit-reset": "0.3"}), None)
+    permit = c.acquire(KEY, 1)
+    assert (permit.reason, permit.wait) == (WaitReason.GATE, approx(backend, 0.3))
+
+
+def test_the_reset_gets_the_profiles_slack(backend: Backend) -> None:
+    profile = GENERIC.derive("slack", reset_slack=0.2)
+    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile)))
+    c.learn(KEY, seen(429, {"ratelimit-remaining": "0", "ratelimit-reset": "0.1"}), None)
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.3)
+
+
+def test_a_rate_limit_without_a_hint_uses_the_floor_doubled_on_repeats(backend: Backend) -> None:
+    profile = GENERIC.derive("short", rate_limit_floor=0.1, rate_limit_multiplier=2.0)
+    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile, spread=0.0)))
+    c.learn(KEY, seen(429), None)
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.1)
+    backend.sleep(0.1)
+    c.learn(KEY, seen(429), None)  # again, right after the gate: a repeat
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.2)
+
+
+def test_a_per_key_profile_applies(backend: Backend) -> None:
+    short = GENERIC.derive("short", rate_limit_floor=0.1)
+    c = backend.one(CoordinationConfig(gate=GateConfig(profiles={KEY: short})))
+    c.learn(KEY, seen(429), None)
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.1)
+
+
+def test_workers_held_at_a_gate_get_distinct_slots(backend: Backend) -> None:
+    workers = backend.workers(CoordinationConfig(gate=GateConfig(spread=0.05)), n=4)
+    workers[0].learn(KEY, throttled(200), None)
+    waits = [w.acquire(KEY, 1).wait for w in workers]
+    assert waits == [approx(backend, 0.2 + 0.05 * i) for i in range(4)]
+    # each comes back for its slot and goes; a newcomer during the release queues behind
+    backend.sleep(0.2)
+    assert workers[0].acquire(KEY, 1).wait == 0
+    late = workers[1].acquire(KEY, 1)
+    assert late.reason is WaitReason.PACING
+    assert late.wait == approx(backend, 0.2)
+
+
+def test_an_abandoned_slot_lapses(backend: Backend) -> None:
+    gate = GateConfig(spread=0.05, claim_grace=0.1)
+    a, b = backend.workers(CoordinationConfig(gate=gate), n=2)
+    a.learn(KEY, throttled(100), None)
+    assert a.acquire(KEY, 1).wait > 0  # reserves the slot at the gate, then gives up
+    backend.sleep(0.35)
+    assert b.acquire(KEY, 1).wait == 0
+    assert b.acquire(KEY, 1).wait == 0  # no queue left behind
+
+
+def test_fail_fast_operations_stop_at_the_gate_with_zero_attempts(backend: Backend) -> None:
+    a, b = backend.workers(n=2)
+    a.learn(KEY, throttled(500), None)
+    provider = ScriptedProvider([OK], backend.clock)
+    retrier = Retrier(policy=Policy(rate_limit="fail_fast", deadline=2), clock=backend.clock,
+                      coordinator=b, key=KEY)
+    outcome = retrier.call(provider)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.RATE_LIMITED, 0, 0)
+    assert outcome.retry_at == approx(backend, backend.clock.wall() + 0.5)
+
+
+def test_a_waiting_operation_goes_after_the_reset(backend: Backend) -> None:
+    a, b = backend.workers(n=2)
+    a.learn(KEY, throttled(200), None)
+    gate_at = backend.clock.wall() + 0.2
+    provider = ScriptedProvider([OK], backend.clock)
+    outcome = Retrier(policy=Policy(deadline=5), clock=backend.clock, coordinator=b,
+                      key=KEY).call(provider)
+    assert outcome.reason is Reason.OK
+    assert [w.reason for w in outcome.waits] == [WaitReason.GATE]
+    assert provider.requests[0]["arrival"] >= gate_at - backend.tol
+
+
+def test_a_gate_past_the_deadline_stops_at_once(backend: Backend) -> None:
+    a, b = backend.workers(n=2)
+    a.learn(KEY, throttled(5000), None)
+    provider = ScriptedProvider([OK], backend.clock)
+    outcome = Retrier(policy=Policy(deadline=1), clock=backend.clock, coordinator=b,
+                      key=KEY).call(provider)
+    assert (outcome.reason, outcome.attempts, outcome.waits) == (Reason.RATE_LIMITED, 0, ())
+
+
+def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
+    c = backend.one()
+    script = [{"status": 429, "headers": {"retry-after-ms": "200"}}, OK]
+    first = ScriptedProvider(script, backend.clock)
+    retrier = Retrier(policy=Policy(deadline=5, rate_limit="fail_fast"), clock=backend.clock,
+                      coordinator=c, key=KEY)
+    assert retrier.call(first).reason is Reason.RATE_LIMITED
+    second = ScriptedProvider([OK], backend.clock)
+    assert retrier.call(second).reason is Reason.RATE_LIMITED
+    assert second.count == 0
+
+
+# Pacing -----------------------------------------------------------------------------------------
+
+
+def low_quota(remaining: int, reset: float) -> object:
+    return seen(200, {"ratelimit-remaining": str(remaining), "ratelimit-limit": "100",
+                      "ratelimit-reset": str(reset)})
+
+
+def test_a_low_quota_spreads_what_is_left_over_the_time_to_reset(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(2, 1.0), None)  # type: ignore[arg-type]
+    assert c.acquire(KEY, 1).wait == 0
+    permit = c.acquire(KEY, 1)
+    assert permit.reason is WaitReason.PACING
+    assert permit.wait == approx(backend, 0.5)
+
+
+def test_a_quota_above_the_threshold_is_not_paced(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(pacing=PacingConfig(threshold=0.1)))
+    c.learn(KEY, low_quota(50, 1.0), None)  # type: ignore[arg-type]
+    assert [c.acquire(KEY, 1).wait for _ in range(3)] == [0, 0, 0]
+
+
+def test_pacing_can_be_switched_off(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(pacing=None))
+    c.learn(KEY, low_quota(2, 1.0), None)  # type: ignore[arg-type]
+    assert [c.acquire(KEY, 1).wait for _ in range(3)] == [0, 0, 0]
+
+
+def test_a_stale_observation_does_not_undo_a_newer_one(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(1, 1.0), None)  # type: ignore[arg-type]
+    c.learn(KEY, low_quota(80, 1.0), None)  # type: ignore[arg-type]  # overtaken, same window
+    c.acquire(KEY, 1)
+    assert c.acquire(KEY, 1).wait == approx(backend, 1.0)
+
+
+# Concurrency ------------------------------------------------------------------------------------
+
+
+def test_the_concurrency_cap_holds_and_leases_come_back(backend: Backend) -> None:
+    cap = ConcurrencyConfig(limit=2, poll=0.05)
+    a, b = backend.workers(CoordinationConfig(concurrency=cap), n=2)
+    first, second = a.acquire(KEY, 1), b.acquire(KEY, 1)
+    assert first.lease
+    assert second.lease
+    assert first.lease != second.lease
+    busy = a.acquire(KEY, 1)
+    assert (busy.reason, busy.wait) == (WaitReason.CONCURRENCY, 0.05)
+    b.learn(KEY, seen(200), second.lease)
+    assert a.acquire(KEY, 1).lease
+
+
+def test_a_dead_holders_lease_expires(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(concurrency=ConcurrencyConfig(limit=1, lease_ttl=0.1)))
+    assert c.acquire(KEY, 1).lease  # never given back
+    assert c.acquire(KEY, 1).reason is WaitReason.CONCURRENCY
+    backend.sleep(0.15)
+    assert c.acquire(KEY, 1).lease
+
+
+def test_operations_share_the_cap_through_the_retrier(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(concurrency=ConcurrencyConfig(limit=1)))
+    retrier = Retrier(clock=backend.clock, coordinator=c, key=KEY)
+    for _ in range(3):
+        assert retrier.call(ScriptedProvider([OK], backend.clock)).reason is Reason.OK
+    assert c.acquire(KEY, 1).lease  # every lease came back
+
+
+# The retry budget -------------------------------------------------------------------------------
+
+
+def test_retries_are_a_share_of_first_attempts(backend: Backend) -> None:
+    budget = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=60)
+    c = backend.one(CoordinationConfig(retry_budget=budget))
+    assert c.spend_retry(KEY) is False  # nothing deposited yet
+    for _ in range(4):
+        assert c.acquire(KEY, 1).wait == 0
+    assert c.acquire(KEY, 2).wait == 0  # a retry's attempt deposits nothing
+    assert [c.spend_retry(KEY) for _ in range(3)] == [True, True, False]
+    stats = c.stats()
+    assert (stats.retries_allowed, stats.retries_refused) == (2, 2)
+
+
+def test_the_floor_allows_a_few_retries_on_a_quiet_key(backend: Backend) -> None:
+    budget = RetryBudgetConfig(ratio=0.0, min_retries_per_sec=2.0, ttl=1.0)
+    c = backend.one(CoordinationConfig(retry_budget=budget))
+    assert [c.spend_retry(KEY) for _ in range(3)] == [True, True, False]
+
+
+def test_spent_retries_leave_the_window(backend: Backend) -> None:
+    budget = RetryBudgetConfig(ratio=0.0, min_retries_per_sec=4.0, ttl=0.3)
+    c = backend.one(CoordinationConfig(retry_budget=budget))
+    assert c.spend_retry(KEY) is True
+    assert c.spend_retry(KEY) is False
+    backend.sleep(0.35)
+    assert c.spend_retry(KEY) is True
+
+
+def test_a_refused_retry_ends_the_operation_with_retry_budget(backend: Backend) -> None:
+    budget = RetryBudgetConfig(ratio=0.0, min_retries_per_sec=0.0)
+    c = backend.one(CoordinationConfig(retry_budget=budget))
+    provider = ScriptedProvider([{"status": 503}, OK], backend.clock)
+    outcome = Retrier(clock=backend.clock, coordinator=c, key=KEY).call(provider)
+    assert (outcome.reason, outcome.attempts) == (Reason.RETRY_BUDGET, 1)
+    assert c.stats().retries_refused == 1
+
+
+# The breaker ------------------------------------------------------------------------------------
+
+
+def breaker(**changes: object) -> CoordinationConfig:
+    values: dict[str, object] = {"consecutive_failures": 2, "cool_down": 0.2, "probe_ttl": 0.3}
+    values.update(changes)
+    return CoordinationConfig(breaker=BreakerConfig(**values))  # type: ignore[arg-type]
+
+
+def test_failed_operations_open_the_breaker(backend: Backend) -> None:
+    a, b = backend.workers(breaker(), n=2)
+    a.finish(KEY, ended(Reason.EXHAUSTED, 3), False)
+    assert b.admit(KEY).allowed
+    a.finish(KEY, ended(Reason.EXHAUSTED, 3), False)
+    refused = b.admit(KEY)
+    assert not refused.allowed
+    assert refused.retry_at == approx(backend, backend.clock.wall() + 0.2)
+    assert a.stats().breaker_opened == 1
+
+
+def test_an_open_breaker_refuses_with_zero_attempts(backend: Backend) -> None:
+    c = backend.one(breaker(consecutive_failures=1))
+    c.finish(KEY, ended(Reason.UNEXPECTED), False)
+    provider = ScriptedProvider([OK], backend.clock)
+    outcome = Retrier(clock=backend.clock, coordinator=c, key=KEY).call(provider)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.CIRCUIT_OPEN, 0, 0)
+
+
+def test_a_success_resets_the_run_of_failures(backend: Backend) -> None:
+    c = backend.one(breaker(failure_ratio=None))
+    for reason in (Reason.EXHAUSTED, Reason.OK, Reason.EXHAUSTED):
+        c.finish(KEY, ended(reason), False)
+    assert c.admit(KEY).allowed
+
+
+@pytest.mark.parametrize("reason", [Reason.RATE_LIMITED, Reason.NOT_FOUND, Reason.REJECTED,
+                                    Reason.RETRY_BUDGET, Reason.NOT_RETRIED,
+                                    Reason.CIRCUIT_OPEN])
+def test_what_is_not_a_health_failure_never_opens_it(backend: Backend, reason: Reason) -> None:
+    c = backend.one(breaker(consecutive_failures=1))
+    for _ in range(5):
+        c.finish(KEY, ended(reason), False)
+    c.finish(KEY, ended(Reason.DEADLINE, attempts=0), False)  # never reached the provider
+    assert c.admit(KEY).allowed
+
+
+def test_an_exhausted_retry_loop_is_one_failure(backend: Backend) -> None:
+    c = backend.one(breaker(consecutive_failures=2))
+    provider = ScriptedProvider([{"status": 503}], backend.clock)
+    retrier = Retrier(policy=Policy(max_attempts=3, deadline=10), clock=backend.clock,
+                      coordinator=c, key=KEY)
+    assert retrier.call(provider).reason is Reason.EXHAUSTED
+    assert provider.count == 3
+    assert c.admit(KEY).allowed  # 3 attempts, 1 failure: still closed
+    assert retrier.call(provider).reason is Reason.EXHAUSTED
+    assert not c.admit(KEY).allowed
+
+
+def test_the_failure_ratio_over_the_window_opens_it(backend: Backend) -> None:
+    c = backend.one(breaker(consecutive_failures=100, failure_ratio=0.5, window=6,
+                            min_operations=6))
+    for i in range(5):
+        c.finish(KEY, ended(Reason.EXHAUSTED if i % 2 else Reason.OK), False)
+    assert c.admit(KEY).allowed  # 2 of 5: too few operations yet
+    c.finish(KEY, ended(Reason.EXHAUSTED), False)
+    assert not c.admit(KEY).allowed  # 3 of 6
+
+
+def test_half_open_admits_exactly_one_probe(backend: Backend) -> None:
+    workers = backend.workers(breaker(consecutive_failures=1), n=3)
+    workers[0].finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    answers = [w.admit(KEY) for w in workers for _ in range(3)]
+    assert [a.probe for a in answers].count(True) == 1
+    assert [a.allowed for a in answers].count(True) == 1
+
+
+def test_a_successful_probe_closes_the_breaker(backend: Backend) -> None:
+    a, b = backend.workers(breaker(consecutive_failures=1), n=2)
+    a.finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    probe = a.admit(KEY)
+    assert probe.probe
+    a.finish(KEY, ended(Reason.OK), True)
+    assert all(b.admit(KEY).allowed for _ in range(3))
+
+
+def test_a_failed_probe_opens_it_again(backend: Backend) -> None:
+    a, b = backend.workers(breaker(consecutive_failures=1), n=2)
+    a.finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    assert a.admit(KEY).probe
+    a.finish(KEY, ended(Reason.EXHAUSTED), True)
+    refused = b.admit(KEY)
+    assert not refused.allowed
+    assert refused.retry_at == approx(backend, backend.clock.wall() + 0.2)
+
+
+def test_a_probe_that_never_reaches_the_provider_frees_the_probe(backend: Backend) -> None:
+    a, b = backend.workers(breaker(consecutive_failures=1), n=2)
+    a.finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    assert a.admit(KEY).probe
+    a.finish(KEY, ended(Reason.RATE_LIMITED, attempts=0), True)
+    assert b.admit(KEY).probe
+
+
+def test_a_probe_whose_holder_died_lapses(backend: Backend) -> None:
+    a, b = backend.workers(breaker(consecutive_failures=1, probe_ttl=0.15), n=2)
+    a.finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    assert a.admit(KEY).probe  # and never finishes
+    assert not b.admit(KEY).allowed
+    backend.sleep(0.2)
+    assert b.admit(KEY).probe
+
+
+def test_a_probe_operation_through_the_retrier_closes_it(backend: Backend) -> None:
+    c = backend.one(breaker(consecutive_failures=1))
+    c.finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    retrier = Retrier(clock=backend.clock, coordinator=c, key=KEY)
+    assert retrier.call(ScriptedProvider([OK], backend.clock)).reason is Reason.OK
+    assert c.stats().probes == 1
+    assert c.admit(KEY).allowed
+
+
+def test_half_open_admits_one_probe_among_many_threads(backend: Backend) -> None:
+    workers = backend.workers(breaker(consecutive_failures=1), n=4)
+    workers[0].finish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    probes: list[bool] = []
+    lock = threading.Lock()
+    start = threading.Barrier(16)
+
+    def ask(i: int) -> None:
+        start.wait(10)
+        admission = workers[i % 4].admit(KEY)
+        with lock:
+            probes.append(admission.probe)
+
+    run_threads(16, ask)
+    assert probes.count(True) == 1
+
+
+def test_the_breaker_can_be_switched_off(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(breaker=None))
+    for _ in range(10):
+        c.finish(KEY, ended(Reason.EXHAUSTED), False)
+    assert c.admit(KEY).allowed
+
+
+# Async ------------------------------------------------------------------------------------------
+
+
+async def test_the_async_methods_share_the_same_state(backend: Backend) -> None:
+    a, b = backend.workers(breaker(consecutive_failures=1), n=2)
+    await a.alearn(KEY, throttled(300), None)
+    permit = await b.aacquire(KEY, 1)
+    assert (permit.reason, permit.wait) == (WaitReason.GATE, approx(backend, 0.3))
+    await a.afinish(KEY, ended(Reason.EXHAUSTED), False)
+    assert not (await b.aadmit(KEY)).allowed
+    assert isinstance(await b.aspend_retry(KEY), bool)
+
+
+async def test_an_async_operation_waits_at_the_gate(backend: Backend) -> None:
+    a, b = backend.workers(n=2)
+    a.learn(KEY, throttled(200), None)
+
+    async def fetch() -> str:
+        return "ok"
+
+    outcome = await Retrier(policy=Policy(deadline=5), clock=backend.clock, coordinator=b,
+                            key=KEY).acall(fetch)
+    assert outcome.reason is Reason.OK
+    assert outcome.waits[0].seconds == approx(backend, 0.2)

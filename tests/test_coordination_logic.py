@@ -1,0 +1,245 @@
+"""The pure coordination arithmetic (what both backends follow) and its configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retrybudget import PolicyError
+from retrybudget.coordination import (
+    BreakerConfig,
+    ConcurrencyConfig,
+    CoordinationConfig,
+    GateConfig,
+    PacingConfig,
+    RetryBudgetConfig,
+)
+from retrybudget.coordination._logic import (
+    EPSILON,
+    Breaker,
+    Budget,
+    Facts,
+    Health,
+    Phase,
+    Schedule,
+    breaker_admit,
+    breaker_finish,
+    budget_deposit,
+    budget_withdraw,
+    facts_of,
+    gate_delay,
+    health,
+    learn,
+    pacing_interval,
+    plan_slot,
+)
+from retrybudget.core.outcome import Reason
+from retrybudget.core.profiles import GENERIC, GITHUB
+from test_coordination_support import ended, seen
+
+WALL = 1_800_000_000.0
+
+
+# Reading responses ----------------------------------------------------------------------------
+
+
+def test_retry_after_wins_over_the_reset() -> None:
+    facts = facts_of(seen(429, {"retry-after": "5", "x-ratelimit-remaining": "0",
+                                "x-ratelimit-reset": str(int(WALL) + 60)},
+                          profile=GITHUB, wall=WALL), GITHUB)
+    assert (facts.throttled, facts.hint, facts.remaining, facts.reset) == (True, 5.0, 0, 60.0)
+
+
+def test_an_exhausted_github_quota_waits_for_the_reset_plus_slack() -> None:
+    facts = facts_of(seen(403, {"x-ratelimit-remaining": "0",
+                                "x-ratelimit-reset": str(int(WALL) + 60)},
+                          profile=GITHUB, wall=WALL), GITHUB)
+    assert (facts.throttled, facts.hint) == (True, 61.0)
+
+
+def test_a_plain_response_with_quota_headers_only_informs_pacing() -> None:
+    facts = facts_of(seen(200, {"x-ratelimit-remaining": "10", "x-ratelimit-limit": "5000",
+                                "x-ratelimit-reset": str(int(WALL) + 600)},
+                          profile=GITHUB, wall=WALL), GITHUB)
+    assert (facts.throttled, facts.remaining, facts.limit, facts.reset) == (False, 10, 5000, 600.0)
+    assert facts.informative
+    assert not facts_of(seen(200), GENERIC).informative
+    assert facts_of(None, GENERIC) == Facts()
+
+
+def test_a_rate_limit_without_a_hint_doubles_from_the_floor_and_is_capped() -> None:
+    delays = []
+    streak = 0
+    for _ in range(4):
+        delay, streak = gate_delay(None, streak, 0.0, GITHUB, 3600.0)
+        delays.append(delay)
+    assert delays == [60.0, 120.0, 240.0, 480.0]
+    assert gate_delay(None, 40, 0.0, GITHUB, 3600.0)[0] == 3600.0
+    assert gate_delay(None, 3, 61.0, GITHUB, 3600.0) == (60.0, 1)  # a quiet spell restarts
+    assert gate_delay(7.5, 3, 0.0, GITHUB, 3600.0) == (7.5, 3)
+
+
+@pytest.mark.parametrize(("reason", "attempts", "verdict"), [
+    (Reason.OK, 1, Health.SUCCESS),
+    (Reason.NOT_FOUND, 1, Health.SUCCESS),
+    (Reason.REJECTED, 1, Health.SUCCESS),
+    (Reason.RATE_LIMITED, 1, Health.SUCCESS),
+    (Reason.INVALID_PAYLOAD, 1, Health.SUCCESS),
+    (Reason.EXHAUSTED, 3, Health.FAILURE),
+    (Reason.DEADLINE, 2, Health.FAILURE),
+    (Reason.UNEXPECTED, 1, Health.FAILURE),
+    (Reason.DEADLINE, 0, Health.NEUTRAL),
+    (Reason.RATE_LIMITED, 0, Health.NEUTRAL),
+    (Reason.CIRCUIT_OPEN, 0, Health.NEUTRAL),
+    (Reason.RETRY_BUDGET, 1, Health.NEUTRAL),
+    (Reason.NOT_RETRIED, 1, Health.NEUTRAL),
+])
+def test_what_an_outcome_tells_the_breaker(reason: Reason, attempts: int, verdict: Health) -> None:
+    assert health(ended(reason, attempts)) is verdict
+
+
+# Slots and pacing ------------------------------------------------------------------------------
+
+
+def test_pacing_spreads_the_remaining_quota_until_the_reset() -> None:
+    s = Schedule(remaining=5, limit=100, reset_at=110.0)
+    assert pacing_interval(s, 100.0, PacingConfig()) == 2.0
+    assert pacing_interval(s, 110.0, PacingConfig()) == 0.0  # the quota has reset
+    assert pacing_interval(dataclasses.replace(s, remaining=50), 100.0, PacingConfig()) == 0.0
+    assert pacing_interval(dataclasses.replace(s, remaining=0), 100.0, PacingConfig()) == 10.0
+    unknown = Schedule(remaining=10, reset_at=110.0)
+    assert pacing_interval(unknown, 100.0, PacingConfig(min_remaining=10)) == 1.0
+    assert pacing_interval(s, 100.0, None) == 0.0
+
+
+events = st.lists(
+    st.tuples(
+        st.floats(min_value=0.0, max_value=2.0),  # time passing
+        st.one_of(st.none(), st.floats(min_value=0.0, max_value=5.0)),  # a rate limit's hint
+        st.one_of(st.none(), st.integers(min_value=0, max_value=100)),  # remaining seen
+    ),
+    max_size=60,
+)
+
+
+@given(events, st.one_of(st.just(0.0), st.floats(min_value=1e-4, max_value=0.5)))
+def test_reserved_slots_rise_and_never_come_before_the_gate(steps, spread) -> None:
+    gate_cfg = GateConfig(spread=spread)
+    s, now, reserved = Schedule(), 1000.0, []
+    for dt, hint, remaining in steps:
+        now += dt
+        if hint is not None or remaining is not None:
+            facts = Facts(throttled=hint is not None, hint=hint, remaining=remaining,
+                          limit=100, reset=None if remaining is None else 3.0)
+            s = learn(s, facts, now, gate_cfg, GENERIC)
+            reserved = [r for r in reserved if r >= s.gate]
+        slot, after = plan_slot(s, now, gate_cfg, PacingConfig())
+        assert slot >= now
+        assert slot >= s.gate
+        assert after.tail >= s.tail
+        if slot > now + EPSILON:
+            assert all(slot > r if spread > 0 else slot >= r for r in reserved)
+            if now < s.gate or s.herd > now:
+                assert not reserved or slot - max(reserved) >= spread - 1e-9
+            reserved.append(slot)
+        s = after
+
+
+# The retry budget -------------------------------------------------------------------------------
+
+
+@given(st.lists(st.booleans(), max_size=200), st.sampled_from([0.0, 0.1, 0.2, 0.5, 1.0]),
+       st.sampled_from([0.0, 0.5, 2.0]))
+def test_retries_never_exceed_the_budget(ops, ratio, floor) -> None:
+    cfg = RetryBudgetConfig(ratio=ratio, min_retries_per_sec=floor, ttl=10.0)
+    b, deposits, allowed = Budget(), 0, 0
+    for deposit in ops:
+        if deposit:
+            b = budget_deposit(b, 5.0, cfg)
+            deposits += 1
+        else:
+            ok, b = budget_withdraw(b, 5.0, cfg)
+            allowed += ok
+        assert allowed <= floor * 10.0 + ratio * deposits + 1e-9
+
+
+def test_deposits_and_retries_leave_the_window() -> None:
+    cfg = RetryBudgetConfig(ratio=1.0, min_retries_per_sec=0.0, ttl=10.0)
+    b = budget_deposit(Budget(), 0.0, cfg)
+    assert budget_withdraw(b, 9.9, cfg)[0]
+    assert not budget_withdraw(b, 10.0, cfg)[0]  # the deposit's slice has left the window
+
+
+# The breaker ------------------------------------------------------------------------------------
+
+
+@given(st.lists(st.tuples(st.floats(min_value=0.0, max_value=3.0),
+                          st.sampled_from(list(Health)), st.booleans()), max_size=80))
+def test_at_most_one_probe_is_out_and_only_failures_open(steps) -> None:
+    cfg = BreakerConfig(consecutive_failures=2, cool_down=1.0, probe_ttl=2.0)
+    b, now, probe_out_until = Breaker(), 0.0, -1.0
+    for dt, verdict, ask in steps:
+        now += dt
+        if ask:
+            answer, b = breaker_admit(b, now, cfg)
+            if answer.probe:
+                assert now >= probe_out_until  # no other live probe
+                probe_out_until = now + cfg.probe_ttl
+            continue
+        probe = b.phase is Phase.HALF_OPEN and now < probe_out_until
+        before = b.phase
+        b, opened = breaker_finish(b, verdict, probe, now, cfg)
+        if probe:
+            probe_out_until = -1.0
+        if opened:
+            assert verdict is Health.FAILURE
+            assert before is not Phase.OPEN
+
+
+# Configuration ----------------------------------------------------------------------------------
+
+
+def test_durations_accept_timedeltas() -> None:
+    cfg = BreakerConfig(cool_down=timedelta(seconds=90))  # type: ignore[arg-type]
+    assert cfg.cool_down == 90.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: GateConfig(spread=-1),
+    lambda: GateConfig(spread=1e-6),
+    lambda: GateConfig(max_gate=0),
+    lambda: GateConfig(profile="nope"),  # type: ignore[arg-type]
+    lambda: PacingConfig(threshold=1.5),
+    lambda: PacingConfig(min_remaining=-1),
+    lambda: ConcurrencyConfig(limit=0),
+    lambda: ConcurrencyConfig(lease_ttl=float("inf")),
+    lambda: RetryBudgetConfig(ratio=-0.1),
+    lambda: RetryBudgetConfig(ttl=0),
+    lambda: BreakerConfig(consecutive_failures=0),
+    lambda: BreakerConfig(failure_ratio=float("nan")),
+    lambda: BreakerConfig(cool_down=10**9),
+    lambda: CoordinationConfig(gate=None),  # type: ignore[arg-type]
+    lambda: CoordinationConfig(breaker=3),  # type: ignore[arg-type]
+])
+def test_unusable_values_are_refused(make) -> None:
+    with pytest.raises(PolicyError):
+        make()
+
+
+def test_profiles_can_be_named_per_key() -> None:
+    cfg = GateConfig(profiles={"api.github.com": "github"})  # type: ignore[dict-item]
+    assert cfg.profile_for("api.github.com") is GITHUB
+    assert cfg.profile_for("other") is GENERIC
+    assert CoordinationConfig().replace(breaker=None).breaker is None
+
+
+def test_the_package_exports_its_public_names() -> None:
+    from retrybudget import coordination
+
+    public = {n for n in dir(coordination) if n[0].isupper() and n != "TYPE_CHECKING"}
+    assert set(coordination.__all__) == public | {"RedisCoordinator"}
+    assert all(getattr(coordination, n) is not None for n in coordination.__all__)

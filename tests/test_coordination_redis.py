@@ -1,0 +1,370 @@
+"""The Redis coordinator on a real redis-server: processes, faults, clocks, garbage and load."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import multiprocessing
+
+import pytest
+import redis
+
+from retrybudget import SYSTEM_CLOCK, FakeClock, Retrier, WaitReason
+from retrybudget.coordination import (
+    BreakerConfig,
+    ConcurrencyConfig,
+    CoordinationConfig,
+    GateConfig,
+    RedisCoordinator,
+)
+from retrybudget.coordination._redis import _TEXT
+from retrybudget.core.outcome import Reason
+from retrybudget.testing import ScriptedProvider
+from test_coordination_support import (
+    RedisServer,
+    ended,
+    gate_worker,
+    herd_at_a_gate,
+    probe_worker,
+    seen,
+    throttled,
+    unique_prefix,
+)
+
+pytest_plugins = ("test_coordination_support",)  # the redis_server and own_redis fixtures
+
+KEY = "api.example.com"
+OK = {"status": 200, "body": {"ok": True}}
+LOGGER = "retrybudget.coordination"
+
+
+def coordinator(server: RedisServer, **options: object) -> RedisCoordinator:
+    options.setdefault("prefix", unique_prefix())
+    return RedisCoordinator(server.url, **options)  # type: ignore[arg-type]
+
+
+def test_the_scripts_are_complete() -> None:
+    assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish"}
+    assert all("__" not in text for text in _TEXT.values())
+
+
+def test_it_needs_somewhere_to_connect() -> None:
+    with pytest.raises(ValueError, match="url"):
+        RedisCoordinator()
+    with pytest.raises(ValueError, match="on_failure"):
+        RedisCoordinator("redis://localhost", on_failure="maybe")  # type: ignore[arg-type]
+
+
+# Several processes --------------------------------------------------------------------------------
+
+
+def test_processes_share_one_gate_and_none_goes_before_the_reset(redis_server: RedisServer) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    n, ops, spread = 4, 3, 0.05
+    prefix = unique_prefix()
+    barrier, results = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=gate_worker,
+                         args=(redis_server.url, prefix, KEY, ops, spread, barrier, results))
+             for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        barrier.wait(60)  # every worker is connected
+        setter = RedisCoordinator(redis_server.url, prefix=prefix)
+        before = SYSTEM_CLOCK.wall()
+        setter.learn(KEY, throttled(600), None)
+        barrier.wait(30)  # go
+        reports = [results.get(timeout=30) for _ in range(n)]
+    finally:
+        for p in procs:
+            p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
+    reset = before + 0.6
+    times = sorted(t for report in reports for t in report[0])
+    assert len(times) == n * ops
+    assert all(reason == "ok" for report in reports for reason in report[1])
+    assert times[0] >= reset - 0.005  # no request before the reset
+    named = [report[2] for report in reports]
+    assert max(named) - min(named) < 0.05  # every worker was held for the same instant
+    herd = sorted(report[0][0] for report in reports)
+    assert all(b - a >= spread * 0.6 for a, b in itertools.pairwise(herd))
+    assert sum(report[3] for report in reports) == 0  # all on Redis
+    setter.close()
+
+
+def test_one_probe_among_threads_of_several_processes(redis_server: RedisServer) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    n, threads = 3, 6
+    prefix = unique_prefix()
+    barrier, results = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=probe_worker,
+                         args=(redis_server.url, prefix, KEY, threads, barrier, results))
+             for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        barrier.wait(60)
+        config = CoordinationConfig(breaker=BreakerConfig(consecutive_failures=1, cool_down=0.1))
+        opener = RedisCoordinator(redis_server.url, prefix=prefix, config=config)
+        opener.finish(KEY, ended(Reason.EXHAUSTED), False)
+        SYSTEM_CLOCK.sleep(0.15)
+        barrier.wait(30)
+        reports = [results.get(timeout=30) for _ in range(n)]
+    finally:
+        for p in procs:
+            p.join(30)
+    assert sum(r[0] for r in reports) == 1  # probes
+    assert sum(r[1] for r in reports) == 1  # admitted at all
+    assert sum(r[2] for r in reports) == 0
+    opener.close()
+
+
+# Clocks -------------------------------------------------------------------------------------------
+
+
+def test_clients_whose_clocks_disagree_still_wait_for_the_same_instant(
+    redis_server: RedisServer,
+) -> None:
+    prefix = unique_prefix()
+    now = SYSTEM_CLOCK.wall()
+    clocks = [FakeClock(monotonic=5.0, wall=now + 7.0), FakeClock(monotonic=9e5, wall=now - 4.5),
+              SYSTEM_CLOCK]
+    workers = [RedisCoordinator(redis_server.url, prefix=prefix, clock=c,
+                                config=CoordinationConfig(gate=GateConfig(spread=0.0)))
+               for c in clocks]
+    workers[0].learn(KEY, throttled(500), None)
+    permits = [w.acquire(KEY, 1) for w in workers]
+    waits = [p.wait for p in permits]
+    assert max(waits) - min(waits) < 0.02
+    assert all(0.45 < w <= 0.5 for w in waits)
+    for clock, permit in zip(clocks, permits, strict=True):
+        assert permit.retry_at is not None
+        assert permit.retry_at - clock.wall() == pytest.approx(permit.wait, abs=0.02)
+    for w in workers:
+        w.close()
+
+
+# Faults -------------------------------------------------------------------------------------------
+
+
+def test_redis_killed_mid_run_loses_no_operation(own_redis: RedisServer,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    c = coordinator(own_redis, clock=clock, retry_interval=1.0)
+    retrier = Retrier(clock=clock, coordinator=c, key=KEY)
+    caplog.set_level(logging.INFO, logger=LOGGER)
+
+    def run(n: int) -> list[Reason]:
+        return [retrier.call(ScriptedProvider([OK], clock)).reason for _ in range(n)]
+
+    assert run(10) == [Reason.OK] * 10
+    assert (c.fallbacks, c.degraded) == (0, False)
+
+    own_redis.stop()
+    assert run(20) == [Reason.OK] * 20  # every operation completes, coordinated locally
+    assert c.degraded
+    assert c.fallbacks == 20 * 3  # admit, acquire and finish of each, answered locally
+    warnings = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+    assert len(warnings) == 1  # logged once per transition
+
+    own_redis.start()
+    before = c.fallbacks
+    run(2)
+    assert c.degraded  # not retried before the interval passes on the injected clock
+    assert c.fallbacks > before
+    clock.advance(1.1)
+    assert run(5) == [Reason.OK] * 5
+    assert not c.degraded
+    after = c.fallbacks
+    run(5)
+    assert c.fallbacks == after  # back on Redis
+    infos = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.INFO]
+    assert len(infos) == 1
+    assert c.stats().degraded is False
+    c.close()
+
+
+def test_a_gate_seen_on_redis_still_holds_when_redis_dies(own_redis: RedisServer) -> None:
+    prefix = unique_prefix()
+    other = coordinator(own_redis, prefix=prefix)
+    c = coordinator(own_redis, prefix=prefix)
+    other.learn(KEY, throttled(5000), None)  # learned by another worker
+    assert c.acquire(KEY, 1).reason is WaitReason.GATE
+    own_redis.stop()
+    permit = c.acquire(KEY, 1)
+    assert c.degraded
+    assert permit.reason is WaitReason.GATE
+    assert 4.0 < permit.wait <= 5.1
+    other.close()
+    c.close()
+
+
+def test_a_frozen_redis_times_out_into_the_fallback(own_redis: RedisServer) -> None:
+    clock = FakeClock()
+    c = coordinator(own_redis, clock=clock, socket_timeout=0.1)
+    assert c.admit(KEY).allowed
+    own_redis.pause()
+    try:
+        started = SYSTEM_CLOCK.monotonic()
+        assert c.admit(KEY).allowed
+        assert c.acquire(KEY, 1).wait == 0
+        assert c.spend_retry(KEY) is True
+        elapsed = SYSTEM_CLOCK.monotonic() - started
+        assert elapsed < 0.5  # one timeout, then local answers without waiting on Redis
+        assert c.degraded
+    finally:
+        own_redis.resume()
+    clock.advance(1.1)
+    assert c.admit(KEY).allowed
+    assert not c.degraded
+    c.close()
+
+
+def test_on_failure_fail_refuses_new_operations(own_redis: RedisServer) -> None:
+    clock = FakeClock()
+    c = coordinator(own_redis, clock=clock, on_failure="fail")
+    own_redis.stop()
+    provider = ScriptedProvider([OK], clock)
+    outcome = Retrier(clock=clock, coordinator=c, key=KEY).call(provider)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.CIRCUIT_OPEN, 0, 0)
+    assert outcome.detail == "coordinator unavailable"
+    assert c.stats().refused == 1
+    assert c.acquire(KEY, 1).wait == 0  # an operation already admitted finishes locally
+    c.close()
+
+
+async def test_the_async_path_falls_back_and_comes_back(own_redis: RedisServer) -> None:
+    clock = FakeClock()
+    c = coordinator(own_redis, clock=clock)
+
+    async def fetch() -> str:
+        return "ok"
+
+    retrier = Retrier(clock=clock, coordinator=c, key=KEY)
+    assert (await retrier.acall(fetch)).reason is Reason.OK
+    own_redis.stop()
+    assert (await retrier.acall(fetch)).reason is Reason.OK
+    assert c.degraded
+    assert c.fallbacks > 0
+    own_redis.start()
+    clock.advance(1.1)
+    assert (await retrier.acall(fetch)).reason is Reason.OK
+    assert not c.degraded
+    await c.aclose()
+    c.close()
+
+
+def test_a_lease_taken_locally_is_given_back_locally(own_redis: RedisServer) -> None:
+    clock = FakeClock()
+    config = CoordinationConfig(concurrency=ConcurrencyConfig(limit=1))
+    c = coordinator(own_redis, clock=clock, config=config)
+    own_redis.stop()
+    local = c.acquire(KEY, 1)
+    assert local.lease
+    assert local.lease.startswith("m:")
+    own_redis.start()
+    clock.advance(1.1)
+    remote = c.acquire(KEY, 1)
+    assert remote.lease
+    assert remote.lease.startswith("r:")
+    c.learn(KEY, seen(200), local.lease)
+    assert c.local.acquire(KEY, 1).lease  # the local place is free again
+    c.learn(KEY, seen(200), remote.lease)
+    assert c.acquire(KEY, 1).lease
+    c.close()
+
+
+def test_async_calls_with_only_a_sync_client_run_in_a_thread(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    c = RedisCoordinator(client=client, prefix=unique_prefix())
+    c.learn(KEY, throttled(300), None)
+    permit = asyncio.run(c.aacquire(KEY, 1))
+    assert permit.reason is WaitReason.GATE
+    assert c.fallbacks == 0
+    client.close()
+
+
+async def test_a_given_async_client_is_used(redis_server: RedisServer) -> None:
+    client = redis.asyncio.Redis(unix_socket_path=str(redis_server.socket))
+    c = RedisCoordinator(async_client=client, prefix=unique_prefix())
+    await c.alearn(KEY, throttled(300), None)
+    assert (await c.aacquire(KEY, 1)).reason is WaitReason.GATE
+    with pytest.raises(ValueError, match="sync calls"):
+        c.acquire(KEY, 1)
+    assert (c.fallbacks, c.degraded) == (0, False)
+    await client.aclose()
+
+
+# Garbage and TTLs ---------------------------------------------------------------------------------
+
+
+def test_garbage_in_redis_is_treated_as_absent(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    base = f"{prefix}{{{KEY}}}:"
+    config = CoordinationConfig(concurrency=ConcurrencyConfig(limit=2),
+                                breaker=BreakerConfig(consecutive_failures=2))
+    c = RedisCoordinator(redis_server.url, prefix=prefix, config=config)
+    raw = redis_server.client()
+    raw.hset(base + "state", mapping={
+        "gate": "1e300", "tail": "nan", "herd": "inf", "streak": "-4", "remaining": "lots",
+        "limit": "0x10", "reset_at": "-1", "seq": "many", "phase": "open", "open_until": "soon",
+        "probe_until": "1e308", "fails": "3.5", "hist": "ab1",
+    })
+    raw.set(base + "slots", "not a zset")
+    raw.hset(base + "budget", mapping={"d:xyz": "1", "w:1": "-5", "junk": "2"})
+    raw.set(base + "leases", "not a zset either")
+
+    admission = c.admit(KEY)  # 'open' with a garbage open_until: a probe may go
+    assert admission.allowed
+    permit = c.acquire(KEY, 1)
+    assert permit.wait == 0
+    assert permit.lease
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "90", "ratelimit-reset": "60"}),
+            permit.lease)
+    assert isinstance(c.spend_retry(KEY), bool)
+    c.finish(KEY, ended(Reason.OK), admission.probe)
+    assert c.admit(KEY).allowed
+    assert c.fallbacks == 0  # never an error
+    raw.hset(base + "state", mapping={"phase": "weird", "hist": "1x1", "fails": "1e20"})
+    c.finish(KEY, ended(Reason.EXHAUSTED), False)
+    assert c.admit(KEY).allowed  # the history and run were garbage: one failure so far
+    assert c.fallbacks == 0
+    c.close()
+    raw.close()
+
+
+def test_every_key_has_a_ttl(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    config = CoordinationConfig(concurrency=ConcurrencyConfig(limit=5),
+                                breaker=BreakerConfig(consecutive_failures=1))
+    c = RedisCoordinator(redis_server.url, prefix=prefix, config=config)
+    c.admit(KEY)
+    permit = c.acquire(KEY, 1)
+    c.learn(KEY, throttled(2000), None)
+    c.acquire(KEY, 1)  # reserves a slot
+    c.spend_retry(KEY)
+    c.finish(KEY, ended(Reason.EXHAUSTED), False)
+    raw = redis_server.client()
+    keys = raw.keys(prefix + "*")
+    assert {k.decode().rsplit(":", 1)[1] for k in keys} == {"state", "slots", "leases", "budget"}
+    ttls = [raw.pttl(k) for k in keys]
+    assert all(0 < ttl <= (600 + 2) * 1000 for ttl in ttls)
+    assert permit.lease
+    c.close()
+    raw.close()
+
+
+# Load -----------------------------------------------------------------------------------------------
+
+
+async def test_five_hundred_tasks_on_one_gate_finish_in_bounded_time(
+    redis_server: RedisServer,
+) -> None:
+    spread = 0.004
+    c = RedisCoordinator(redis_server.url, prefix=unique_prefix(), socket_timeout=2.0,
+                         config=CoordinationConfig(gate=GateConfig(spread=spread, claim_grace=0.1)))
+    await herd_at_a_gate(c, KEY, 500, spread, 1000)
+    assert c.fallbacks == 0
+    await c.aclose()
+    c.close()

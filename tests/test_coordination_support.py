@@ -1,0 +1,311 @@
+"""Support for the coordination tests: a real redis-server, the backends, and process workers.
+
+Not a test module of its own (it holds no tests): the coordination test modules import its
+fixtures. Worker functions live here so spawned processes can import them by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from retrybudget import SYSTEM_CLOCK, Clock, FakeClock, Policy, Retrier
+from retrybudget.coordination import (
+    CoordinationConfig,
+    Coordinator,
+    GateConfig,
+    MemoryCoordinator,
+    RedisCoordinator,
+)
+from retrybudget.core.classify import Classified, ResponseSeen, classify
+from retrybudget.core.outcome import Outcome, Reason
+from retrybudget.core.profiles import GENERIC, Profile
+
+REDIS_SERVER = shutil.which("redis-server")
+STEP = 0.02
+"""Seconds between checks while waiting for redis-server."""
+
+
+class RedisServer:
+    """A redis-server on a unix socket in ``directory``, with no persistence."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.socket = directory / "redis.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL clients connect with."""
+        return f"unix://{self.socket}"
+
+    def start(self) -> None:
+        """Start the server and wait (at most 5 s) until it answers."""
+        if REDIS_SERVER is None:
+            pytest.skip("redis-server is not installed")
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", "0", "--unixsocket", str(self.socket),
+             "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+             "--dir", str(self.directory)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=0.5)
+        try:
+            for _ in range(250):
+                with contextlib.suppress(redis.RedisError, OSError):
+                    if client.ping():
+                        return
+                SYSTEM_CLOCK.sleep(STEP)
+        finally:
+            client.close()
+        raise RuntimeError("redis-server did not start within 5 s")
+
+    def stop(self) -> None:
+        """Kill the server (no goodbye) and wait for it."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(5)
+            self.proc = None
+
+    def pause(self) -> None:
+        """Freeze the server (it stops answering but keeps its connections)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Unfreeze the server."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def client(self) -> redis.Redis:
+        """A plain client, for inspecting and tampering with keys."""
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2.0)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the whole run, killed at the end."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server for one test that kills or freezes it."""
+    server = RedisServer(tmp_path_factory.mktemp("own-redis"))
+    server.start()
+    yield server
+    if server.proc is not None:
+        server.resume()
+    server.stop()
+
+
+def unique_prefix() -> str:
+    """A key prefix no other test uses."""
+    return f"rbtest:{uuid.uuid4().hex[:12]}:"
+
+
+# The backends, for one behavioural suite ------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """One coordination backend as the shared suite sees it.
+
+    ``workers(config, n)`` gives ``n`` coordinators that share one store: the same object for
+    memory, separate clients for Redis. Time moves with :meth:`sleep`: a fake clock is
+    advanced for memory; for Redis (whose scripts read the server's clock) real time passes.
+    """
+
+    name: str
+    clock: Clock
+    tol: float
+    url: str | None = None
+    made: list[Coordinator] = field(default_factory=list)
+
+    def workers(self, config: CoordinationConfig | None = None, n: int = 1,
+                **options: Any) -> list[Coordinator]:
+        """``n`` coordinators sharing one store."""
+        config = config or CoordinationConfig()
+        if self.url is None:
+            memory = MemoryCoordinator(config, clock=self.clock)
+            self.made.append(memory)
+            return [memory] * n
+        prefix = unique_prefix()
+        out: list[Coordinator] = [
+            RedisCoordinator(self.url, config=config, prefix=prefix, clock=self.clock, **options)
+            for _ in range(n)
+        ]
+        self.made.extend(out)
+        return out
+
+    def one(self, config: CoordinationConfig | None = None, **options: Any) -> Coordinator:
+        """One coordinator on a fresh store."""
+        return self.workers(config, 1, **options)[0]
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass for the backend."""
+        if isinstance(self.clock, FakeClock):
+            self.clock.advance(seconds)
+        else:
+            self.clock.sleep(seconds)
+
+    def close(self) -> None:
+        """Close every Redis client made."""
+        for c in self.made:
+            if isinstance(c, RedisCoordinator):
+                c.close()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """Each behavioural test runs once per backend."""
+    if request.param == "memory":
+        made = Backend("memory", FakeClock(), 1e-9)
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        made = Backend("redis", SYSTEM_CLOCK, 0.06, server.url)
+    yield made
+    made.close()
+
+
+# Building observations and outcomes -------------------------------------------------------------
+
+
+def seen(status: int, headers: dict[str, str] | None = None, *, profile: Profile = GENERIC,
+         wall: float | None = None) -> Classified:
+    """A response as the flow would classify it."""
+    at = SYSTEM_CLOCK.wall() if wall is None else wall
+    return classify(profile, ResponseSeen.of(status, headers or {}), at)
+
+
+def throttled(ms: int) -> Classified:
+    """A 429 asking for ``ms`` milliseconds."""
+    return seen(429, {"retry-after-ms": str(ms)})
+
+
+def ended(reason: Reason, attempts: int = 1) -> Outcome[object]:
+    """An outcome with ``reason`` after ``attempts`` attempts."""
+    return Outcome(reason=reason, operation_id="t", attempts=attempts, waits=(), elapsed=0.0)
+
+
+def run_threads(n: int, target: Callable[[int], None], timeout: float = 30.0) -> None:
+    """Run ``target(i)`` in ``n`` threads and join them (re-raising the first failure)."""
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        assert not t.is_alive(), "a thread did not finish in time"
+    if errors:
+        raise errors[0]
+
+
+def most_in_window(times: list[float], width: float) -> int:
+    """The most of ``times`` that fall within any window ``width`` seconds long."""
+    ordered, most, first = sorted(times), 0, 0
+    for last, t in enumerate(ordered):
+        while t - ordered[first] > width:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def herd_at_a_gate(c: Coordinator, key: str, tasks: int, spread: float,
+                         gate_ms: int) -> None:
+    """Close ``key``'s gate for ``gate_ms``, start ``tasks`` operations at once, and check that
+    all succeed in bounded time, none before the reset, released over time (not at once)."""
+    await c.aadmit("warm-up")  # connect before the clock starts
+    await c.alearn(key, throttled(gate_ms), None)
+    gate_at = SYSTEM_CLOCK.wall() + gate_ms / 1000
+    times: list[float] = []
+
+    async def fetch() -> str:
+        times.append(SYSTEM_CLOCK.wall())
+        return "ok"
+
+    retrier = Retrier(policy=Policy(deadline=20), coordinator=c, key=key)
+    started = SYSTEM_CLOCK.monotonic()
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(retrier.acall(fetch) for _ in range(tasks))), 30)
+    assert SYSTEM_CLOCK.monotonic() - started < 15
+    assert [o.reason for o in outcomes] == [Reason.OK] * tasks
+    assert min(times) >= gate_at - 0.01
+    assert max(times) - min(times) >= (tasks - 1) * spread * 0.5
+    assert most_in_window(times, 0.1) <= tasks // 4  # no herd spending the window at once
+    assert c.stats().gate_waits >= tasks * 0.9  # (nearly) everyone was held at the gate
+
+
+# Worker processes (spawned; they import this module by name) ----------------------------------
+
+
+def gate_worker(url: str, prefix: str, key: str, ops: int, spread: float,
+                barrier: Any, results: Any) -> None:
+    """Wait at the barrier, then run ``ops`` operations under the shared gate; report
+    ``(request wall times, outcome reasons, first wait's retry_at)``."""
+    config = CoordinationConfig(gate=GateConfig(spread=spread))
+    coordinator = RedisCoordinator(url, config=config, prefix=prefix)
+    coordinator.admit("warm-up")  # connect and load the scripts before the clock starts
+    retrier = Retrier(policy=Policy(deadline=20.0), coordinator=coordinator, key=key)
+    times: list[float] = []
+
+    def request() -> str:
+        times.append(SYSTEM_CLOCK.wall())
+        return "ok"
+
+    barrier.wait(30)
+    barrier.wait(30)
+    outcomes = [retrier.call(request) for _ in range(ops)]
+    first = outcomes[0]
+    retry_at = first.retry_at if first.waits else None
+    results.put((times, [o.reason.value for o in outcomes], retry_at,
+                 coordinator.stats().fallbacks))
+    coordinator.close()
+
+
+def probe_worker(url: str, prefix: str, key: str, threads: int, barrier: Any,
+                 results: Any) -> None:
+    """Wait at the barrier, then ask for admission from ``threads`` threads at once; report
+    how many were admitted as probes and how many were admitted at all."""
+    coordinator = RedisCoordinator(url, prefix=prefix)
+    coordinator.admit("warm-up")
+    answers: list[tuple[bool, bool]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+    barrier.wait(30)
+    barrier.wait(30)
+
+    def ask(_: int) -> None:
+        start.wait(10)
+        admission = coordinator.admit(key)
+        with lock:
+            answers.append((admission.allowed, admission.probe))
+
+    run_threads(threads, ask)
+    results.put((sum(p for _, p in answers), sum(a for a, _ in answers),
+                 coordinator.stats().fallbacks))
+    coordinator.close()
