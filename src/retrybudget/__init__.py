@@ -17,7 +17,14 @@ Start here::
 
 from ._clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
 from ._drivers import CallInterpreter, Interpreter, Retrier, acall, attempt_timeout, call, retrying
-from .coordination import Coordinator, NoCoordination
+from .coordination import (
+    BreakerConfig,
+    CoordinationConfig,
+    Coordinator,
+    MemoryCoordinator,
+    NoCoordination,
+    RetryBudgetConfig,
+)
 from .core.classify import Classified, FailureKind, FailureSeen, Kind, ResponseSeen
 from .core.headers import RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
@@ -37,7 +44,16 @@ from .errors import (
     RetryBudgetRefused,
     UnexpectedResponse,
 )
-from .observe import AttemptEvent, Hook, WaitEvent
+from .observe import (
+    AttemptEvent,
+    AuditHook,
+    Hook,
+    JsonlAuditSink,
+    StatsAggregator,
+    WaitEvent,
+    redact_url,
+    review_report,
+)
 
 __version__ = "0.1.0"
 
@@ -46,11 +62,14 @@ __all__ = [
     "SYSTEM_CLOCK",
     "AttemptEvent",
     "AttemptRecord",
+    "AuditHook",
     "Backoff",
+    "BreakerConfig",
     "CallInterpreter",
     "CircuitOpen",
     "Classified",
     "Clock",
+    "CoordinationConfig",
     "Coordinator",
     "DeadlineExceeded",
     "FailureKind",
@@ -60,7 +79,9 @@ __all__ = [
     "Interpreter",
     "InvalidPayload",
     "Jitter",
+    "JsonlAuditSink",
     "Kind",
+    "MemoryCoordinator",
     "NoCoordination",
     "NotFound",
     "NotRetried",
@@ -76,8 +97,10 @@ __all__ = [
     "ResponseSeen",
     "Retrier",
     "RetriesExhausted",
+    "RetryBudgetConfig",
     "RetryBudgetError",
     "RetryBudgetRefused",
+    "StatsAggregator",
     "SystemClock",
     "UnexpectedResponse",
     "Wait",
@@ -90,5 +113,7 @@ __all__ = [
     "get_profile",
     "interactive",
     "parse_rate_limit_headers",
+    "redact_url",
     "retrying",
+    "review_report",
 ]
