@@ -1,0 +1,138 @@
+"""``python -m retrybudget.gateway``: run the reference gateway in the foreground.
+
+Example::
+
+    python -m retrybudget.gateway --provider http://127.0.0.1:8080 --db gateway.sqlite3 \\
+        --port 8000 --audit audit.jsonl --provider-header-env Authorization=PROVIDER_AUTH
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from ..core.policy import PolicyError
+from ._app import create_app
+from ._config import GatewayConfig
+from ._logging import configure_logging
+from ._server import bind_socket, uvicorn_config
+
+__all__ = ["build_parser", "config_from_args", "main", "run"]
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected 'Name: value', got {text!r}")
+    return name.strip(), value.strip()
+
+
+def _header_env(text: str) -> tuple[str, str]:
+    name, sep, variable = text.partition("=")
+    if not sep or not name.strip() or not variable.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=ENV_VARIABLE, got {text!r}")
+    return name.strip(), variable.strip()
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The gateway's command-line options, added to ``parser`` (a new one if omitted)."""
+    if parser is None:
+        parser = argparse.ArgumentParser(
+            prog="python -m retrybudget.gateway",
+            description="Run the retrybudget reference gateway (rental availability lookups "
+                        "and reservations) in front of a provider.",
+        )
+    parser.add_argument("--provider", required=True, metavar="URL",
+                        help="the provider's base URL, e.g. http://127.0.0.1:8080")
+    parser.add_argument("--db", required=True, metavar="PATH",
+                        help="SQLite file for stored facts and reservations (created if missing)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port, 0 for any (default: %(default)s)")
+    budget = parser.add_argument_group("budget")
+    budget.add_argument("--deadline", type=float, default=2.0,
+                        help="seconds per provider operation, waits included (default: %(default)s)")
+    budget.add_argument("--attempts", type=int, default=3,
+                        help="attempts per lookup at most (default: %(default)s)")
+    budget.add_argument("--attempt-timeout", type=float, default=1.0,
+                        help="seconds one attempt may take, 0 for the deadline alone "
+                             "(default: %(default)s)")
+    budget.add_argument("--breaker-failures", type=int, default=5,
+                        help="failed lookups in a row that open the breaker (default: %(default)s)")
+    budget.add_argument("--breaker-cool-down", type=float, default=5.0,
+                        help="seconds the breaker stays open before a probe (default: %(default)s)")
+    provider = parser.add_argument_group("provider requests")
+    provider.add_argument("--provider-header", type=_header, action="append", default=[],
+                          metavar="'NAME: VALUE'", help="a header for every provider request")
+    provider.add_argument("--provider-header-env", type=_header_env, action="append", default=[],
+                          metavar="NAME=ENV_VARIABLE",
+                          help="a header whose value is read from the environment (for secrets)")
+    ops = parser.add_argument_group("operations")
+    ops.add_argument("--audit", default=None, metavar="PATH",
+                     help="JSONL file for one audit record per provider operation")
+    ops.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
+    ops.add_argument("--log-format", choices=("json", "text"), default="json",
+                     help="log line format (default: %(default)s)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> GatewayConfig:
+    """The :class:`GatewayConfig` described by parsed arguments.
+
+    Raises:
+        PolicyError: a value is unusable, or a header's environment variable is unset.
+    """
+    headers = dict(args.provider_header)
+    for name, variable in args.provider_header_env:
+        value = os.environ.get(variable)
+        if value is None:
+            raise PolicyError(f"environment variable {variable} (for header {name}) is not set")
+        headers[name] = value
+    return GatewayConfig(
+        provider=args.provider,
+        db_path=args.db,
+        deadline=args.deadline,
+        max_attempts=args.attempts,
+        attempt_timeout=args.attempt_timeout or None,
+        provider_headers=headers,
+        audit_path=args.audit,
+        breaker_failures=args.breaker_failures,
+        breaker_cool_down=args.breaker_cool_down,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the gateway described by parsed :func:`build_parser` options until interrupted.
+
+    Prints ``gateway listening on http://HOST:PORT`` once bound. Returns the exit status:
+    0 after a normal stop (Ctrl-C; SIGTERM ends the process by that signal once uvicorn has
+    shut down gracefully), 2 for unusable options, a database that cannot be opened or an
+    address that cannot be bound.
+    """
+    try:
+        config = config_from_args(args)
+        configure_logging(args.log_level, args.log_format,
+                          secrets=tuple(config.provider_headers.values()))
+        app = create_app(config)
+        sock = bind_socket(args.host, args.port)
+    except (PolicyError, ValueError, OSError) as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    print("gateway listening on http://{}:{}".format(*sock.getsockname()[:2]), flush=True)
+    with contextlib.closing(sock), contextlib.suppress(KeyboardInterrupt):
+        # uvicorn shuts down gracefully on Ctrl-C, then raises it again: a normal stop
+        uvicorn.Server(uvicorn_config(app, log_level=args.log_level, quiet=True)).run(sockets=[sock])
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (``sys.argv[1:]`` if omitted) and :func:`run` the gateway."""
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,509 @@
+"""The gateway as an ASGI app (Starlette).
+
+Routes:
+
+- ``GET /rentals/{id}/availability``: one logical lookup at the provider under the
+  interactive contract (DESIGN.md section 4); answers 200 with the availability the
+  provider just confirmed, or a problem mapped by ``GATEWAY_MAPPING`` that may carry the
+  stored fact, labelled ``stored``.
+- ``POST /rentals/{id}/reservations``: a write with a required ``Idempotency-Key``; sent
+  once, committed locally only after the provider confirmed it, replayed from the store.
+- ``GET /metrics``: Prometheus exposition of the app's own registry.
+- ``GET /healthz``: 200 while the app and its store answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import hashlib
+import json
+import logging
+import re
+import sqlite3
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._clock import SYSTEM_CLOCK, Clock
+from .._drivers import Retrier
+from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
+from ..core.flow import RequestInfo
+from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
+from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR
+from ..integrations.httpx import AsyncRetryTransport
+from ..observe import AuditHook, JsonlAuditSink, redact_url
+from ._answers import Answer, counters, json_answer, problem, retry_after, stored_view
+from ._config import GatewayConfig
+from ._logging import LOGGER_NAME
+from ._metrics import CONTENT_TYPE, GatewayMetrics
+from ._payload import RENTAL_ID, idempotency_key_problem, read_availability, read_reservation
+from ._store import ClaimKind, FactStore, StoredFact
+
+__all__ = ["Gateway", "create_app"]
+
+log = logging.getLogger(LOGGER_NAME)
+
+T = TypeVar("T")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_MAX_BODY = 16 * 1024
+_LOOKUP, _RESERVE = "logical_lookups", "logical_operations"
+
+
+class _Slot:
+    """Where the capture hook leaves the outcome of the operation running in this task."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self) -> None:
+        self.outcome: Outcome[Any] | None = None
+
+
+_CURRENT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "retrybudget_gateway_slot", default=None)
+
+
+class _CaptureOutcome:
+    """A hook that hands each operation's outcome to the request handler that started it.
+
+    The driver calls hooks in the handler's own task, so a context variable finds the
+    handler's slot; this works alike for responses and for the typed errors.
+    """
+
+    def on_outcome(self, outcome: Outcome[Any], request: RequestInfo) -> None:
+        """Leave ``outcome`` in the current handler's slot."""
+        slot = _CURRENT.get()
+        if slot is not None:
+            slot.outcome = outcome
+
+
+class _BackgroundSink:
+    """Writes audit records on one worker thread, in order, so the event loop never waits on
+    the file."""
+
+    def __init__(self, sink: JsonlAuditSink) -> None:
+        self.sink = sink
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-audit")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Queue one record."""
+        self._pool.submit(self._write, dict(record))
+
+    def _write(self, record: dict[str, Any]) -> None:
+        try:
+            self.sink.write(record)
+        except Exception as exc:  # an audit failure never changes an answer
+            log.error("audit record not written: %s", type(exc).__name__,  # noqa: TRY400
+                      extra={"event": "audit_error"})
+
+    def close(self) -> None:
+        """Write what is queued, then close the file."""
+        self._pool.shutdown(wait=True)
+        self.sink.close()
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context per process (building one loads the CA bundle)."""
+    return httpx.create_ssl_context()
+
+
+@dataclass(frozen=True, slots=True)
+class _Result(Generic[T]):
+    """A provider operation as the gateway judges it.
+
+    Attributes:
+        outcome: the library's outcome (its counters are the operation's counters).
+        value: what the final answer confirmed, read and validated; None when nothing was.
+        reason: the outcome reason the gateway answers for (``ok`` exactly when ``value``).
+        detail: a short explanation.
+    """
+
+    outcome: Outcome[Any]
+    value: T | None
+    reason: Reason
+    detail: str
+
+
+async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
+                 reader: Callable[[Any], T]) -> _Result[T]:
+    """Read the final answer of an operation with ``reader``; only a 2xx can confirm anything.
+
+    The library's ``ok`` covers answers the gateway does not take as a confirmation: a 3xx
+    (redirects are not followed) is ``unexpected``; a 2xx that ``reader`` refuses (a 204,
+    say, which carries no payload to validate) is ``invalid_payload``.
+    """
+    if not outcome.ok:
+        return _Result(outcome, None, outcome.reason, outcome.detail or outcome.reason.value)
+    if response is None or not 200 <= response.status_code < 300:
+        return _Result(outcome, None, Reason.UNEXPECTED,
+                       "the provider's answer is outside the contract (redirects are not followed)")
+    try:
+        await response.aread()
+        return _Result(outcome, reader(response), Reason.OK, outcome.detail)
+    except (ValueError, httpx.HTTPError) as exc:
+        return _Result(outcome, None, Reason.INVALID_PAYLOAD,
+                       f"the provider's payload failed validation ({type(exc).__name__})")
+
+
+def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(f"{rental_id}\n{canonical}".encode()).hexdigest()
+
+
+def _key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+class Gateway:
+    """The app's state and handlers: config, clock, store, provider client, metrics.
+
+    Args:
+        config: the gateway's configuration.
+        clock: where every time reading comes from.
+        transport: the httpx transport that sends each provider attempt (default: a pooled
+            ``httpx.AsyncHTTPTransport``); the retry transport wraps it.
+        coordinator: the coordinator (breaker, rate-limit gate, retry budget) for provider
+            calls; default a :class:`MemoryCoordinator` with the config's breaker.
+    """
+
+    def __init__(self, config: GatewayConfig, *, clock: Clock,
+                 transport: httpx.AsyncBaseTransport | None,
+                 coordinator: Coordinator | None) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = FactStore(config.db_path, threads=config.db_threads)
+        self.metrics = GatewayMetrics()
+        if coordinator is None:
+            breaker = BreakerConfig(consecutive_failures=config.breaker_failures,
+                                    cool_down=config.breaker_cool_down,
+                                    probe_ttl=config.deadline * 2)
+            coordinator = MemoryCoordinator(CoordinationConfig(breaker=breaker), clock=clock)
+        self.coordinator = coordinator
+        policy = config.policy()
+        hooks: list[object] = [_CaptureOutcome(), self.metrics.hook]
+        self.audit: _BackgroundSink | None = None
+        if config.audit_path is not None:
+            secrets = tuple(config.provider_headers.values())
+            self.audit = _BackgroundSink(JsonlAuditSink(config.audit_path, secrets=secrets))
+            hooks.append(AuditHook(self.audit, policy=policy, clock=clock))
+        retrier = Retrier(policy=policy, clock=clock, coordinator=coordinator, hooks=tuple(hooks))
+        limits = httpx.Limits(max_connections=config.max_connections,
+                              max_keepalive_connections=config.max_connections)
+        inner = transport if transport is not None else httpx.AsyncHTTPTransport(
+            verify=_tls_context(), limits=limits)
+        self.client = httpx.AsyncClient(
+            transport=AsyncRetryTransport(inner, retrier=retrier),
+            headers=dict(config.provider_headers),
+            timeout=config.deadline,
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    async def close(self) -> None:
+        """Close the provider client, then the store and the audit file (on a worker thread)."""
+        await self.client.aclose()
+        await asyncio.get_running_loop().run_in_executor(None, self._close_files)
+
+    def _close_files(self) -> None:
+        self.store.close()
+        if self.audit is not None:
+            self.audit.close()
+
+    # the provider --------------------------------------------------------------------
+
+    async def _call(self, request: Request, method: str, url: str, reader: Callable[[Any], T],
+                    *, headers: Mapping[str, str] | None = None,
+                    body: Mapping[str, Any] | None = None) -> _Result[T]:
+        """One logical provider operation, judged: what its final answer confirmed, or why
+        it confirmed nothing. Provider failures never raise: they are results.
+
+        ``reader`` validates a 2xx payload (it is the request's validator too) and reads it.
+        """
+        request_id = request.headers.get("x-request-id", "")
+        extensions: dict[str, Any] = {VALIDATOR: reader}
+        if _REQUEST_ID.match(request_id):
+            extensions[JOB_ID] = request_id
+        outgoing = self.client.build_request(method, url, headers=headers, json=body,
+                                             extensions=extensions)
+        slot = _Slot()
+        token = _CURRENT.set(slot)
+        response: httpx.Response | None = None
+        failure: Exception | None = None
+        try:
+            response = await self.client.send(outgoing, stream=True)
+        except Exception as exc:  # typed errors and re-raised ones: the hook has the outcome
+            failure = exc
+        finally:
+            _CURRENT.reset(token)
+        outcome = slot.outcome
+        if outcome is None:  # the operation never finished: not a provider failure
+            raise failure or RuntimeError("the provider operation reported no outcome")
+        try:
+            return await _judge(outcome, response, reader)
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    # answers -----------------------------------------------------------------------
+
+    async def _stored(self, rental_id: str) -> StoredFact | None:
+        try:
+            return await self.store.stored_fact(rental_id)
+        except sqlite3.Error as exc:
+            log.warning("stored fact unreadable", extra={"event": "store_error",
+                                                          "error": type(exc).__name__})
+            return None
+
+    async def _provider_failure(self, request: Request, result: _Result[Any], logical: str,
+                                rental_id: str, extra: Mapping[str, Any] | None = None) -> Answer:
+        """The problem for a failed provider operation, with the stored fact if one exists."""
+        outcome, reason = result.outcome, result.reason
+        status, code = GATEWAY_MAPPING[reason]
+        code = code or "provider_unexpected"
+        now = self.clock.wall()
+        stored = stored_view(await self._stored(rental_id), now) if logical == _LOOKUP else None
+        body: dict[str, Any] = {"rental_id": rental_id, **(extra or {})}
+        if logical == _LOOKUP:
+            body["stored"] = stored
+        headers: dict[str, str] = {}
+        hint = retry_after(outcome.retry_at, now) if reason in (
+            Reason.RATE_LIMITED, Reason.CIRCUIT_OPEN) else None
+        if hint is not None:
+            headers["Retry-After"] = hint  # a hint for the caller; the gateway did not wait
+            body["retry_at"] = outcome.retry_at
+        response = problem(status, code, result.detail, counters(outcome, logical, reason),
+                           instance=request.url.path, extra=body, headers=headers)
+        return Answer(response, code, outcome, {"rental_id": rental_id, "stored": bool(stored)})
+
+    def _local_problem(self, request: Request, status: int, code: str, detail: str, logical: str,
+                       **fields: Any) -> Answer:
+        """A problem the gateway answers without calling the provider (0 attempts)."""
+        headers = {"Retry-After": str(fields.pop("retry_after"))} if "retry_after" in fields else {}
+        response = problem(status, code, detail, counters(None, logical),
+                           instance=request.url.path, extra=fields, headers=headers)
+        return Answer(response, code, None, dict(fields))
+
+    # routes --------------------------------------------------------------------------
+
+    async def availability(self, request: Request) -> Answer:
+        """``GET /rentals/{id}/availability``."""
+        rental_id: str = request.path_params["rental_id"]
+        if not RENTAL_ID.match(rental_id):
+            return self._local_problem(request, 400, "invalid_rental_id",
+                                       "rental ids are 1 to 64 URL-safe characters", _LOOKUP)
+        url = self.config.url(self.config.availability_path, rental_id)
+        reader = functools.partial(read_availability, rental_id=rental_id)
+        result = await self._call(request, "GET", url, reader)
+        fact, outcome = result.value, result.outcome
+        if fact is None:
+            return await self._provider_failure(request, result, _LOOKUP, rental_id)
+        confirmed_at = self.clock.wall()
+        recorded = True
+        try:
+            await self.store.record_availability(StoredFact(
+                rental_id, fact.available, confirmed_at, fact.checked_at, redact_url(url),
+                outcome.operation_id))
+        except sqlite3.Error as exc:
+            recorded = False
+            log.warning("confirmed availability not stored",
+                        extra={"event": "store_error", "error": type(exc).__name__})
+        body = {"rental_id": rental_id, "available": fact.available, "source": "provider",
+                "confirmed_at": confirmed_at, "provider_checked_at": fact.checked_at,
+                "recorded": recorded}
+        answer = json_answer(200, body, counters(outcome, _LOOKUP))
+        return Answer(answer, None, outcome, {"rental_id": rental_id})
+
+    async def _request_body(self, request: Request) -> dict[str, Any] | None:
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        if len(raw) > _MAX_BODY:
+            return None
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    async def reserve(self, request: Request) -> Answer:
+        """``POST /rentals/{id}/reservations`` (``Idempotency-Key`` required)."""
+        rental_id: str = request.path_params["rental_id"]
+        if not RENTAL_ID.match(rental_id):
+            return self._local_problem(request, 400, "invalid_rental_id",
+                                       "rental ids are 1 to 64 URL-safe characters", _RESERVE)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        unusable = idempotency_key_problem(key)
+        if key is None or unusable:
+            return self._local_problem(request, 400, "idempotency_key_required", unusable,
+                                       _RESERVE, reservation="refused")
+        body = await self._request_body(request)
+        if body is None:
+            return self._local_problem(request, 400, "invalid_request_body",
+                                       f"send a JSON object of at most {_MAX_BODY} bytes, or nothing",
+                                       _RESERVE, reservation="refused")
+        now = self.clock.wall()
+        claim = await self.store.claim_reservation(
+            key, rental_id, _fingerprint(rental_id, body), now, now + self.config.reservation_lease)
+        fields: dict[str, Any] = {"rental_id": rental_id, "key": _key_hash(key)}
+        if claim.kind is ClaimKind.REPLAY:
+            counted = {**counters(None, _RESERVE), "replayed": True}
+            replay = json_answer(claim.status, claim.body or {}, counted,
+                                 headers={"Idempotent-Replayed": "true"})
+            return Answer(replay, None, None, {**fields, "reservation": "replayed"})
+        if claim.kind is ClaimKind.CONFLICT:
+            return self._local_problem(
+                request, 409, "idempotency_key_conflict",
+                "this Idempotency-Key was used for another rental or another body", _RESERVE,
+                reservation="refused")
+        if claim.kind is ClaimKind.IN_PROGRESS:
+            return self._local_problem(
+                request, 409, "reservation_in_progress",
+                "a request with this Idempotency-Key is still in progress; retry later", _RESERVE,
+                reservation="refused", retry_after=retry_after(claim.lease_until, now) or "1")
+        return await self._forward_reservation(request, key, claim.token, rental_id, body, fields)
+
+    async def _forward_reservation(self, request: Request, key: str, token: str, rental_id: str,
+                                   body: dict[str, Any], fields: dict[str, Any]) -> Answer:
+        """Send the reservation once; commit it only if the provider confirmed it."""
+        url = self.config.url(self.config.reservation_path, rental_id)
+        result = await self._call(request, "POST", url,
+                                  functools.partial(read_reservation, rental_id=rental_id),
+                                  headers={IDEMPOTENCY_HEADER: key}, body=body)
+        confirmed, outcome = result.value, result.outcome
+        now = self.clock.wall()
+        if confirmed is None or not confirmed.reserved:
+            declined = confirmed is not None
+            await self.store.release_reservation(
+                key, token, "declined" if declined else result.reason.value, now)
+            extra = {"committed": False,
+                     "idempotency_key": "not committed: send the same request with the same key "
+                                        "to forward it again (the provider deduplicates by key)"}
+            if declined:
+                refusal = problem(409, "reservation_declined", "the provider declined",
+                                  counters(outcome, _RESERVE), instance=request.url.path,
+                                  extra={"rental_id": rental_id, **extra})
+                return Answer(refusal, "reservation_declined", outcome,
+                              {**fields, "reservation": "declined"})
+            failed = await self._provider_failure(request, result, _RESERVE, rental_id, extra)
+            failed.fields.update(fields, reservation="unconfirmed")
+            return failed
+        stored = {"reservation_id": confirmed.reservation_id, "rental_id": rental_id,
+                  "reserved": True, "confirmed_at": now}
+        assert confirmed.reservation_id is not None  # noqa: S101 - read_reservation checks it
+        try:
+            await self.store.confirm_reservation(key, confirmed.reservation_id, 201, stored, now)
+        except sqlite3.Error:
+            log.exception("confirmed reservation not stored", extra={"event": "store_error"})
+            return Answer(problem(
+                500, "reservation_not_stored",
+                "the provider confirmed the reservation but the gateway could not store it; "
+                "send the same request with the same Idempotency-Key",
+                counters(outcome, _RESERVE), instance=request.url.path,
+                extra={"rental_id": rental_id, "committed": False}),
+                "reservation_not_stored", outcome, {**fields, "reservation": "unconfirmed"})
+        answer = json_answer(201, stored, {**counters(outcome, _RESERVE), "replayed": False})
+        return Answer(answer, None, outcome, {**fields, "reservation": "committed"})
+
+    # operations --------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        """``GET /healthz``: the store answers, and what the coordinator has refused."""
+        try:
+            await self.store.ping()
+        except sqlite3.Error as exc:
+            return JSONResponse({"status": "degraded", "store": type(exc).__name__}, 503)
+        body: dict[str, Any] = {"status": "ok", "store": "ok"}
+        stats = getattr(self.coordinator, "stats", None)
+        if callable(stats):
+            snapshot = stats()
+            body["breaker"] = {"opened": snapshot.breaker_opened, "refused": snapshot.refused}
+        return JSONResponse(body)
+
+    async def metrics_page(self, request: Request) -> Response:
+        """``GET /metrics``: the Prometheus exposition of this app's registry."""
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+
+    def endpoint(self, route: str,
+                 handler: Callable[[Request], Awaitable[Answer]]) -> Callable[[Request], Awaitable[Response]]:
+        """Wrap a handler: time it, count it and log one structured line for it."""
+
+        async def run(request: Request) -> Response:
+            started = self.clock.monotonic()
+            answer = await handler(request)
+            elapsed = self.clock.monotonic() - started
+            self.metrics.observe(route, answer, elapsed)
+            status = answer.response.status_code
+            if log.isEnabledFor(logging.INFO):
+                counted = answer.response.headers  # the counters exactly as the caller saw them
+                log.info("%s %s %d", request.method, route, status, extra={
+                    "event": "answer", "route": route, "status": status, "code": answer.code,
+                    "outcome": counted["x-retrybudget-outcome"],
+                    "attempts": int(counted["x-retrybudget-attempts"]),
+                    "waits": int(counted["x-retrybudget-waits"]),
+                    "operation_id": counted.get("x-retrybudget-operation-id"),
+                    "elapsed_s": round(elapsed, 6), **answer.fields})
+            return answer.response
+
+        return run
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error: %s", type(exc).__name__, extra={"event": "internal_error"})
+    return problem(500, "internal_error", "the gateway failed; nothing was committed",
+                   counters(None, "logical_operations"), instance=request.url.path)
+
+
+def create_app(
+    config: GatewayConfig,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    transport: httpx.AsyncBaseTransport | None = None,
+    coordinator: Coordinator | None = None,
+) -> Starlette:
+    """Build the gateway app.
+
+    The store's schema is created at once; the provider client, the store's threads and the
+    audit file are closed when the app's lifespan ends. ``app.state.gateway`` is the
+    :class:`Gateway` (its ``store``, ``metrics`` and ``coordinator``).
+
+    Args:
+        config: provider, database and budget.
+        clock: the source of every time reading and wait (inject a fake one in tests).
+        transport: the httpx transport that sends each provider attempt (default: pooled
+            HTTP); the gateway wraps it in :class:`~retrybudget.integrations.httpx.AsyncRetryTransport`.
+        coordinator: breaker, rate-limit gate and retry budget (default: an in-memory one
+            with the config's breaker settings).
+    """
+    gateway = Gateway(config, clock=clock, transport=transport, coordinator=coordinator)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await gateway.close()
+
+    routes = [
+        Route("/rentals/{rental_id}/availability",
+              gateway.endpoint("availability", gateway.availability), methods=["GET"]),
+        Route("/rentals/{rental_id}/reservations",
+              gateway.endpoint("reservations", gateway.reserve), methods=["POST"]),
+        Route("/metrics", gateway.metrics_page, methods=["GET"]),
+        Route("/healthz", gateway.health, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={Exception: _internal_error})
+    app.state.gateway = gateway
+    return app

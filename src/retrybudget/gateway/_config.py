@@ -1,0 +1,118 @@
+"""The gateway's configuration: one frozen value, checked once when built."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..core.policy import Policy, PolicyError, interactive, seconds
+
+__all__ = ["GatewayConfig"]
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+def _path_template(value: str, name: str) -> str:
+    if not isinstance(value, str) or not value.startswith("/") or "{rental_id}" not in value:
+        raise PolicyError(f"{name} must be a path starting with / that holds {{rental_id}}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Everything the reference gateway needs to know.
+
+    Attributes:
+        provider: the provider's base URL (``http://host:port``, optionally with a path
+            prefix); request paths are appended to it.
+        db_path: the SQLite file that holds the stored facts and reservations (created if
+            missing).
+        deadline: the end-to-end budget of one provider operation, in seconds (waits and
+            every attempt included).
+        max_attempts: attempts per lookup at most (a reservation is sent once).
+        attempt_timeout: the cap on one attempt's timeout, so a hung attempt leaves room for
+            another; always clipped to what is left of the deadline. None: the deadline alone.
+        availability_path: the provider path of a lookup, holding ``{rental_id}``.
+        reservation_path: the provider path of a reservation, holding ``{rental_id}``.
+        provider_headers: headers sent with every provider request (an API key, say). Their
+            values are treated as secrets: never logged, scrubbed from audit records.
+        audit_path: a JSONL file that gets one audit record per provider operation, or None.
+        db_threads: threads that run SQLite statements (one connection each).
+        max_connections: the provider connection pool's size.
+        breaker_failures: failed lookups in a row that open the circuit breaker.
+        breaker_cool_down: seconds the open breaker refuses lookups before one probe.
+        reservation_lease: seconds a reservation in flight holds its idempotency key; a
+            request with the same key inside that time is answered 409.
+    """
+
+    provider: str
+    db_path: str | os.PathLike[str]
+    deadline: float = 2.0
+    max_attempts: int = 3
+    attempt_timeout: float | None = 1.0
+    availability_path: str = "/rentals/{rental_id}/availability"
+    reservation_path: str = "/rentals/{rental_id}/reservations"
+    provider_headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    audit_path: str | os.PathLike[str] | None = None
+    db_threads: int = 4
+    max_connections: int = 100
+    breaker_failures: int = 5
+    breaker_cool_down: float = 5.0
+    reservation_lease: float = 30.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.provider) if isinstance(self.provider, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise PolicyError("provider must be an http(s) base URL")
+        if parts.query or parts.fragment:
+            raise PolicyError("provider must not carry a query or fragment")
+        object.__setattr__(self, "provider", self.provider.rstrip("/"))
+        if not str(self.db_path):
+            raise PolicyError("db_path is required")
+        for name in ("deadline", "breaker_cool_down", "reservation_lease"):
+            positive = seconds(getattr(self, name), name)
+            if not positive:
+                raise PolicyError(f"{name} must be positive")
+            object.__setattr__(self, name, positive)
+        timeout = seconds(self.attempt_timeout, "attempt_timeout", allow_none=True)
+        object.__setattr__(self, "attempt_timeout", timeout or None)
+        _path_template(self.availability_path, "availability_path")
+        _path_template(self.reservation_path, "reservation_path")
+        headers: dict[str, str] = {}
+        for name, value in dict(self.provider_headers).items():
+            if not isinstance(name, str) or not _TOKEN.match(name):
+                raise PolicyError(f"provider header name {name!r} is not a token")
+            if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+                raise PolicyError(f"provider header {name} must be one line of text")
+            headers[name] = value
+        object.__setattr__(self, "provider_headers", MappingProxyType(headers))
+        for name, low, high in (("max_attempts", 1, 10), ("db_threads", 1, 64),
+                                ("max_connections", 1, 10_000), ("breaker_failures", 1, 10_000)):
+            count = getattr(self, name)
+            if isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high:
+                raise PolicyError(f"{name} must be an integer from {low} to {high}, got {count!r}")
+
+    def replace(self, **changes: Any) -> GatewayConfig:
+        """A copy with ``changes`` applied and validated (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def policy(self) -> Policy:
+        """The provider policy: :func:`~retrybudget.interactive` with this budget.
+
+        Lookups (GET) are retried on 502/503/504 and network failures inside the deadline;
+        429 fails fast; writes are never sent twice (only a connect failure, which never
+        reached the provider, is tried again).
+        """
+        return interactive(name="gateway", deadline=self.deadline, max_attempts=self.max_attempts,
+                           attempt_timeout=self.attempt_timeout, retry_writes_with_key=False)
+
+    def url(self, template: str, rental_id: str) -> str:
+        """The provider URL of ``template`` (a path) for ``rental_id``."""
+        return self.provider + template.replace("{rental_id}", rental_id)
+

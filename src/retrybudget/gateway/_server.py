@@ -1,0 +1,154 @@
+"""Serving the gateway with uvicorn: socket binding, configuration, a background-thread server."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from types import TracebackType
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.types import ASGIApp
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..coordination import Coordinator
+from ._app import create_app
+from ._config import GatewayConfig
+
+__all__ = ["GatewayServer", "bind_socket", "serve_in_thread", "uvicorn_config"]
+
+_REAL_CLOCK: Clock = SYSTEM_CLOCK  # start-up and shut-down always wait in real time
+_STOP_TIMEOUT_S = 10.0
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening TCP socket for uvicorn (port 0: any free port), with ``TCP_NODELAY``.
+
+    asyncio sets ``TCP_NODELAY`` only on accepted sockets made with ``IPPROTO_TCP``; this
+    listener has it set instead, and accepted sockets inherit it (Linux, the BSDs). Without
+    it each keep-alive answer waits for a delayed ACK (~40 ms on loopback).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def uvicorn_config(app: ASGIApp, *, log_level: str = "warning", quiet: bool = False) -> uvicorn.Config:
+    """The uvicorn configuration the gateway runs with (lifespan on: it closes the store).
+
+    Args:
+        app: the gateway app.
+        log_level: uvicorn's log level.
+        quiet: leave logging alone (no uvicorn logging set-up, no access log).
+    """
+    extra: dict[str, Any] = {"log_config": None} if quiet else {}
+    return uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False,
+                          server_header=False, timeout_graceful_shutdown=5, **extra)
+
+
+def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class GatewayServer:
+    """A gateway app served by uvicorn in a background thread.
+
+    Use it as a context manager: entering starts the server and waits until uvicorn has
+    started (the app's lifespan included); leaving always stops it.
+
+    Args:
+        app: the gateway app (see :func:`~retrybudget.gateway.create_app`).
+        host: the address to bind.
+        port: the port, 0 for any free one.
+        startup_timeout_s: how long to wait for uvicorn to start.
+    """
+
+    def __init__(self, app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0,
+                 startup_timeout_s: float = 10.0) -> None:
+        self.app = app
+        self.address = (host, port)
+        self.startup_timeout_s = startup_timeout_s
+        self.base_url = ""
+        self._running: tuple[uvicorn.Server, threading.Thread] | None = None
+
+    def start(self) -> None:
+        """Start serving and wait until uvicorn reports it started.
+
+        Raises:
+            RuntimeError: the server stopped, or did not start within the timeout (uvicorn
+                logs why).
+        """
+        if self._running is not None:
+            raise RuntimeError("the gateway server is already started")
+        sock = bind_socket(*self.address)
+        host, port = sock.getsockname()[:2]
+        self.base_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        server = uvicorn.Server(uvicorn_config(self.app, quiet=True))
+        thread = threading.Thread(target=_serve, args=(server, sock), name="retrybudget-gateway",
+                                  daemon=True)
+        self._running = (server, thread)
+        thread.start()
+        deadline = _REAL_CLOCK.monotonic() + self.startup_timeout_s
+        while not server.started:
+            if not thread.is_alive() or _REAL_CLOCK.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the gateway server at {self.base_url} did not start")
+            _REAL_CLOCK.sleep(0.005)
+
+    def stop(self) -> None:
+        """Stop the server and join its thread (bounded; safe to call twice)."""
+        if self._running is None:
+            return
+        server, thread = self._running
+        self._running = None
+        for force in (False, True):
+            server.should_exit = True
+            server.force_exit = force
+            thread.join(_STOP_TIMEOUT_S)
+            if not thread.is_alive():
+                return
+
+    def url(self, path: str) -> str:
+        """The absolute URL of ``path`` on this server."""
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+    def __enter__(self) -> GatewayServer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"GatewayServer(base_url={self.base_url!r})"
+
+
+def serve_in_thread(
+    config: GatewayConfig,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    transport: httpx.AsyncBaseTransport | None = None,
+    coordinator: Coordinator | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> GatewayServer:
+    """A gateway for ``config`` to run in a background thread: ``with serve_in_thread(cfg) as gw:``.
+
+    Args:
+        config: the gateway's configuration.
+        clock: the app's clock.
+        transport: the httpx transport for provider attempts (default: pooled HTTP).
+        coordinator: breaker, gate and retry budget (default: in-memory, from ``config``).
+        host: the address to bind.
+        port: the port, 0 for any free one.
+    """
+    app = create_app(config, clock=clock, transport=transport, coordinator=coordinator)
+    return GatewayServer(app, host=host, port=port)
