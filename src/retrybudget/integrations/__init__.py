@@ -1,0 +1,24 @@
+"""Integrations with HTTP clients: httpx transports and a requests adapter.
+
+The client modules import their library, so import the one you use:
+
+- :mod:`retrybudget.integrations.httpx`: ``RetryTransport`` and ``AsyncRetryTransport``;
+- :mod:`retrybudget.integrations.requests`: ``RetryAdapter``.
+
+This package itself needs neither library. It holds what both share: reading the
+operation's stats and outcome back from a response, and payload validators.
+"""
+
+from ._common import IDEMPOTENCY_HEADER, JOB_ID, OUTCOME, STATS, VALIDATOR, outcome_of, stats_of
+from .validators import json_object
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "JOB_ID",
+    "OUTCOME",
+    "STATS",
+    "VALIDATOR",
+    "json_object",
+    "outcome_of",
+    "stats_of",
+]

@@ -1,0 +1,306 @@
+"""What the HTTP integrations share, written once.
+
+An integration (httpx's two transports, requests' adapter) only sends, reads and closes.
+Everything else is here: the provider key, the request's description for the flow, the
+method rules and idempotency keys, reading a response into an observation (with the
+payload validator), and turning an outcome into what the caller gets: the final response
+with the operation's stats attached, or a typed error that is also the HTTP library's own.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from functools import lru_cache
+from typing import Any, Protocol, cast
+
+from .._drivers import Retrier, validation_error
+from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
+from ..core.flow import Attempt, AttemptResult, RequestInfo
+from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+from ..core.outcome import Outcome, Reason
+from ..core.policy import Policy, RateLimitMode, Validator
+from ..errors import RetryBudgetError, error_for
+from ..observe._redact import redact_url
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "JOB_ID",
+    "OUTCOME",
+    "OUTCOME_ATTRIBUTE",
+    "REDIRECTS",
+    "STATS",
+    "STATS_ATTRIBUTE",
+    "VALIDATOR",
+    "Engine",
+    "ErrorTable",
+    "Operation",
+    "ResponseLike",
+    "evidence",
+    "key_of_url",
+    "outcome_of",
+    "provider_key",
+    "stats_of",
+]
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""The request header that makes a write safe to send again."""
+
+STATS = "retrybudget"
+"""Where the operation's stats dict is attached to the final response."""
+
+OUTCOME = "retrybudget.outcome"
+"""Where the operation's :class:`~retrybudget.Outcome` is attached to the final response."""
+
+STATS_ATTRIBUTE = "retrybudget"
+"""The attribute of a requests response that holds the stats dict."""
+
+OUTCOME_ATTRIBUTE = "retrybudget_outcome"
+"""The attribute of a requests response that holds the :class:`~retrybudget.Outcome`."""
+
+VALIDATOR = "retrybudget.validator"
+"""The httpx request extension that carries a per-request payload validator."""
+
+JOB_ID = "retrybudget.job_id"
+"""The httpx request extension that carries the caller's job or fixture id, for audit."""
+
+REDIRECTS = frozenset(range(300, 400))
+"""3xx answers end an operation as ok: the client above the integration follows redirects."""
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_NO_CONTENT = frozenset({204, 205})
+_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(?:[^/?#@]*@)?([^/?#]*)")
+
+EVIDENCE = (*sorted(EVIDENCE_HEADERS), *EVIDENCE_PREFIXES)
+"""Lower-case header names (and prefixes) the classifier reads; no other header matters."""
+
+ErrorTable = Mapping[Reason, type[RetryBudgetError]]
+"""The exception class an integration raises for each outcome reason."""
+
+
+class ResponseLike(Protocol):
+    """What the shared code reads from httpx's and requests' responses alike."""
+
+    status_code: int
+
+    @property
+    def text(self) -> str:
+        """The body as text (only read once the body has been read)."""
+
+
+@lru_cache(maxsize=1024)
+def provider_key(scheme: str, netloc: str) -> str:
+    """The default provider key: ``scheme://host[:port]`` (no userinfo, no default port)."""
+    host = netloc.rpartition("@")[2].lower()
+    scheme = scheme.lower()
+    default = _DEFAULT_PORTS.get(scheme)
+    if default is not None and host.endswith(f":{default}"):
+        host = host[: -len(str(default)) - 1]
+    return f"{scheme}://{host}"
+
+
+def key_of_url(url: str) -> str:
+    """The default provider key of an absolute URL (``"default"`` for anything else)."""
+    match = _AUTHORITY.match(url)
+    return "default" if match is None else provider_key(match[1], match[2])
+
+
+def evidence(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers among lower-case ``(name, value)`` pairs, normalised."""
+    return tuple([(name, value.strip()) for name, value in pairs if name.startswith(EVIDENCE)])
+
+
+def _safe_url(url: str) -> str:
+    # redact_url parses and re-encodes; a URL with no query, userinfo or fragment has no secret.
+    return redact_url(url) if ("?" in url or "@" in url or "#" in url) else url
+
+
+def stats_of(response: object) -> dict[str, Any] | None:
+    """The stats of the operation that produced ``response`` (httpx or requests), or None.
+
+    httpx: ``response.extensions["retrybudget"]``; requests: ``response.retrybudget``.
+    """
+    extensions = getattr(response, "extensions", None)
+    found = extensions.get(STATS) if isinstance(extensions, Mapping) else None
+    if found is None:
+        found = getattr(response, STATS_ATTRIBUTE, None)
+    return cast("dict[str, Any] | None", found)
+
+
+def outcome_of(response: object) -> Outcome[object] | None:
+    """The :class:`~retrybudget.Outcome` of the operation that produced ``response``, or None.
+
+    httpx: ``response.extensions["retrybudget.outcome"]``; requests:
+    ``response.retrybudget_outcome``.
+    """
+    extensions = getattr(response, "extensions", None)
+    found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
+    if found is None:
+        found = getattr(response, OUTCOME_ATTRIBUTE, None)
+    return found if isinstance(found, Outcome) else None
+
+
+class Engine:
+    """The shared half of an integration: its retrier, its rules and its error table.
+
+    Built once per transport or adapter; immutable; safe to share between threads and tasks.
+
+    Args:
+        retrier: the retrier (policy, clock, coordinator, hooks, random); default ``Retrier()``.
+        policy: a policy that replaces the retrier's.
+        generate_idempotency_keys: add a UUID4 ``Idempotency-Key`` to requests whose method is
+            not idempotent under the policy and that carry none.
+        errors: the exception class for each reason (subclasses of the library's errors too).
+        failure_kind: the integration's one boundary from exceptions to failure kinds.
+        attach: puts the outcome and its stats on a response.
+        headers: the response headers the classifier reads, as normalised pairs.
+    """
+
+    __slots__ = (
+        "attach",
+        "errors",
+        "failure_kind",
+        "generate_keys",
+        "headers",
+        "max_attempts",
+        "message_statuses",
+        "policy",
+        "read_statuses",
+        "retrier",
+    )
+
+    def __init__(
+        self,
+        retrier: Retrier | None,
+        policy: Policy | None,
+        *,
+        generate_idempotency_keys: bool,
+        errors: ErrorTable,
+        failure_kind: Callable[[BaseException], FailureKind],
+        attach: Callable[[Any, Outcome[object]], None],
+        headers: Callable[[Any], tuple[tuple[str, str], ...]],
+    ) -> None:
+        retrier = retrier if retrier is not None else Retrier()
+        policy = policy if policy is not None else retrier.policy
+        profile = policy.profile
+        if not profile.ok >= REDIRECTS:
+            policy = policy.replace(profile=profile.derive(profile.name, ok=profile.ok | REDIRECTS))
+        profile = policy.profile
+        self.retrier = retrier.with_options(policy=policy)
+        self.policy = policy
+        self.max_attempts = policy.max_attempts
+        self.generate_keys = bool(generate_idempotency_keys)
+        self.errors = dict(errors)
+        self.failure_kind = failure_kind
+        self.attach = attach
+        self.headers = headers
+        # Statuses the policy may retry: read (and so released) at once, before any wait.
+        throttled = profile.rate_limited | profile.conditional_rate_limited
+        waits = policy.rate_limit is RateLimitMode.WAIT
+        retry_statuses = profile.transient | (throttled if waits else frozenset())
+        # Statuses whose body the profile reads to classify them (quota, secondary limits…).
+        if profile.quota_patterns:
+            self.message_statuses = frozenset(range(400, 600))
+        elif profile.secondary_patterns or profile.permission_patterns:
+            self.message_statuses = throttled
+        else:
+            self.message_statuses = frozenset()
+        self.read_statuses = retry_statuses | self.message_statuses
+
+    def error(self, outcome: Outcome[object], request: object) -> RetryBudgetError:
+        """The typed error for an outcome with no response to return (bound to ``request``)."""
+        error = error_for(outcome, base=self.errors)
+        cast("Any", error).request = request
+        return error
+
+
+class Operation:
+    """One request's logical operation: what the flow needs and what the caller gets.
+
+    Args:
+        engine: the integration's shared half.
+        method: the request method.
+        url: the request URL (only its redacted form is kept).
+        headers: the request headers (case-insensitive; an idempotency key may be added).
+        key: the provider key.
+        validator: the payload validator for this request (None: the policy's).
+        job_id: the caller's job or fixture id, for audit (None: the retrier's).
+    """
+
+    __slots__ = ("engine", "info", "validator")
+
+    def __init__(
+        self,
+        engine: Engine,
+        method: str,
+        url: str,
+        headers: MutableMapping[str, str],
+        key: str,
+        validator: Validator | None = None,
+        job_id: str | None = None,
+    ) -> None:
+        policy = engine.policy
+        has_key = IDEMPOTENCY_HEADER in headers
+        if not has_key and engine.generate_keys and method not in policy.idempotent_methods:
+            headers[IDEMPOTENCY_HEADER] = str(uuid.uuid4())
+            has_key = True
+        self.engine = engine
+        self.info = RequestInfo(method, key, has_key, _safe_url(url),
+                                job_id if job_id is not None else engine.retrier.job_id)
+        # HEAD carries no payload to validate.
+        self.validator = None if method == "HEAD" else (validator or policy.validator)
+
+    def wants_body(self, response: ResponseLike, attempt: Attempt) -> bool:
+        """Whether to read the body now: to validate a 2xx, to classify, or to release it.
+
+        A response the policy may still retry is read at once, so its connection goes back to
+        the pool before any wait; the others stay unread for the caller (``client.stream``).
+        """
+        status = response.status_code
+        if 200 <= status < 300:
+            # 204 and 205 carry no content by definition: there is no payload to check.
+            return self.validator is not None and status not in _NO_CONTENT
+        engine = self.engine
+        if status not in engine.read_statuses:
+            return False
+        if status in engine.message_statuses:
+            return True
+        info = self.info
+        return attempt.number < engine.max_attempts and engine.policy.may_retry(
+            info.method, has_idempotency_key=info.has_idempotency_key, sent=True)
+
+    def seen(self, response: ResponseLike, body: bytes | None) -> AttemptResult:
+        """The observation of a response; ``body`` is what was read, None if it was not."""
+        status = response.status_code
+        message = payload_error = ""
+        if body is not None:
+            if status >= 400:
+                message = response.text
+            elif 200 <= status < 300:
+                payload_error = validation_error(self.validator, response)
+        observation = ResponseSeen(status, self.engine.headers(response),
+                                   message[:MESSAGE_LIMIT], payload_error)
+        return AttemptResult(observation, response, None)
+
+    def failed(self, error: Exception) -> AttemptResult:
+        """The observation of an attempt that raised (mapped at the integration's boundary)."""
+        kind = self.engine.failure_kind(error)
+        return AttemptResult(FailureSeen(kind, type(error).__name__), None, error)
+
+    def finish(self, outcome: Outcome[object], request: object) -> Any:
+        """What the caller gets: the final response with its stats, or a raised error.
+
+        The last response is returned whatever the reason (a 503 that exhausted the budget, a
+        404, a 429 under ``fail_fast``…), except a 2xx whose payload failed validation: that is
+        never handed over as if it were a success. An error the integration does not know as a
+        provider failure (a bug, an invalid URL) is raised again as it was. Every other outcome
+        without a response raises the engine's typed error.
+        """
+        response = outcome.last
+        if response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
+            self.engine.attach(response, outcome)
+            return response
+        if outcome.reason is Reason.UNEXPECTED and outcome.error is not None:
+            raise outcome.error
+        raise self.engine.error(outcome, request)

@@ -1,0 +1,297 @@
+"""httpx transports that run every request as one bounded logical operation.
+
+::
+
+    import httpx
+    import retrybudget as rb
+    from retrybudget.integrations.httpx import RetryTransport
+
+    transport = RetryTransport(retrier=rb.Retrier(policy=rb.interactive()))
+    with httpx.Client(transport=transport, timeout=5.0) as client:
+        response = client.get("https://api.example.com/rentals/1/availability")
+        print(response.status_code, response.extensions["retrybudget"]["attempts"])
+
+:class:`RetryTransport` and :class:`AsyncRetryTransport` wrap any inner transport
+(``httpx.HTTPTransport()`` / ``httpx.AsyncHTTPTransport()`` by default). Each request is
+one operation: its attempts, waits and per-attempt timeouts come out of one budget, and
+the final response carries the operation's stats. The client above follows redirects, so
+each hop is an operation of its own. Outcomes with no response to hand over raise the
+errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx errors::
+
+    TransportRateLimited         RateLimited + httpx.TransportError
+    TransportRetriesExhausted    RetriesExhausted + httpx.TransportError
+    TransportDeadlineExceeded    DeadlineExceeded + httpx.TimeoutException
+    TransportCircuitOpen         CircuitOpen + httpx.TransportError
+    TransportRetryBudgetRefused  RetryBudgetRefused + httpx.TransportError
+    TransportNotRetried          NotRetried + httpx.TransportError
+    TransportInvalidPayload      InvalidPayload + httpx.ProtocolError
+    TransportRejected            Rejected + httpx.TransportError (not raised: a response exists)
+    TransportNotFound            NotFound + httpx.TransportError (not raised: a response exists)
+    TransportUnexpectedResponse  UnexpectedResponse + httpx.TransportError (not raised)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Generic, TypeVar
+
+import httpx
+
+from .. import errors
+from .._drivers import Retrier
+from .._drivers import failure_kind as _stdlib_failure_kind
+from ..core.classify import FailureKind
+from ..core.flow import Attempt, AttemptResult
+from ..core.outcome import Outcome, Reason
+from ..core.policy import Policy
+from ._common import (
+    EVIDENCE,
+    JOB_ID,
+    OUTCOME,
+    STATS,
+    VALIDATOR,
+    Engine,
+    Operation,
+    key_of_url,
+)
+
+__all__ = [
+    "AsyncRetryTransport",
+    "RetryTransport",
+    "TransportCircuitOpen",
+    "TransportDeadlineExceeded",
+    "TransportInvalidPayload",
+    "TransportNotFound",
+    "TransportNotRetried",
+    "TransportRateLimited",
+    "TransportRejected",
+    "TransportRetriesExhausted",
+    "TransportRetryBudgetRefused",
+    "TransportUnexpectedResponse",
+    "failure_kind",
+]
+
+KeyFunction = Callable[[httpx.Request], str]
+"""Names the provider key of a request (default: ``scheme://host[:port]``)."""
+
+T = TypeVar("T", httpx.BaseTransport, httpx.AsyncBaseTransport)
+
+_TIMEOUTS = ("connect", "read", "write", "pool")
+_EVIDENCE = tuple(name.encode("ascii") for name in EVIDENCE)
+
+
+class TransportRateLimited(errors.RateLimited, httpx.TransportError):
+    """Rate limited with no response to return (the gate stopped the operation first)."""
+
+
+class TransportRetriesExhausted(errors.RetriesExhausted, httpx.TransportError):
+    """Every attempt failed and the last one got no response (connect, reset, timeout)."""
+
+
+class TransportDeadlineExceeded(errors.DeadlineExceeded, httpx.TimeoutException):
+    """The deadline ran out with no response to return."""
+
+
+class TransportCircuitOpen(errors.CircuitOpen, httpx.TransportError):
+    """The circuit breaker refused the operation: no request was sent."""
+
+
+class TransportRetryBudgetRefused(errors.RetryBudgetRefused, httpx.TransportError):
+    """The shared retry budget refused a retry after an attempt that got no response."""
+
+
+class TransportNotRetried(errors.NotRetried, httpx.TransportError):
+    """A write failed after it may have been sent (reset, timeout) and was not replayed."""
+
+
+class TransportInvalidPayload(errors.InvalidPayload, httpx.ProtocolError):
+    """A 2xx whose payload failed validation, or a protocol error: never handed over as ok."""
+
+
+class TransportRejected(errors.Rejected, httpx.TransportError):
+    """Rejected (never raised by the transport: the rejecting response is returned)."""
+
+
+class TransportNotFound(errors.NotFound, httpx.TransportError):
+    """Not found (never raised by the transport: the 404 response is returned)."""
+
+
+class TransportUnexpectedResponse(errors.UnexpectedResponse, httpx.TransportError):
+    """Unexpected (never raised by the transport: the response, or the original error, is)."""
+
+
+_ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
+    cls.reason: cls
+    for cls in (TransportRateLimited, TransportRetriesExhausted, TransportDeadlineExceeded,
+                TransportCircuitOpen, TransportRetryBudgetRefused, TransportNotRetried,
+                TransportInvalidPayload, TransportRejected, TransportNotFound,
+                TransportUnexpectedResponse)
+}
+
+
+def failure_kind(error: BaseException) -> FailureKind:
+    """The one boundary where httpx's exceptions become failure kinds.
+
+    ConnectError, ConnectTimeout and PoolTimeout: the request was never sent (``connect``).
+    ReadTimeout and WriteTimeout: ``timeout``. RemoteProtocolError, ReadError, WriteError and
+    CloseError: the connection broke (``network``). LocalProtocolError, DecodingError and other
+    protocol errors: ``protocol``. Standard library network errors as for any callable; anything
+    else is an ``error`` (never retried, raised again as it was).
+    """
+    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        return FailureKind.CONNECT
+    if isinstance(error, httpx.TimeoutException):
+        return FailureKind.TIMEOUT
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.NetworkError)):
+        return FailureKind.NETWORK
+    if isinstance(error, (httpx.ProtocolError, httpx.DecodingError)):
+        return FailureKind.PROTOCOL
+    if isinstance(error, httpx.HTTPError):
+        return FailureKind.ERROR
+    return _stdlib_failure_kind(error)
+
+
+def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
+    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+
+
+def _evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
+    # Scans the raw names; decodes only the few the classifier reads.
+    return tuple([
+        (name.decode("latin-1").lower(), value.decode("latin-1").strip())
+        for name, value in response.headers.raw
+        if name.lower().startswith(_EVIDENCE)
+    ])
+
+
+class _Operation(Operation):
+    """An httpx request's operation: clips each attempt's timeouts through the extension."""
+
+    __slots__ = ("extensions", "request")
+
+    def __init__(self, engine: Engine, request: httpx.Request, key: KeyFunction | None) -> None:
+        extensions = request.extensions
+        url = str(request.url)
+        super().__init__(engine, request.method, url, request.headers,
+                         key_of_url(url) if key is None else key(request),
+                         extensions.get(VALIDATOR), extensions.get(JOB_ID))
+        self.request = request
+        self.extensions = extensions
+
+    def begin(self, attempt: Attempt) -> httpx.Request:
+        """The request for ``attempt``, each timeout at most what is left of the deadline."""
+        limit = attempt.timeout
+        given = self.extensions.get("timeout") or {}
+        if limit is None or all(
+            (value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS
+        ):
+            self.request.extensions = self.extensions  # the caller's timeouts fit already
+        else:
+            clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
+                       for name in _TIMEOUTS}
+            self.request.extensions = {**self.extensions, "timeout": clipped}
+        return self.request
+
+    def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
+        """Restore the caller's extensions (a redirect reuses them) and finish."""
+        self.request.extensions = self.extensions
+        response: httpx.Response = self.finish(outcome, self.request)
+        return response
+
+
+class _Base(Generic[T]):
+    """Construction shared by both transports; ``T`` is the inner transport's type."""
+
+    _default_transport: Callable[[], T]
+
+    def __init__(
+        self,
+        transport: T | None = None,
+        *,
+        retrier: Retrier | None = None,
+        policy: Policy | None = None,
+        key: KeyFunction | None = None,
+        generate_idempotency_keys: bool = False,
+    ) -> None:
+        self._transport: T = transport if transport is not None else self._default_transport()
+        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
+                              headers=_evidence)
+        self._key = key
+
+    @property
+    def retrier(self) -> Retrier:
+        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        return self._engine.retrier
+
+    def _start(self, request: httpx.Request) -> _Operation:
+        return _Operation(self._engine, request, self._key)
+
+
+class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
+    """A sync httpx transport: each request is one bounded, provider-aware operation.
+
+    Args:
+        transport: the transport that sends each attempt (default ``httpx.HTTPTransport()``).
+        retrier: the retrier: policy, clock, coordinator, hooks and random source.
+        policy: a policy that replaces the retrier's (a shortcut for ``Retrier(policy=...)``).
+        key: names a request's provider key (default ``scheme://host[:port]``).
+        generate_idempotency_keys: give requests whose method is not idempotent under the
+            policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
+            unchanged on every attempt. A write is still only retried with
+            ``policy.retry_writes_with_key=True``.
+    """
+
+    _default_transport = httpx.HTTPTransport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Run the request as one operation; return its final response or raise."""
+        op = self._start(request)
+        return op.hand_over(self._engine.retrier.run(partial(self._attempt, op), op.info))
+
+    def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
+        try:
+            response = self._transport.handle_request(op.begin(attempt))
+            body = response.read() if op.wants_body(response, attempt) else None
+            return op.seen(response, body)
+        except Exception as exc:
+            return op.failed(exc)
+
+    def close(self) -> None:
+        """Close the inner transport."""
+        self._transport.close()
+
+
+class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
+    """An async httpx transport: each request is one bounded, provider-aware operation.
+
+    The same options and behaviour as :class:`RetryTransport`; waits use the clock's
+    ``async_sleep`` and the coordinator's async methods.
+
+    Args:
+        transport: the transport that sends each attempt (default ``httpx.AsyncHTTPTransport()``).
+        retrier: the retrier: policy, clock, coordinator, hooks and random source.
+        policy: a policy that replaces the retrier's.
+        key: names a request's provider key (default ``scheme://host[:port]``).
+        generate_idempotency_keys: as for :class:`RetryTransport`.
+    """
+
+    _default_transport = httpx.AsyncHTTPTransport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Run the request as one operation; return its final response or raise."""
+        op = self._start(request)
+        return op.hand_over(await self._engine.retrier.arun(partial(self._attempt, op), op.info))
+
+    async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
+        try:
+            response = await self._transport.handle_async_request(op.begin(attempt))
+            body = await response.aread() if op.wants_body(response, attempt) else None
+            return op.seen(response, body)
+        except Exception as exc:
+            return op.failed(exc)
+
+    async def aclose(self) -> None:
+        """Close the inner transport."""
+        await self._transport.aclose()

@@ -1,0 +1,266 @@
+"""A requests adapter that runs every request as one bounded logical operation.
+
+::
+
+    import requests
+    import retrybudget as rb
+    from retrybudget.integrations.requests import RetryAdapter
+
+    session = requests.Session()
+    session.mount("https://", RetryAdapter(retrier=rb.Retrier(policy=rb.interactive())))
+    response = session.get("https://api.example.com/rentals/1/availability", timeout=5)
+    print(response.status_code, response.retrybudget["attempts"])
+
+:class:`RetryAdapter` is an ``HTTPAdapter`` with urllib3's own retries turned off: each
+request is one operation whose attempts, waits and per-attempt timeouts come out of one
+budget, with the same rules, the same stats and the same outcome → caller mapping as the
+httpx transports. The session above follows redirects, so each hop is an operation of its
+own. Outcomes with no response to hand over raise the errors below, which are both
+:class:`retrybudget.RetryBudgetError` and requests errors::
+
+    AdapterRateLimited         RateLimited + requests.ConnectionError
+    AdapterRetriesExhausted    RetriesExhausted + requests.ConnectionError
+    AdapterDeadlineExceeded    DeadlineExceeded + requests.Timeout
+    AdapterCircuitOpen         CircuitOpen + requests.ConnectionError
+    AdapterRetryBudgetRefused  RetryBudgetRefused + requests.ConnectionError
+    AdapterNotRetried          NotRetried + requests.ConnectionError
+    AdapterInvalidPayload      InvalidPayload + requests.RequestException
+    AdapterRejected            Rejected + requests.ConnectionError (not raised: a response exists)
+    AdapterNotFound            NotFound + requests.ConnectionError (not raised: a response exists)
+    AdapterUnexpectedResponse  UnexpectedResponse + requests.ConnectionError (not raised)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+import urllib3
+from requests.adapters import DEFAULT_POOLBLOCK, DEFAULT_POOLSIZE, HTTPAdapter
+from urllib3 import exceptions as u3
+
+from .. import errors
+from .._drivers import Retrier
+from .._drivers import failure_kind as _stdlib_failure_kind
+from ..core.classify import FailureKind
+from ..core.flow import Attempt, AttemptResult
+from ..core.outcome import Outcome, Reason
+from ..core.policy import Policy
+from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, evidence, key_of_url
+
+__all__ = [
+    "AdapterCircuitOpen",
+    "AdapterDeadlineExceeded",
+    "AdapterInvalidPayload",
+    "AdapterNotFound",
+    "AdapterNotRetried",
+    "AdapterRateLimited",
+    "AdapterRejected",
+    "AdapterRetriesExhausted",
+    "AdapterRetryBudgetRefused",
+    "AdapterUnexpectedResponse",
+    "RetryAdapter",
+    "failure_kind",
+]
+
+KeyFunction = Callable[[requests.PreparedRequest], str]
+"""Names the provider key of a request (default: ``scheme://host[:port]``)."""
+
+TimeoutValue = float | tuple[float, float] | tuple[float, None] | None
+"""What requests accepts as ``timeout=`` (and urllib3's ``Timeout``)."""
+
+
+class AdapterRateLimited(errors.RateLimited, requests.exceptions.ConnectionError):
+    """Rate limited with no response to return (the gate stopped the operation first)."""
+
+
+class AdapterRetriesExhausted(errors.RetriesExhausted, requests.exceptions.ConnectionError):
+    """Every attempt failed and the last one got no response (connect, reset, timeout)."""
+
+
+class AdapterDeadlineExceeded(errors.DeadlineExceeded, requests.exceptions.Timeout):
+    """The deadline ran out with no response to return."""
+
+
+class AdapterCircuitOpen(errors.CircuitOpen, requests.exceptions.ConnectionError):
+    """The circuit breaker refused the operation: no request was sent."""
+
+
+class AdapterRetryBudgetRefused(errors.RetryBudgetRefused, requests.exceptions.ConnectionError):
+    """The shared retry budget refused a retry after an attempt that got no response."""
+
+
+class AdapterNotRetried(errors.NotRetried, requests.exceptions.ConnectionError):
+    """A write failed after it may have been sent (reset, timeout) and was not replayed."""
+
+
+class AdapterInvalidPayload(errors.InvalidPayload, requests.exceptions.RequestException):
+    """A 2xx whose payload failed validation, or a protocol error: never handed over as ok."""
+
+
+class AdapterRejected(errors.Rejected, requests.exceptions.ConnectionError):
+    """Rejected (never raised by the adapter: the rejecting response is returned)."""
+
+
+class AdapterNotFound(errors.NotFound, requests.exceptions.ConnectionError):
+    """Not found (never raised by the adapter: the 404 response is returned)."""
+
+
+class AdapterUnexpectedResponse(errors.UnexpectedResponse, requests.exceptions.ConnectionError):
+    """Unexpected (never raised by the adapter: the response, or the original error, is)."""
+
+
+_ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
+    cls.reason: cls
+    for cls in (AdapterRateLimited, AdapterRetriesExhausted, AdapterDeadlineExceeded,
+                AdapterCircuitOpen, AdapterRetryBudgetRefused, AdapterNotRetried,
+                AdapterInvalidPayload, AdapterRejected, AdapterNotFound,
+                AdapterUnexpectedResponse)
+}
+
+_NOT_SENT = (u3.NewConnectionError, u3.ConnectTimeoutError, u3.ClosedPoolError, u3.EmptyPoolError)
+
+
+def failure_kind(error: BaseException) -> FailureKind:
+    """The one boundary where requests' (and urllib3's) exceptions become failure kinds.
+
+    ConnectTimeout, SSLError and a ConnectionError caused by urllib3's NewConnectionError,
+    ConnectTimeoutError or a closed or empty pool: the request was never sent (``connect``).
+    ReadTimeout (and a read timeout while reading the body): ``timeout``. ChunkedEncodingError
+    and every other ConnectionError (a reset, an aborted connection): ``network``.
+    ContentDecodingError: ``protocol``. Standard library network errors as for any callable;
+    anything else (ProxyError, InvalidURL, InvalidHeader…) is an ``error`` (never retried,
+    raised again as it was).
+    """
+    if isinstance(error, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError)):
+        return FailureKind.CONNECT
+    if isinstance(error, requests.exceptions.Timeout):
+        return FailureKind.TIMEOUT
+    if isinstance(error, requests.exceptions.ProxyError):
+        return FailureKind.ERROR
+    if isinstance(error, requests.exceptions.ConnectionError):
+        cause = error.args[0] if error.args else None
+        reason = cause.reason if isinstance(cause, u3.MaxRetryError) else cause
+        if isinstance(reason, _NOT_SENT):
+            return FailureKind.CONNECT
+        if isinstance(reason, u3.ReadTimeoutError):
+            return FailureKind.TIMEOUT
+        return FailureKind.NETWORK
+    if isinstance(error, requests.exceptions.ChunkedEncodingError):
+        return FailureKind.NETWORK
+    if isinstance(error, requests.exceptions.ContentDecodingError):
+        return FailureKind.PROTOCOL
+    if isinstance(error, u3.EmptyPoolError):
+        return FailureKind.CONNECT
+    if isinstance(error, (requests.exceptions.RequestException, u3.HTTPError)):
+        return FailureKind.ERROR
+    return _stdlib_failure_kind(error)
+
+
+def _attach(response: requests.Response, outcome: Outcome[object]) -> None:
+    setattr(response, STATS_ATTRIBUTE, outcome.stats())
+    setattr(response, OUTCOME_ATTRIBUTE, outcome)
+
+
+def _default_key(request: requests.PreparedRequest) -> str:
+    return key_of_url(request.url or "")
+
+
+def _evidence(response: requests.Response) -> tuple[tuple[str, str], ...]:
+    return evidence(response.headers.lower_items())
+
+
+def _clip(given: Any, limit: float | None) -> Any:
+    """``given`` (None, seconds, a (connect, read) pair or urllib3's Timeout) cut to ``limit``."""
+    if limit is None:
+        return given
+    if isinstance(given, urllib3.Timeout):
+        given = (given.connect_timeout, given.read_timeout)
+    if isinstance(given, tuple):
+        return tuple(v if isinstance(v, (int, float)) and v <= limit else limit for v in given)
+    return limit if given is None or given > limit else given
+
+
+class _Operation(Operation):
+    """A requests request's operation: clips each attempt's ``timeout=``."""
+
+    __slots__ = ("request", "timeout")
+
+    def __init__(
+        self, engine: Engine, request: requests.PreparedRequest, key: KeyFunction, timeout: Any
+    ) -> None:
+        super().__init__(engine, (request.method or "GET").upper(), request.url or "",
+                         request.headers, key(request))
+        self.request = request
+        self.timeout = timeout
+
+    def timeout_for(self, attempt: Attempt) -> Any:
+        """The ``timeout=`` for ``attempt``: the caller's, at most what is left of the deadline."""
+        return _clip(self.timeout, attempt.timeout)
+
+
+class RetryAdapter(HTTPAdapter):
+    """A requests transport adapter: each request is one bounded, provider-aware operation.
+
+    Mount it on a session for the prefixes it should serve. urllib3's own retries are off
+    (``max_retries=0``): every attempt is the retrier's.
+
+    Args:
+        retrier: the retrier: policy, clock, coordinator, hooks and random source.
+        policy: a policy that replaces the retrier's (a shortcut for ``Retrier(policy=...)``).
+        key: names a request's provider key (default ``scheme://host[:port]``).
+        generate_idempotency_keys: give requests whose method is not idempotent under the
+            policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
+            unchanged on every attempt. A write is still only retried with
+            ``policy.retry_writes_with_key=True``.
+        pool_connections: as for ``HTTPAdapter``.
+        pool_maxsize: as for ``HTTPAdapter``.
+        pool_block: as for ``HTTPAdapter``.
+    """
+
+    def __init__(
+        self,
+        retrier: Retrier | None = None,
+        *,
+        policy: Policy | None = None,
+        key: KeyFunction | None = None,
+        generate_idempotency_keys: bool = False,
+        pool_connections: int = DEFAULT_POOLSIZE,
+        pool_maxsize: int = DEFAULT_POOLSIZE,
+        pool_block: bool = DEFAULT_POOLBLOCK,
+    ) -> None:
+        super().__init__(pool_connections, pool_maxsize, 0, pool_block)
+        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
+                              headers=_evidence)
+        self._key = key or _default_key
+
+    @property
+    def retrier(self) -> Retrier:
+        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        return self._engine.retrier
+
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: TimeoutValue = None,
+        verify: bool | str = True,
+        cert: bytes | str | tuple[bytes | str, bytes | str] | None = None,
+        proxies: Mapping[str, str] | None = None,
+    ) -> requests.Response:
+        """Run the request as one operation; return its final response or raise."""
+        op = _Operation(self._engine, request, self._key, timeout)
+
+        def perform(attempt: Attempt) -> AttemptResult:
+            try:
+                response = HTTPAdapter.send(self, request, stream, op.timeout_for(attempt),
+                                            verify, cert, proxies)
+                body = response.content if op.wants_body(response, attempt) else None
+                return op.seen(response, body)
+            except Exception as exc:
+                return op.failed(exc)
+
+        final: requests.Response = op.finish(self._engine.retrier.run(perform, op.info), request)
+        return final
