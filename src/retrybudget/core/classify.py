@@ -206,7 +206,8 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
         )
 
     status = observation.status
-    rate = parse_rate_limit_headers(observation.headers, now_wall)
+    headers = observation.headers
+    rate = parse_rate_limit_headers(headers, now_wall) if headers else NO_RATE_LIMIT_INFO
     if 200 <= status < 300 and not observation.payload_error and not rate.conflicts:
         return Classified(Kind.OK, "ok", status, rate)
     kind, detail, scope, extra = _read_status(profile, observation, status, rate)

@@ -162,6 +162,30 @@ class AttemptResult:
 FlowGen = Generator[Action, object, Outcome[object]]
 
 
+def _conclude(
+    policy: Policy,
+    request: RequestInfo,
+    state: OperationState,
+    last: AttemptResult | None,
+    reason: Reason,
+    retry_at: float | None,
+    detail: str,
+    now: float,
+) -> Outcome[object]:
+    """The outcome of an operation that ends now with ``reason``."""
+    if last is None:
+        value = raw = error = None
+    else:
+        raw, error = last.value, last.error
+        value = raw if reason is Reason.OK else None
+    return Outcome(  # positional: the fields in declaration order
+        reason, state.operation_id, state.attempts, state.waits, now - state.started,
+        retry_at if retry_at is not None else state.retry_at, value, raw, error,
+        state.history, detail, state.conflicts, request.key, request.method, request.job_id,
+        policy,
+    )
+
+
 _ADMITTED = Admission()
 _GO = Permit()
 
@@ -199,25 +223,8 @@ def operation_flow(
     last: AttemptResult | None = None
 
     def finish(reason: Reason, retry_at: float | None, detail: str, probe: bool) -> FlowGen:
-        value = last.value if (last is not None and reason is Reason.OK) else None
-        outcome: Outcome[object] = Outcome(
-            reason=reason,
-            operation_id=operation_id,
-            attempts=state.attempts,
-            waits=state.waits,
-            elapsed=clock.monotonic() - state.started,
-            retry_at=retry_at if retry_at is not None else state.retry_at,
-            value=value,
-            last=None if last is None else last.value,
-            error=None if last is None else last.error,
-            history=state.history,
-            detail=detail,
-            conflicts=state.conflicts,
-            key=key,
-            method=request.method,
-            job_id=request.job_id,
-            policy=policy,
-        )
+        outcome = _conclude(policy, request, state, last, reason, retry_at, detail,
+                            clock.monotonic())
         if report:
             yield Finish(key, outcome, probe)
         return outcome
@@ -249,13 +256,13 @@ def operation_flow(
                 return (yield from finish(Reason.DEADLINE, state.retry_at,
                                           "the coordinator kept asking to wait", probe))
 
-        plan = plan_attempt(policy, state, clock.monotonic())
+        started = clock.monotonic()
+        plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
                 yield Learn(key, None, permit.lease)
             return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
 
-        started = clock.monotonic()
         result = yield Attempt(state.attempts + 1, plan)
         assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
         last = result
@@ -268,18 +275,11 @@ def operation_flow(
         if isinstance(decision, Retry) and coordinated and not (yield SpendRetry(key)):
             decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
                             "the shared retry budget refused a retry")
-        record = AttemptRecord(
-            number=state.attempts + 1,
-            started=started - state.started,
-            elapsed=now - started,
-            status=classified.status,
-            error=None if result.error is None else type(result.error).__name__,
-            kind=classified.kind,
-            decision="retry" if isinstance(decision, Retry) else "stop",
-            detail=decision.detail,
-            evidence=classified.rate.evidence,
-            timeout=plan,
-            sent=classified.sent,
+        record = AttemptRecord(  # positional: the fields in declaration order
+            state.attempts + 1, started - state.started, now - started, classified.status,
+            None if result.error is None else type(result.error).__name__, classified.kind,
+            "retry" if isinstance(decision, Retry) else "stop", decision.detail,
+            classified.rate.evidence, plan, classified.sent,
         )
         state = state.with_attempt(record, classified)
         if isinstance(decision, Stop):
