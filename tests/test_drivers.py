@@ -149,7 +149,7 @@ async def test_a_failing_hook_changes_nothing_in_the_async_driver(clock) -> None
 @pytest.mark.parametrize("cls", [rb.RateLimited, rb.RetriesExhausted, rb.CircuitOpen, rb.NotFound])
 def test_errors_pickle_with_their_context(cls) -> None:
     err = cls("rate_limited: x", operation_id="op1", attempts=2, retry_at=12.5)
-    back = pickle.loads(pickle.dumps(err))
+    back = pickle.loads(pickle.dumps(err))  # noqa: S301 - our own error, pickled here
     assert type(back) is cls
     assert (back.operation_id, back.attempts, back.retry_at, back.reason, str(back)) == (
         "op1", 2, 12.5, err.reason, str(err))

@@ -1,40 +1,128 @@
-"""Entry point of the ``retrybudget`` command."""
+"""Entry point of the ``retrybudget`` command.
+
+Each command's module is imported only when that command runs, so ``offline-demo`` and
+``report`` work without the ``cli`` extra (rich, httpx, the sandbox's server).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from .._clock import SYSTEM_CLOCK, Clock, FakeClock
 from ..acceptance import load_cases, run_offline
+from . import _options
+from ._errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CliError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "offline_demo"]
+
+_INTERRUPTED = 130
+_EXTRAS = frozenset({"rich", "httpx", "starlette", "uvicorn", "redis"})
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit with status 2."""
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+Subparsers = argparse._SubParsersAction  # argparse exposes no public name for it
+
+
+def _add(sub: Subparsers[_Parser], name: str, help_: str, description: str,
+         example: str) -> _Parser:
+    parser: _Parser = sub.add_parser(name, help=help_, description=textwrap.fill(description, 88),
+                                     epilog=example, formatter_class=_formatter)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``retrybudget`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="retrybudget",
         description="Bounded, provider-aware retries for third-party HTTP APIs.",
-        epilog="example: retrybudget offline-demo --real-time",
+        epilog="examples:\n  retrybudget demo\n  retrybudget fetch urls.txt --workers 8\n"
+               "  retrybudget check --policy my-policy.toml\n\n"
+               "Run 'retrybudget COMMAND --help' for a command's options and an example.",
+        formatter_class=_formatter,
     )
-    sub = parser.add_subparsers(dest="command")
-    for name in ("demo", "offline-demo"):
-        _add_offline_demo(sub, name)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    demo = _add(sub, "demo", "run the main job against a rate-limited sandbox, with a report",
+                "Start the sandbox provider with a rate limit and seeded faults, fetch a list "
+                "of rental availability URLs with several coordinated workers, show live "
+                "progress, then print a report and write results, audit and a chart.",
+                _options.DEMO_EXAMPLE)
+    _options.add_demo_arguments(demo)
+    fetch = _add(sub, "fetch", "GET every URL of a file with bounded, coordinated retries",
+                 "Fetch every URL of INPUT with bounded, provider-aware, coordinated retries. "
+                 "Durable: the state file makes every run resumable, even after kill -9.",
+                 _options.FETCH_EXAMPLE)
+    _options.add_fetch_arguments(fetch)
+    check = _add(sub, "check", "run the acceptance checklist against the sandbox",
+                 "Run the acceptance checklist over real loopback HTTP against the sandbox "
+                 "provider, through the httpx transport: every acceptance case and every rule "
+                 "of the contract, each with its expected behaviour, actual behaviour and "
+                 "evidence. Exits 1 when any safeguard is absent.",
+                 _options.CHECK_EXAMPLE)
+    _options.add_check_arguments(check)
+    report = _add(sub, "report", "print the review report of an audit file",
+                  "Read an audit JSONL file and print its review report (JSON): observed facts "
+                  "with their sources, missing inputs, proposed steps, the checklist's results, "
+                  "whether review is required, and a plain-text explanation.",
+                  "example:\n  retrybudget report out/demo-audit.jsonl > review.json")
+    report.add_argument("audit", metavar="AUDIT.jsonl", help="an audit file (JSON lines)")
+    sandbox = _add(sub, "sandbox", "serve the sandbox provider (a synthetic HTTP API)",
+                   "Serve the sandbox provider on loopback: synthetic rentals, scripted "
+                   "fixtures, rate limits in GitHub / IETF / Retry-After styles and seeded "
+                   "faults. Stop it with Ctrl-C.",
+                   "example:\n  retrybudget sandbox --port 8080 --limit 20 --window 1 "
+                   "--fault-5xx 0.1 --seed 1")
+    _server_options(sandbox, _sandbox_module)
+    gateway = _add(sub, "gateway", "serve the reference gateway in front of a provider",
+                   "Serve the reference gateway: rental availability lookups (interactive "
+                   "contract: 3 attempts in one short deadline, 429 fails fast) and "
+                   "reservations (never replayed), in front of a provider.",
+                   "example:\n  retrybudget gateway --provider http://127.0.0.1:8080 "
+                   "--db gateway.sqlite3 --port 8000")
+    _server_options(gateway, _gateway_module)
+    offline = _add(sub, "offline-demo",
+                   "play the acceptance cases against an in-process scripted provider",
+                   "Play every public acceptance case against an in-process scripted provider "
+                   "(no network) and print attempts, waits and the outcome of each.",
+                   "example:\n  retrybudget offline-demo --real-time")
+    offline.add_argument("--real-time", action="store_true",
+                         help="sleep for real instead of on a simulated clock")
     return parser
 
 
-def _add_offline_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
-    demo = sub.add_parser(
-        name,
-        help="play the public acceptance cases against an in-process scripted provider",
-        description="Play every public acceptance case against an in-process scripted "
-        "provider (no network) and print attempts, waits and the outcome of each.",
-        epilog="example: retrybudget offline-demo --real-time",
-    )
-    demo.add_argument("--real-time", action="store_true",
-                      help="sleep for real instead of on a simulated clock")
+def _server_options(parser: _Parser, module: Callable[[], Any]) -> None:
+    """Add a server command's own options; without its extra, say which one to install."""
+    try:
+        module().build_parser(parser)
+    except ImportError as exc:
+        parser.set_defaults(missing_extra=exc.name)
+
+
+def _sandbox_module() -> Any:
+    from ..sandbox import __main__ as sandbox_main  # noqa: PLC0415 - needs the server extra
+
+    return sandbox_main
+
+
+def _gateway_module() -> Any:
+    from ..gateway import __main__ as gateway_main  # noqa: PLC0415 - needs the server extra
+
+    return gateway_main
 
 
 def offline_demo(*, real_time: bool = False) -> int:
@@ -53,15 +141,86 @@ def offline_demo(*, real_time: bool = False) -> int:
               f"{result.requests:>8}  {waits[:28]:28} {case.title} [{mark}]")
         failed += not result.passed
     print(f"\n{len(cases) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _console() -> Any:
+    from rich.console import Console  # noqa: PLC0415 - rich is the cli extra
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import _report  # noqa: PLC0415
+
+    return _report.run(args)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from . import _fetch  # noqa: PLC0415
+
+    return _fetch.run(args, _console())
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from . import _demo  # noqa: PLC0415
+
+    return _demo.run(args, _console())
+
+
+def _check(args: argparse.Namespace) -> int:
+    from . import _check  # noqa: PLC0415
+
+    return _check.run(args, _console())
+
+
+def _sandbox(args: argparse.Namespace) -> int:
+    result: int = _sandbox_module().run(args)
+    return result
+
+
+def _gateway(args: argparse.Namespace) -> int:
+    result: int = _gateway_module().run(args)
+    return result
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": _demo,
+    "fetch": _fetch,
+    "check": _check,
+    "report": _report,
+    "sandbox": _sandbox,
+    "gateway": _gateway,
+    "offline-demo": lambda args: offline_demo(real_time=args.real_time),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``retrybudget`` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    if args.command in (None, "demo", "offline-demo"):
-        return offline_demo(real_time=bool(getattr(args, "real_time", False)))
-    return 2
+    """Run the ``retrybudget`` command; returns the exit status (2 for bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    missing = getattr(args, "missing_extra", None)
+    if missing is not None:
+        print(f"retrybudget {args.command}: needs {missing}: pip install 'retrybudget[cli]'",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return _COMMANDS[args.command](args)
+    except ModuleNotFoundError as exc:
+        if exc.name not in _EXTRAS:
+            raise
+        print(f"retrybudget {args.command}: needs {exc.name}: pip install 'retrybudget[cli]'",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except CliError as exc:
+        print(f"retrybudget {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"retrybudget {args.command}: interrupted; run it again to resume", file=sys.stderr)
+        return _INTERRUPTED
 
 
 if __name__ == "__main__":

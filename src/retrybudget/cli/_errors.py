@@ -1,0 +1,24 @@
+"""The command's one error: bad input, reported as one line on stderr with exit status 2."""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "CliError"]
+
+EXIT_OK = 0
+"""Everything ran and every operation (or check) succeeded."""
+
+EXIT_FAILED = 1
+"""The command ran, but an operation failed or a check found a safeguard absent."""
+
+EXIT_BAD_INPUT = 2
+"""Bad input (a file, a URL, an option, a policy, an unreachable Redis): nothing was run."""
+
+
+class CliError(Exception):
+    """Bad input. The message is one line that names the file (and line) when there is one.
+
+    It never holds a secret: URLs in it are redacted and header values are never quoted.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))

@@ -1,0 +1,197 @@
+"""``retrybudget fetch INPUT``: a durable, resumable, coordinated batch of GET requests."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..coordination import Coordinator, MemoryCoordinator
+from ..core.policy import Policy
+from ..integrations import json_object
+from ..observe import AuditHook, JsonlAuditSink
+from ._errors import EXIT_FAILED, EXIT_OK, CliError
+from ._inputs import Op, parse_header, read_ops, resolve_headers
+from ._job import JobSettings, run_job
+from ._policy import load_policy, with_overrides
+from ._progress import LiveTally, ProgressView
+from ._state import JobState, Reopened
+
+__all__ = ["JobPaths", "JobReport", "build_policy", "execute", "print_outcome", "redis_coordinator",
+           "run"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobPaths:
+    """Where a job's files go."""
+
+    results: Path
+    audit: Path
+    state: Path
+
+
+@dataclass(frozen=True, slots=True)
+class JobReport:
+    """What a run did.
+
+    Attributes:
+        reopened: what the run found in the state when it started.
+        counts: state rows by status and done rows by reason.
+        lines: every result line of the job (earlier runs included), in recording order.
+        ran: operations this run finished.
+        elapsed: this run's wall-clock seconds.
+    """
+
+    reopened: Reopened
+    counts: dict[str, int]
+    lines: list[dict[str, Any]]
+    ran: int
+    elapsed: float
+
+
+def redis_coordinator(url: str) -> Coordinator:
+    """A :class:`RedisCoordinator` for ``url``, after checking the server answers.
+
+    Raises:
+        CliError: the URL is invalid or Redis does not answer a PING within a second.
+    """
+    import redis  # noqa: PLC0415 - the redis extra is needed only with --redis
+
+    from ..coordination import RedisCoordinator  # noqa: PLC0415
+
+    shown = url.rsplit("@", 1)[-1]  # never print a password from the URL
+    try:
+        probe = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
+        try:
+            probe.ping()
+        finally:
+            probe.close()
+    except ValueError as exc:
+        raise CliError(f"--redis {shown}: invalid Redis URL ({exc})") from None
+    except (redis.RedisError, OSError) as exc:
+        raise CliError(f"--redis {shown}: Redis is unreachable ({type(exc).__name__})") from None
+    coordinator: Coordinator = RedisCoordinator(url)
+    return coordinator
+
+
+def execute(
+    ops: Sequence[Op],
+    *,
+    input_name: str,
+    settings: JobSettings,
+    paths: JobPaths,
+    retry_failed: bool,
+    console: Console | None,
+    title: str,
+) -> JobReport:
+    """Open the state, resume it, run what is pending and report (the state is closed after).
+
+    Raises:
+        CliError: the state belongs to another input, or cannot be opened.
+    """
+    clock = settings.clock
+    state = JobState(paths.state, input_name)
+    try:
+        state.sync(ops, pid=os.getpid(), now=clock.wall())
+        reopened = state.reopen(clock.wall(), retry_failed=retry_failed)
+        state.open_results(paths.results)
+        pending = state.counts().get("pending", 0)
+        tally = LiveTally(clock)
+        sink = JsonlAuditSink(paths.audit, secrets=settings.secrets)
+        hooks = (*settings.hooks, tally, AuditHook(sink, policy=settings.policy, clock=clock))
+        job = JobSettings(settings.policy, settings.workers, settings.coordinator, hooks,
+                          settings.secrets, settings.timeout, clock, settings.seed)
+        started = clock.monotonic()
+        try:
+            if console is None:
+                run_job(ops, state, job, on_result=tally)
+            else:
+                with ProgressView(console, tally, pending, title, clock) as view:
+                    run_job(ops, state, job, on_result=tally, on_tick=view.tick)
+        finally:
+            sink.close()
+        elapsed = clock.monotonic() - started
+        return JobReport(reopened, state.counts(), state.results(), tally.done, elapsed)
+    finally:
+        state.close()
+
+
+def _default(path: str | None, stem: str, suffix: str) -> Path:
+    return Path(path) if path else Path("out") / f"{stem}{suffix}"
+
+
+def _when(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def print_outcome(console: Console, report: JobReport, paths: JobPaths) -> None:
+    """The lines printed after a job: what happened and where the files are."""
+    r = report.reopened
+    if r.orphans or r.rate_limited or r.failed:
+        console.print(f"resumed: {r.orphans} interrupted, {r.rate_limited} rate-limited now due, "
+                      f"{r.failed} failed re-opened", highlight=False)
+    done = {k.split(":", 1)[1]: v for k, v in report.counts.items() if k.startswith("done:")}
+    parts = ", ".join(f"{reason} {n}" for reason, n in sorted(done.items(), key=lambda kv: -kv[1]))
+    console.print(f"{report.counts.get('done', 0)} operations recorded ({parts or 'none'}); "
+                  f"{report.ran} finished in this run in {report.elapsed:.1f} s", highlight=False)
+    waiting = [line["retry_at"] for line in report.lines
+               if line["outcome"] == "rate_limited" and line.get("retry_at")]
+    if waiting:
+        console.print(f"{len(waiting)} rate-limited: run the same command again after "
+                      f"{_when(min(waiting))} to pick them up", highlight=False)
+    console.print(f"results: {paths.results}\naudit:   {paths.audit}\nstate:   {paths.state}",
+                  highlight=False)
+
+
+def _distinct(source: Path, paths: JobPaths) -> None:
+    """Refuse a results, audit or state file that is the input or one of the others."""
+    seen: dict[Path, str] = {source.resolve(): "INPUT"}
+    for option, path in (("--out", paths.results), ("--audit", paths.audit), ("--state", paths.state)):
+        other = seen.setdefault(path.resolve(), option)
+        if other != option:
+            raise CliError(f"{option} {path}: the same file as {other}")
+
+
+def build_policy(args: argparse.Namespace) -> Policy:
+    """The policy the options describe (``--policy`` with the overriding options applied)."""
+    user = with_overrides(load_policy(args.policy), profile=args.profile, deadline=args.deadline,
+                          attempts=args.attempts)
+    policy = user.policy
+    if args.expect_json:
+        policy = policy.replace(validator=json_object())
+    return policy
+
+
+def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLOCK) -> int:
+    """Run ``fetch``; every input is checked before the state is touched."""
+    policy = build_policy(args)
+    secrets: set[str] = set()
+    pairs = [parse_header(h, "--header") for h in args.header]
+    headers = resolve_headers(pairs, os.environ, "--header", secrets)
+    ops = read_ops(args.input, env=os.environ, headers=headers, secrets=secrets)
+    coordinator = redis_coordinator(args.redis) if args.redis else MemoryCoordinator(clock=clock)
+    stem = Path(args.input).stem or "fetch"
+    paths = JobPaths(_default(args.out, stem, ".results.jsonl"),
+                     _default(args.audit, stem, ".audit.jsonl"),
+                     _default(args.state, stem, ".sqlite"))
+    _distinct(Path(args.input), paths)
+    settings = JobSettings(policy, args.workers, coordinator, secrets=tuple(sorted(secrets)),
+                           timeout=args.timeout, clock=clock)
+    try:
+        report = execute(ops, input_name=str(Path(args.input).resolve()), settings=settings,
+                         paths=paths, retry_failed=args.retry_failed,
+                         console=None if args.quiet else console, title=f"fetch {args.input}")
+    finally:
+        close = getattr(coordinator, "close", None)
+        if close is not None:
+            close()
+    print_outcome(console, report, paths)
+    failed = any(not line["ok"] for line in report.lines)
+    return EXIT_FAILED if failed else EXIT_OK

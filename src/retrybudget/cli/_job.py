@@ -1,0 +1,215 @@
+"""The fetch job: worker threads that claim operations from the state and GET them.
+
+Every worker sends through its own :class:`~retrybudget.integrations.httpx.RetryTransport`,
+and every transport shares one coordinator (memory or Redis), so the gate, pacing, retry
+budget and breaker coordinate all of them. Each finished operation becomes one result line:
+its outcome reason and per-operation stats, the last status, and the payload only when the
+outcome is ok. A failed operation never carries a value.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .._clock import SYSTEM_CLOCK, Clock
+from .._drivers import Retrier
+from ..coordination import Coordinator
+from ..core.flow import RequestInfo
+from ..core.outcome import Outcome, Reason
+from ..core.policy import Policy
+from ..errors import RetryBudgetError
+from ..integrations import JOB_ID
+from ..integrations.httpx import RetryTransport
+from ..observe import operation_stats, scrub
+from ._inputs import Op
+from ._state import JobState
+
+__all__ = ["JobSettings", "ResultHook", "result_line", "run_job"]
+
+ResultHook = Callable[[dict[str, Any]], None]
+"""Called (from a worker thread) with each result line as it is recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """How a job runs.
+
+    Attributes:
+        policy: every operation's budget and rules.
+        workers: worker threads.
+        coordinator: shared by every worker (and, for Redis, by other processes).
+        hooks: retrier hooks (audit, progress).
+        secrets: values scrubbed from every result line.
+        timeout: the httpx timeout of one attempt (the policy clips it to the deadline).
+        clock: where time comes from.
+        seed: seeds each worker's jitter source (None: unseeded).
+    """
+
+    policy: Policy
+    workers: int
+    coordinator: Coordinator
+    hooks: tuple[object, ...] = ()
+    secrets: tuple[str, ...] = ()
+    timeout: float = 30.0
+    clock: Clock = SYSTEM_CLOCK
+    seed: int | None = None
+
+
+class _Outcomes:
+    """A hook that keeps each operation's outcome and request, by job id, for its worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[Outcome[Any], RequestInfo]] = {}
+
+    def on_outcome(self, outcome: Outcome[Any], request: RequestInfo) -> None:
+        """Keep the outcome of the operation of job ``outcome.job_id``."""
+        with self._lock:
+            self._seen[str(outcome.job_id)] = (outcome, request)
+
+    def take(self, op_id: str) -> tuple[Outcome[Any], RequestInfo] | None:
+        """The outcome recorded for ``op_id`` (forgotten once taken)."""
+        with self._lock:
+            return self._seen.pop(op_id, None)
+
+
+def _payload(response: httpx.Response) -> object:
+    try:
+        return response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return response.text
+
+
+def result_line(
+    op: Op,
+    outcome: Outcome[Any],
+    request: RequestInfo | None,
+    response: httpx.Response | None,
+    *,
+    run: int,
+    finished_at: float,
+    secrets: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The results-file line of one operation (scrubbed of ``secrets``).
+
+    The per-operation stats (:func:`~retrybudget.observe._stats.operation_stats`) plus the
+    input id, the redacted URL, ``ok``, the last HTTP status, the run number and, only when
+    the outcome is ok, the payload as ``value``.
+    """
+    info = request if request is not None else RequestInfo("GET", outcome.key, url=op.safe_url)
+    line: dict[str, Any] = {"id": op.id, "url": op.safe_url}
+    line.update(operation_stats(outcome, info))
+    ok = outcome.reason is Reason.OK
+    status = outcome.history[-1].status if outcome.history else None
+    value = _payload(response) if ok and response is not None else None
+    line.update({"url": op.safe_url, "ok": ok, "status": status, "value": value, "run": run,
+                 "finished_at": round(finished_at, 3)})
+    cleaned = scrub(line, secrets)
+    assert isinstance(cleaned, dict)  # noqa: S101 - scrub keeps a dict a dict
+    return cleaned
+
+
+def _unreported(op: Op, error: BaseException | None) -> Outcome[Any]:
+    """The outcome of an operation whose end was never reported (a bug): failed, not lost."""
+    detail = f"no outcome reported ({type(error).__name__ if error else 'no error'})"
+    return Outcome(Reason.UNEXPECTED, "", 0, (), 0.0, detail=detail, method="GET", job_id=op.id)
+
+
+class _Worker:
+    def __init__(self, number: int, ops: Mapping[str, Op], state: JobState, settings: JobSettings,
+                 outcomes: _Outcomes, on_result: ResultHook, stop: threading.Event) -> None:
+        self.ops = ops
+        self.state = state
+        self.settings = settings
+        self.outcomes = outcomes
+        self.on_result = on_result
+        self.stop = stop
+        seed = None if settings.seed is None else settings.seed * 1000 + number
+        self.retrier = Retrier(policy=settings.policy, clock=settings.clock,
+                               coordinator=settings.coordinator,
+                               hooks=(outcomes, *settings.hooks), random=random.Random(seed),
+                               method="GET")
+        self.error: BaseException | None = None
+
+    def __call__(self) -> None:
+        try:
+            transport = RetryTransport(retrier=self.retrier)
+            with httpx.Client(transport=transport, timeout=self.settings.timeout) as client:
+                while not self.stop.is_set():
+                    op_id = self.state.claim()
+                    if op_id is None:
+                        return
+                    self._run(client, self.ops[op_id])
+        except BaseException as exc:  # reported by run_job; the claimed row is recovered next run
+            self.error = exc
+            self.stop.set()
+
+    def _run(self, client: httpx.Client, op: Op) -> None:
+        response: httpx.Response | None = None
+        error: BaseException | None = None
+        try:
+            response = client.get(op.url, headers=list(op.headers), extensions={JOB_ID: op.id})
+        except RetryBudgetError as exc:
+            error = exc
+        except (httpx.HTTPError, OSError, ValueError) as exc:
+            error = exc
+        clock = self.settings.clock
+        outcome, request = self.outcomes.take(op.id) or (_unreported(op, error), None)
+        line = result_line(op, outcome, request, response, run=self.state.run,
+                           finished_at=clock.wall(), secrets=self.settings.secrets)
+        if response is not None:
+            response.close()
+        self.state.complete(op.id, line)
+        self.on_result(line)
+
+
+def run_job(
+    ops: Sequence[Op],
+    state: JobState,
+    settings: JobSettings,
+    *,
+    on_result: ResultHook,
+    on_tick: Callable[[], None] = lambda: None,
+    tick: float = 0.1,
+) -> None:
+    """Run every pending operation of ``state`` with ``settings.workers`` threads.
+
+    ``on_tick`` is called from the calling thread about every ``tick`` seconds while the
+    workers run (to refresh a progress display). Ctrl-C stops claiming new operations and
+    waits for the ones in flight; their results are recorded.
+
+    Raises:
+        KeyboardInterrupt: after the workers in flight have finished.
+        BaseException: the first error a worker raised (its operation is recovered next run).
+    """
+    by_id = {op.id: op for op in ops}
+    stop = threading.Event()
+    outcomes = _Outcomes()
+    workers = [_Worker(n, by_id, state, settings, outcomes, on_result, stop)
+               for n in range(settings.workers)]
+    threads = [threading.Thread(target=w, name=f"retrybudget-fetch-{n}", daemon=True)
+               for n, w in enumerate(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        alive = threads
+        while alive:
+            alive[0].join(tick)
+            on_tick()
+            alive = [t for t in alive if t.is_alive()]
+    except KeyboardInterrupt:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        raise
+    on_tick()
+    failed = next((w.error for w in workers if w.error is not None), None)
+    if failed is not None:
+        raise failed

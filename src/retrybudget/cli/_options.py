@@ -1,0 +1,156 @@
+"""The options of ``demo``, ``fetch`` and ``check`` (argparse only: no extra is imported here)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import TypeVar
+
+from ._policy import PRESETS
+
+__all__ = [
+    "CHECK_EXAMPLE",
+    "DEMO_EXAMPLE",
+    "FETCH_EXAMPLE",
+    "add_check_arguments",
+    "add_demo_arguments",
+    "add_fetch_arguments",
+]
+
+FETCH_EXAMPLE = """examples:
+  retrybudget fetch urls.txt --workers 8 --policy background --profile github \\
+      --header 'Authorization: env:GITHUB_TOKEN'
+  retrybudget fetch jobs.jsonl --state out/jobs.sqlite --redis redis://127.0.0.1:6379/0
+
+INPUT is one URL per line, or JSON lines {"id": "...", "url": "...", "headers": {...}}.
+Run the same command again to resume: finished operations are skipped, rate-limited ones
+are retried once their retry_at has passed. Exit status: 0 every operation ok, 1 some
+operation failed (see the results file), 2 bad input (nothing was run)."""
+
+DEMO_EXAMPLE = """examples:
+  retrybudget demo
+  retrybudget demo --size 300 --workers 16 --limit 30 --window 2 --fault-5xx 0.1
+
+Writes DIR/demo-results.jsonl, DIR/demo-audit.jsonl and DIR/demo-requests.html (a chart of
+the provider's requests per second against its limit), then prints where they went."""
+
+CHECK_EXAMPLE = """examples:
+  retrybudget check
+  retrybudget check --policy my-policy.toml --json > check.json
+
+Exit status: 0 every safeguard present, 1 a safeguard is absent, 2 bad input."""
+
+
+T = TypeVar("T", int, float)
+
+
+def _number(kind: Callable[[str], T], valid: Callable[[T], bool], what: str) -> Callable[[str], T]:
+    """An argparse type: ``kind(text)``, refused unless ``valid``; ``what`` says what is wanted."""
+
+    def parse(text: str) -> T:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not valid(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "a whole number of at least 1")
+positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number of seconds")
+share = _number(float, lambda v: 0.0 <= v <= 1.0, "a share between 0 and 1")
+_latency = _number(float, lambda v: 0.0 <= v <= 10.0, "seconds between 0 and 10")
+
+
+def _policy_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: str | None,
+                   what: str) -> None:
+    names = " | ".join(sorted(PRESETS))
+    parser.add_argument("--policy", default=default, metavar="NAME|FILE",
+                        help=f"{what}: {names}, or a .toml/.json file whose keys mirror Policy "
+                             "fields (see docs/cli.md)" + (" (default: %(default)s)" if default else ""))
+
+
+def add_fetch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``fetch`` options."""
+    parser.add_argument("input", metavar="INPUT", help="URLs, one per line, or JSON lines")
+    parser.add_argument("--workers", type=positive_int, default=4, metavar="N",
+                        help="concurrent workers sharing one gate (default: %(default)s)")
+    budget = parser.add_argument_group("budget")
+    _policy_option(budget, "background", "each operation's policy")
+    budget.add_argument("--profile", default=None,
+                        help="provider profile: generic, github, openai, anthropic, slack, "
+                             "discord, stripe (default: the policy's)")
+    budget.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
+                        help="each operation's end-to-end budget, waits included")
+    budget.add_argument("--attempts", type=positive_int, default=None, metavar="N",
+                        help="attempts per operation at most")
+    budget.add_argument("--timeout", type=positive_float, default=30.0, metavar="SECONDS",
+                        help="one attempt's timeout, clipped to the deadline (default: %(default)s)")
+    budget.add_argument("--expect-json", action="store_true",
+                        help="a 2xx whose body is not a JSON object is invalid_payload, not ok")
+    parser.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                        help="a header for every request; VALUE env:VAR reads the environment "
+                             "(secrets are never written or printed); repeatable")
+    parser.add_argument("--redis", default=None, metavar="URL",
+                        help="share gate, pacing, retry budget and breaker with other processes "
+                             "and machines through Redis, e.g. redis://127.0.0.1:6379/0")
+    files = parser.add_argument_group("files (default: out/INPUT-NAME.results.jsonl, "
+                                      ".audit.jsonl, .sqlite)")
+    files.add_argument("--out", default=None, metavar="FILE",
+                       help="results: one JSON line per operation")
+    files.add_argument("--audit", default=None, metavar="FILE", help="audit records (JSON lines)")
+    files.add_argument("--state", default=None, metavar="FILE",
+                       help="SQLite state that makes the job resumable")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="run failed operations again too (not only due rate-limited ones)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``demo`` options."""
+    parser.add_argument("--size", type=positive_int, default=120, metavar="N",
+                        help="rental availability lookups (default: %(default)s)")
+    parser.add_argument("--workers", type=positive_int, default=8, metavar="N",
+                        help="concurrent workers sharing one gate (default: %(default)s)")
+    limits = parser.add_argument_group("the provider's rate limit")
+    limits.add_argument("--limit", type=positive_int, default=20, metavar="R",
+                        help="requests per window (default: %(default)s)")
+    limits.add_argument("--window", type=positive_int, default=2, metavar="W",
+                        help="window in whole seconds (default: %(default)s)")
+    limits.add_argument("--style", choices=("github", "ietf", "retry-after"), default="github",
+                        help="how the limit is signalled (default: %(default)s)")
+    limits.add_argument("--github-403", action="store_true",
+                        help="github style: an exceeded limit is a 403 with remaining 0")
+    faults = parser.add_argument_group("seeded faults")
+    for flag, default, what in (("--fault-5xx", 0.05, "502/503/504 answers"),
+                                ("--fault-reset", 0.02, "reset connections"),
+                                ("--fault-malformed", 0.01, "malformed 200 bodies"),
+                                ("--missing", 0.02, "lookups for rentals that do not exist")):
+        faults.add_argument(flag, type=share, default=default, metavar="SHARE",
+                            help=f"share of {what} (default: %(default)s)")
+    faults.add_argument("--latency", type=_latency, default=0.02, metavar="SECONDS",
+                        help="added latency per request in seconds (default: %(default)s)")
+    faults.add_argument("--seed", type=int, default=1, metavar="N",
+                        help="fault seed (default: %(default)s)")
+    parser.add_argument("--deadline", type=positive_float, default=30.0, metavar="SECONDS",
+                        help="each lookup's budget, waits included (default: %(default)s)")
+    parser.add_argument("--out", default="out", metavar="DIR",
+                        help="where the files go (default: %(default)s)")
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``check`` options."""
+    parser.add_argument("--fixtures", default=None, metavar="FILE",
+                        help="acceptance cases to run (default: the packaged acceptance.json)")
+    _policy_option(parser, None, "check this policy instead of each case's own")
+    parser.add_argument("--only", action="append", default=[], metavar="ID",
+                        help="run only this case or rule id (repeatable)")
+    parser.add_argument("--time-limit", type=positive_float, default=30.0, metavar="SECONDS",
+                        help="how long one case may take: a wait that would end later is "
+                             "skipped (and listed in the evidence); attempts still sent after "
+                             "it fail the case as unbounded (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")

@@ -1,0 +1,215 @@
+"""Policies for the command line: a preset name, or a TOML/JSON file whose keys mirror Policy.
+
+A policy file (``docs/cli.md`` shows one)::
+
+    base = "background"          # interactive | background | default (Policy())
+    name = "nightly-sync"
+    max_attempts = 4
+    deadline = 120               # seconds; "none" (or JSON null) for no deadline: unsafe
+    rate_limit = "wait"          # or "fail_fast"
+    max_server_wait = 60
+    idempotent_methods = ["GET", "HEAD"]
+
+    [backoff]                    # base, cap, multiplier, jitter (none | full | equal)
+    base = 0.5
+    cap = 10
+
+    [profile]                    # or profile = "github"
+    base = "generic"             # the built-in profile to derive from
+    transient = [502, 503, 504]  # any Profile field: statuses, rate_limit_floor…
+
+Only the keys given change the base; anything invalid is refused with the file's name.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..core.policy import Backoff, Policy, PolicyError, background, interactive
+from ..core.profiles import PROFILES, Profile, get_profile
+from ._errors import CliError
+
+__all__ = ["PRESETS", "UserPolicy", "load_policy", "with_overrides"]
+
+PRESETS: dict[str, Callable[[], Policy]] = {
+    "interactive": interactive, "background": background, "default": Policy,
+}
+"""The built-in policies by name."""
+
+_POLICY_KEYS = frozenset({
+    "base", "name", "max_attempts", "deadline", "rate_limit", "max_server_wait",
+    "min_attempt_time", "attempt_timeout", "idempotent_methods", "retry_writes_with_key",
+    "profile", "backoff",
+})
+_BACKOFF_KEYS = frozenset({"base", "cap", "multiplier", "jitter"})
+_PROFILE_KEYS = frozenset({
+    "base", "name", "rate_limited", "conditional_rate_limited", "not_found", "rejected",
+    "transient", "secondary_patterns", "permission_patterns", "quota_patterns",
+    "rate_limit_floor", "rate_limit_multiplier", "reset_slack", "transient_hints", "ok",
+})
+_SEQUENCES = frozenset({
+    "rate_limited", "conditional_rate_limited", "not_found", "rejected", "transient", "ok",
+    "secondary_patterns", "permission_patterns", "quota_patterns",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class UserPolicy:
+    """A policy from the command line, and the profile changes it declared.
+
+    Attributes:
+        policy: the policy.
+        source: where it came from (a preset name or a file path).
+        profile_changes: the Profile fields the file changed (``check`` applies them on top of
+            each case's provider profile, so a user's classification is what gets checked).
+    """
+
+    policy: Policy
+    source: str
+    profile_changes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def for_profile(self, profile: Profile) -> Profile:
+        """``profile`` with this policy's profile changes applied (itself when there are none)."""
+        if not self.profile_changes:
+            return profile
+        return profile.derive(f"{profile.name}+{self.policy.name}", **self.profile_changes)
+
+
+def _unknown(keys: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    extra = sorted(set(keys) - known)
+    if extra:
+        raise CliError(f"{where}: unknown key(s) {', '.join(extra)} (known: {', '.join(sorted(known))})")
+
+
+def _profile(value: object, where: str) -> tuple[Profile, dict[str, Any]]:
+    if isinstance(value, str):
+        return get_profile(value), {}
+    if not isinstance(value, dict):
+        raise CliError(f"{where}: 'profile' must be a profile name or a table")
+    _unknown(value, _PROFILE_KEYS, f"{where}: [profile]")
+    base = get_profile(str(value.get("base", "generic")))
+    changes = {k: (tuple(v) if k in _SEQUENCES and isinstance(v, list) else v)
+               for k, v in value.items() if k not in ("base", "name")}
+    name = str(value.get("name", f"{base.name}-custom"))
+    return base.derive(name, **changes), changes
+
+
+def _duration(value: object) -> object:
+    return None if value is None or (isinstance(value, str) and value.lower() == "none") else value
+
+
+def _build(data: Mapping[str, Any], where: str) -> UserPolicy:
+    _unknown(data, _POLICY_KEYS, where)
+    base_name = str(data.get("base", "default"))
+    if base_name not in PRESETS:
+        raise CliError(f"{where}: unknown base {base_name!r} (known: {', '.join(sorted(PRESETS))})")
+    policy = PRESETS[base_name]()
+    changes: dict[str, Any] = {k: v for k, v in data.items() if k not in ("base", "profile", "backoff")}
+    changes.setdefault("name", Path(where).stem or "custom")
+    for key in ("deadline", "max_server_wait", "attempt_timeout"):
+        if key in changes:
+            changes[key] = _duration(changes[key])
+    if "idempotent_methods" in changes and isinstance(changes["idempotent_methods"], list):
+        changes["idempotent_methods"] = frozenset(changes["idempotent_methods"])
+    profile_changes: dict[str, Any] = {}
+    if "profile" in data:
+        changes["profile"], profile_changes = _profile(data["profile"], where)
+    if "backoff" in data:
+        backoff = data["backoff"]
+        if not isinstance(backoff, dict):
+            raise CliError(f"{where}: 'backoff' must be a table")
+        _unknown(backoff, _BACKOFF_KEYS, f"{where}: [backoff]")
+        current = policy.backoff
+        merged = {k: backoff.get(k, getattr(current, k)) for k in _BACKOFF_KEYS}
+        changes["backoff"] = Backoff(**merged)
+    return UserPolicy(policy.replace(**changes), where, MappingProxyType(profile_changes))
+
+
+if sys.version_info >= (3, 11):
+    import tomllib
+
+    def _toml(text: str, name: str) -> object:
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise CliError(f"{name}: invalid TOML: {exc}") from None
+
+else:  # pragma: no cover - Python 3.10
+
+    def _toml(text: str, name: str) -> object:
+        raise CliError(f"{name}: reading TOML needs Python 3.11 or later; use a .json policy file")
+
+
+def _read(path: Path) -> Mapping[str, Any]:
+    name = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CliError(f"{name}: no such policy file (or preset: {', '.join(sorted(PRESETS))})") from None
+    except OSError as exc:
+        raise CliError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CliError(f"{name}: not UTF-8 text") from None
+    data: object
+    if path.suffix.lower() == ".toml":
+        data = _toml(text, name)
+    elif path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"{name}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+    else:
+        raise CliError(f"{name}: a policy file ends in .toml or .json "
+                       f"(or name a preset: {', '.join(sorted(PRESETS))})")
+    if not isinstance(data, dict):
+        raise CliError(f"{name}: a policy file holds one object of Policy fields")
+    return data
+
+
+def load_policy(spec: str) -> UserPolicy:
+    """A preset (``interactive``, ``background``, ``default``) or a ``.toml``/``.json`` file.
+
+    Raises:
+        CliError: an unknown preset, an unreadable or malformed file, or invalid values.
+    """
+    if spec in PRESETS:
+        return UserPolicy(PRESETS[spec](), spec)
+    try:
+        return _build(_read(Path(spec)), spec)
+    except (PolicyError, ValueError, TypeError) as exc:
+        if isinstance(exc, CliError):
+            raise
+        raise CliError(f"{spec}: invalid policy: {exc}") from None
+
+
+def with_overrides(
+    user: UserPolicy,
+    *,
+    profile: str | None = None,
+    deadline: float | None = None,
+    attempts: int | None = None,
+) -> UserPolicy:
+    """Apply ``--profile``, ``--deadline`` and ``--attempts``; raises :class:`CliError`."""
+    changes: dict[str, Any] = {}
+    if profile is not None:
+        if profile not in PROFILES:
+            raise CliError(f"unknown provider profile {profile!r} (known: {', '.join(sorted(PROFILES))})")
+        changes["profile"] = user.for_profile(get_profile(profile))
+    if deadline is not None:
+        changes["deadline"] = deadline
+    if attempts is not None:
+        changes["max_attempts"] = attempts
+    if not changes:
+        return user
+    try:
+        return UserPolicy(user.policy.replace(**changes), user.source, user.profile_changes)
+    except PolicyError as exc:
+        raise CliError(f"invalid option: {exc}") from None
