@@ -25,6 +25,7 @@ from ._config import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig
 
 __all__ = [
     "EPSILON",
+    "FLIGHT_TTL",
     "NEVER",
     "SLICES",
     "Breaker",
@@ -46,6 +47,9 @@ __all__ = [
     "pacing_interval",
     "permit_of",
     "plan_slot",
+    "quota_hold",
+    "rolled",
+    "sent",
 ]
 
 EPSILON = 0.001
@@ -56,6 +60,10 @@ SLICES = 10
 
 NEVER = -math.inf
 """An instant that has always passed (an absent gate, tail or deadline)."""
+
+FLIGHT_TTL = 60.0
+"""Seconds an attempt that went counts as in flight when no concurrency cap sets ``lease_ttl``
+(a holder that died stops counting after this long)."""
 
 _NEUTRAL_REASONS = frozenset({Reason.CIRCUIT_OPEN, Reason.RETRY_BUDGET, Reason.NOT_RETRIED})
 
@@ -75,12 +83,18 @@ def health(outcome: Outcome[Any]) -> Health:
     """Classify a finished operation for the breaker.
 
     A failure is an outcome whose reason is a provider-health failure (exhausted, deadline,
-    unexpected: :attr:`Reason.is_provider_failure`). Operations that never reached the
-    provider (0 attempts), breaker refusals, and operations cut short by our own rules
-    (retry budget, a write not replayed) say nothing either way. Everything else (ok,
-    not_found, rejected, rate_limited, invalid_payload) shows a provider that answers.
+    unexpected: :attr:`Reason.is_provider_failure`), or an operation the shared retry budget
+    cut short right after a transient failure (a 503, a timeout): in an outage the budget
+    runs dry first, and those operations are the outage's failed operations. Operations that
+    never reached the provider (0 attempts), breaker refusals, and operations cut short by
+    our own rules otherwise (a retry budget refusal after anything else, a write not
+    replayed) say nothing either way. Everything else (ok, not_found, rejected, rate_limited,
+    invalid_payload) shows a provider that answers.
     """
     if outcome.reason.is_provider_failure and outcome.attempts > 0:
+        return Health.FAILURE
+    if (outcome.reason is Reason.RETRY_BUDGET and outcome.history
+            and outcome.history[-1].kind is Kind.TRANSIENT):
         return Health.FAILURE
     if outcome.attempts == 0 or outcome.reason in _NEUTRAL_REASONS:
         return Health.NEUTRAL
@@ -155,7 +169,10 @@ class Schedule:
         streak: rate limits in a row that named no time (the gate doubles for each).
         remaining: the quota left at the last observation.
         limit: the quota size at the last observation.
-        reset_at: when the observed quota resets.
+        reset_at: when the observed quota resets (the profile's slack included).
+        quota: requests the current window still allows by this coordinator's count: the last
+            observation's ``remaining``, less the requests in flight then (they may not be
+            counted in it yet) and the requests sent since. None: not counted.
     """
 
     gate: float = NEVER
@@ -165,6 +182,7 @@ class Schedule:
     remaining: int | None = None
     limit: int | None = None
     reset_at: float | None = None
+    quota: int | None = None
 
 
 def gate_delay(hint: float | None, streak: int, since_gate: float, profile: Profile,
@@ -183,26 +201,65 @@ def gate_delay(hint: float | None, streak: int, since_gate: float, profile: Prof
     return min(delay, max_gate), streak + 1
 
 
-def learn(s: Schedule, facts: Facts, now: float, gate: GateConfig, profile: Profile) -> Schedule:
-    """A key's schedule after a response.
+def learn(s: Schedule, facts: Facts, now: float, gate: GateConfig, profile: Profile,
+          in_flight: int = 0) -> Schedule:
+    """A key's schedule after a response (``in_flight``: other requests still unanswered).
 
     A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
-    A response with ``remaining`` and a reset replaces the pacing observation, unless it is
-    stale: same reset (within 1 s) and more remaining than already known (a slow response
-    overtaken by a newer one).
+    A response with ``remaining`` and a reset still ahead replaces the pacing observation,
+    unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
+    response overtaken by a newer one). The observation also restarts the count of what the
+    window allows: ``remaining`` less the requests in flight (the provider may not have
+    counted them in it yet).
     """
     if facts.throttled:
         delay, streak = gate_delay(facts.hint, s.streak, now - s.gate, profile, gate.max_gate)
         s = replace(s, gate=max(s.gate, now + delay), streak=streak)
-    if facts.remaining is not None and facts.reset is not None:
-        reset_at = now + facts.reset
+    if facts.remaining is not None and facts.reset is not None and facts.reset > 0:
+        s = rolled(s, now, in_flight)
+        reset_at = now + facts.reset + profile.reset_slack
         stale = (
             s.reset_at is not None and s.remaining is not None
             and abs(reset_at - s.reset_at) < 1.0 and facts.remaining > s.remaining
         )
         if not stale:
-            s = replace(s, remaining=facts.remaining, limit=facts.limit, reset_at=reset_at)
+            s = replace(s, remaining=facts.remaining, limit=facts.limit, reset_at=reset_at,
+                        quota=max(facts.remaining - in_flight, 0))
     return s
+
+
+def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
+    """A key's schedule once the observed window has reset (unchanged before ``reset_at``).
+
+    The old observation says nothing any more: it is dropped, and the count starts again
+    from the limit (when one was given) less the requests still in flight, which may land
+    in the new window. The new window's reset is unknown until a response names it; until
+    then the count is kept but does not hold requests back.
+    """
+    if s.reset_at is None or now < s.reset_at:
+        return s
+    quota = None if s.limit is None else max(s.limit - in_flight, 0)
+    return replace(s, remaining=None, reset_at=None, quota=quota)
+
+
+def sent(s: Schedule) -> Schedule:
+    """A key's schedule after a request went: one less in the window's count."""
+    if s.quota is None:
+        return s
+    return replace(s, quota=max(s.quota - 1, 0))
+
+
+def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None) -> float | None:
+    """When the counted quota is used up: the instant it resets, else None.
+
+    Requests beyond what the window allows wait for the reset, in slots released like a
+    gate's herd. The gate itself does not move: the count is conservative (requests in flight
+    may already be counted by the provider), and a later response that shows more left
+    raises it again.
+    """
+    if pacing is None or s.quota is None or s.quota > 0 or s.reset_at is None:
+        return None
+    return s.reset_at if now < s.reset_at else None
 
 
 def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> float:
@@ -227,18 +284,30 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig,
               pacing: PacingConfig | None) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
-    While the gate is closed, or workers held at it are still being released, slots are
-    ``spread`` apart (or the pacing interval, if longer) and none comes before the gate;
-    otherwise they are the pacing interval apart; with neither, the slot is now. A slot at
-    most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
+    While the gate is closed, the counted quota is used up (:func:`quota_hold`), or workers
+    held at either are still being released, slots are ``spread`` apart (or the pacing
+    interval, if longer) and none comes before the gate or the quota's reset; otherwise they
+    are the pacing interval apart; with neither, the slot is now. The release ends with the
+    last worker that was held (``herd``): newcomers during it queue behind it without
+    prolonging it, so a steady stream of workers is not paced at one per ``spread`` for
+    ever. Pacing spreads what is left of a window until its reset, so no slot is paced past
+    it (later ones are ``spread`` apart). A slot at most :data:`EPSILON` ahead means "go
+    now"; a later one is reserved by the caller.
     """
     gated = now < s.gate
-    herding = gated or s.herd > now
-    spacing = pacing_interval(s, now, pacing)
-    if herding:
-        spacing = max(spacing, gate.spread)
-    slot = now if spacing <= 0 and not gated else max(now, s.gate, s.tail + spacing)
-    return slot, replace(s, tail=max(s.tail, slot), herd=slot if herding else s.herd)
+    hold = quota_hold(s, now, pacing)
+    herding = gated or hold is not None or s.herd > now
+    interval = pacing_interval(s, now, pacing)
+    spacing = max(interval, gate.spread) if herding else interval
+    if spacing <= 0 and not gated and hold is None:
+        slot = now
+    else:
+        paced = s.tail + spacing
+        if interval > 0 and s.reset_at is not None and paced > s.reset_at:
+            paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
+        slot = max(now, s.gate, paced, NEVER if hold is None else hold)
+    held = gated or hold is not None  # a newcomer during a release does not prolong it
+    return slot, replace(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
 
 
 # The retry budget -------------------------------------------------------------------------

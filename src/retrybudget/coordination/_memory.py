@@ -20,6 +20,7 @@ from ._base import Coordinator
 from ._config import CoordinationConfig
 from ._logic import (
     EPSILON,
+    FLIGHT_TTL,
     Breaker,
     Budget,
     Facts,
@@ -34,6 +35,9 @@ from ._logic import (
     learn,
     permit_of,
     plan_slot,
+    quota_hold,
+    rolled,
+    sent,
 )
 from ._stats import CoordinationStats, Tally
 
@@ -48,7 +52,7 @@ class _Key:
     def __init__(self) -> None:
         self.schedule = Schedule()
         self.slots: deque[float] = deque()  # reserved slot instants, ascending
-        self.leases: dict[str, float] = {}  # lease -> expiry
+        self.leases: dict[str, float] = {}  # lease -> expiry, in expiry order (requests in flight)
         self.breaker = Breaker()
         self.budget = Budget()
 
@@ -82,6 +86,20 @@ class MemoryCoordinator(Coordinator):
             state = self._keys[key] = _Key()
         return state
 
+    @staticmethod
+    def _in_flight(k: _Key, now: float) -> int:
+        """Live leases (requests in flight), after dropping the expired ones.
+
+        Every lease lives equally long, so insertion order is expiry order.
+        """
+        leases = k.leases
+        while leases:
+            lease, expiry = next(iter(leases.items()))
+            if expiry > now:
+                break
+            del leases[lease]
+        return len(leases)
+
     def admit(self, key: str) -> Admission:
         """The breaker: admit, admit as the one half-open probe, or refuse until ``retry_at``."""
         cfg = self.config.breaker
@@ -93,33 +111,40 @@ class MemoryCoordinator(Coordinator):
         return self._tally.admission(admission_of(verdict, self.clock.wall()))
 
     def acquire(self, key: str, attempt: int) -> Permit:
-        """The concurrency cap, then a slot: claim a reserved one that is due, or plan one."""
+        """The concurrency cap, then a slot: claim a reserved one that is due, or plan one.
+
+        A request that goes holds a lease (it is in flight until :meth:`learn`) when there is a
+        concurrency cap or pacing, which counts the requests in flight against the quota.
+        """
         cfg = self.config
-        cap = cfg.concurrency
+        cap, pacing = cfg.concurrency, cfg.pacing
         with self._lock:
             now = self.clock.monotonic()
             k = self._key(key)
-            if cap is not None:
-                k.leases = {lease: t for lease, t in k.leases.items() if t > now}
-                if len(k.leases) >= cap.limit:
-                    return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+            in_flight = self._in_flight(k, now)
+            if cap is not None and in_flight >= cap.limit:
+                return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+            k.schedule = rolled(k.schedule, now, in_flight)
             slots = k.slots
             while slots and slots[0] < now - cfg.gate.claim_grace:
                 slots.popleft()  # lapsed: its holder stopped or died
-            if now >= k.schedule.gate and slots and slots[0] <= now + EPSILON:
+            if (now >= k.schedule.gate and slots and slots[0] <= now + EPSILON
+                    and quota_hold(k.schedule, now, pacing) is None):
                 slots.popleft()
             else:
                 gate = k.schedule.gate
-                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, cfg.pacing)
+                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing)
                 if slot > now + EPSILON:
                     slots.append(slot)
                     code = "gate" if now < gate else "pace"
                     permit = permit_of(code, slot - now, gate - now, None, self.clock.wall())
                     return self._tally.permit(permit)
             lease = None
-            if cap is not None:
+            if pacing is not None:
+                k.schedule = sent(k.schedule)
+            if cap is not None or pacing is not None:
                 lease = f"m:{next(self._ids)}"
-                k.leases[lease] = now + cap.lease_ttl
+                k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
             if attempt == 1 and cfg.retry_budget is not None:
                 k.budget = budget_deposit(k.budget, now, cfg.retry_budget)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
@@ -136,8 +161,9 @@ class MemoryCoordinator(Coordinator):
             if lease is not None:
                 k.leases.pop(lease, None)
             if facts.informative:
-                k.schedule = learn(k.schedule, facts, self.clock.monotonic(), self.config.gate,
-                                   self.config.gate.profile_for(key))
+                now = self.clock.monotonic()
+                k.schedule = learn(k.schedule, facts, now, self.config.gate,
+                                   self.config.gate.profile_for(key), self._in_flight(k, now))
                 while k.slots and k.slots[0] < k.schedule.gate:
                     k.slots.popleft()  # reserved before the gate moved: ask again
 

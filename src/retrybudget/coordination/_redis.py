@@ -37,7 +37,16 @@ from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
 from ._base import Coordinator
 from ._config import MAX_DURATION, CoordinationConfig
-from ._logic import EPSILON, SLICES, Verdict, admission_of, facts_of, health, permit_of
+from ._logic import (
+    EPSILON,
+    FLIGHT_TTL,
+    SLICES,
+    Verdict,
+    admission_of,
+    facts_of,
+    health,
+    permit_of,
+)
 from ._memory import MemoryCoordinator
 from ._stats import CoordinationStats, Tally
 
@@ -355,7 +364,7 @@ class RedisCoordinator(Coordinator):
             0 if pacing is None else pacing.threshold,
             0 if pacing is None else pacing.min_remaining,
             0 if cap is None else cap.limit,
-            0 if cap is None else cap.lease_ttl,
+            FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
             0 if budget is None else budget.ttl,
         )
@@ -384,6 +393,7 @@ class RedisCoordinator(Coordinator):
             -1 if facts.limit is None else facts.limit,
             -1 if facts.reset is None else facts.reset,
             profile.rate_limit_floor, profile.rate_limit_multiplier, self.config.gate.max_gate,
+            profile.reset_slack,
         )
         return self._call("learn" if needed else None, key, args,
                           lambda raw: self.local.learn(key, classified, None),

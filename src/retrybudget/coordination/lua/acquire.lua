@@ -1,6 +1,8 @@
--- MemoryCoordinator.acquire: the concurrency cap, then claim a due slot or plan_slot.
+-- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
+-- quota_hold) or plan_slot; a request that goes is sent (counted) and holds a lease.
 -- ARGV: idle, attempt, spread, claim_grace, pacing (0|1), threshold, min_remaining,
--- concurrency limit (0: off), lease_ttl, poll, retry budget ttl (0: off).
+-- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, retry budget ttl
+-- (0: off).
 -- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or ''}.
 local attempt = finite(ARGV[2]) or 1
 local spread = finite(ARGV[3]) or 0
@@ -13,21 +15,28 @@ local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
 local budget_ttl = finite(ARGV[11]) or 0
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
+local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
-if limit > 0 then
-  typed(leases, 'zset')
-  redis.call('ZREMRANGEBYSCORE', leases, '-inf', fmt(NOW))
-  if redis.call('ZCARD', leases) >= limit then
-    return {'busy', fmt(poll), '0', ''}
-  end
+local in_flight = 0
+if tracked then in_flight = live_leases(leases) end
+if limit > 0 and in_flight >= limit then
+  return {'busy', fmt(poll), '0', ''}
 end
 
-local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at'})
+local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota'})
 local gate = instant(s.gate) or NEVER
+local quota = rolled(state, s, in_flight)
+local remaining = count(s.remaining, 1e15)
+local reset_at = instant(s.reset_at)
+-- quota_hold: the counted quota is used up until the reset
+local hold = nil
+if pacing and quota ~= nil and quota <= 0 and reset_at ~= nil and NOW < reset_at then
+  hold = reset_at
+end
 typed(slots, 'zset')
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
 local due = {}
-if NOW >= gate then
+if NOW >= gate and hold == nil then
   due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
 end
 if #due > 0 then
@@ -35,13 +44,11 @@ if #due > 0 then
 else
   -- pacing_interval
   local interval = 0
-  local remaining = count(s.remaining, 1e15)
-  local reset_at = instant(s.reset_at)
   if pacing and remaining ~= nil and reset_at ~= nil and NOW < reset_at then
-    local quota = count(s.limit, 1e15)
+    local quota_size = count(s.limit, 1e15)
     local low
-    if quota ~= nil and quota > 0 then
-      low = remaining <= threshold * quota
+    if quota_size ~= nil and quota_size > 0 then
+      low = remaining <= threshold * quota_size
     else
       low = remaining <= min_remaining
     end
@@ -51,12 +58,19 @@ else
   local tail = instant(s.tail) or NEVER
   local herd = instant(s.herd) or NEVER
   local gated = NOW < gate
-  local herding = gated or herd > NOW
-  if herding then interval = math.max(interval, spread) end
+  local herding = gated or hold ~= nil or herd > NOW
+  local spacing = interval
+  if herding then spacing = math.max(interval, spread) end
   local slot = NOW
-  if interval > 0 or gated then slot = math.max(NOW, gate, tail + interval) end
+  if spacing > 0 or gated or hold ~= nil then
+    local paced = tail + spacing
+    if interval > 0 and reset_at ~= nil and paced > reset_at then
+      paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+    end
+    slot = math.max(NOW, gate, paced, hold or NEVER)
+  end
   redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
-  if herding then redis.call('HSET', state, 'herd', fmt(slot)) end
+  if gated or hold ~= nil then redis.call('HSET', state, 'herd', fmt(slot)) end  -- held only
   extend(state, math.max(IDLE, slot - NOW) + 1)
   if slot > NOW + EPSILON then
     redis.call('ZADD', slots, fmt(slot), next_id(state))
@@ -69,7 +83,11 @@ else
 end
 
 local lease = ''
-if limit > 0 then
+if tracked then
+  -- sent: one less in the window's count
+  if quota ~= nil and pacing then
+    redis.call('HSET', state, 'quota', string.format('%d', math.max(quota - 1, 0)))
+  end
   lease = 'r:' .. next_id(state)
   redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)
   extend(leases, lease_ttl + 1)

@@ -1,6 +1,7 @@
 -- Give back a lease, then _logic.learn: close the gate on throttling (gate_delay), remember
--- the quota for pacing. ARGV: idle, lease or '', throttled 0|1, hint (-1: none),
--- remaining (-1), limit (-1), reset (-1), floor, multiplier, max_gate. Returns 1.
+-- the quota for pacing and restart the window's count. ARGV: idle, lease or '', throttled
+-- 0|1, hint (-1: none), remaining (-1), limit (-1), reset (-1), floor, multiplier, max_gate,
+-- reset_slack. Returns 1.
 local lease = ARGV[2]
 local throttled = ARGV[3] == '1'
 local hint = finite(ARGV[4]) or -1
@@ -10,18 +11,19 @@ local reset = finite(ARGV[7]) or -1
 local floor = finite(ARGV[8]) or 1
 local multiplier = finite(ARGV[9]) or 2
 local max_gate = finite(ARGV[10]) or 3600
+local slack = finite(ARGV[11]) or 0
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
 if lease ~= '' then
   typed(leases, 'zset')
   redis.call('ZREM', leases, lease)
 end
-local observed = remaining >= 0 and reset >= 0
+local observed = remaining >= 0 and reset > 0
 if not throttled and not observed then
   return 1
 end
 
-local s = load(state, {'gate', 'streak', 'remaining', 'reset_at'})
+local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota'})
 local far = NOW
 if throttled then
   local gate = instant(s.gate) or NEVER
@@ -42,13 +44,16 @@ if throttled then
   redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate))
 end
 if observed then
-  local reset_at = NOW + reset
+  local in_flight = live_leases(leases)
+  rolled(state, s, in_flight)
+  local reset_at = NOW + reset + slack
   local known = count(s.remaining, 1e15)
   local known_at = instant(s.reset_at)
   local stale = known ~= nil and known_at ~= nil and math.abs(reset_at - known_at) < 1
     and remaining > known
   if not stale then
-    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
+    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at),
+               'quota', string.format('%d', math.max(remaining - in_flight, 0)))
     if quota >= 0 then
       redis.call('HSET', state, 'limit', string.format('%d', quota))
     else

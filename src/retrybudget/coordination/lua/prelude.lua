@@ -97,3 +97,31 @@ local function budget_add(key, ttl, kind, current)
   redis.call('HINCRBY', key, kind .. ':' .. string.format('%d', current), 1)
   extend(key, ttl + 1)
 end
+
+-- Live leases (requests in flight), after dropping the expired ones.
+local function live_leases(key)
+  typed(key, 'zset')
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW))
+  return redis.call('ZCARD', key)
+end
+
+-- _logic.rolled: once the observed window has reset, drop the observation and count again
+-- from the limit, less the requests in flight. `s` holds the state's fields (remaining,
+-- limit, reset_at, quota) and is updated; returns the window's count (nil: not counted).
+local function rolled(key, s, in_flight)
+  local quota = count(s.quota, 1e15)
+  local reset_at = instant(s.reset_at)
+  if reset_at == nil or NOW < reset_at then return quota end
+  s.remaining, s.reset_at = nil, nil
+  redis.call('HDEL', key, 'remaining', 'reset_at')
+  local size = count(s.limit, 1e15)
+  if size == nil then
+    s.quota = nil
+    redis.call('HDEL', key, 'quota')
+    return nil
+  end
+  quota = math.max(size - in_flight, 0)
+  s.quota = string.format('%d', quota)
+  redis.call('HSET', key, 'quota', s.quota)
+  return quota
+end
