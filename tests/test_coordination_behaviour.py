@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from retrybudget import Policy, Retrier, WaitReason
+from retrybudget import SYSTEM_CLOCK, Policy, Retrier, WaitReason
 from retrybudget.coordination import (
     BreakerConfig,
     ConcurrencyConfig,
@@ -19,10 +19,11 @@ from retrybudget.coordination import (
     PacingConfig,
     RetryBudgetConfig,
 )
+from retrybudget.core.classify import Classified, Kind
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC
-from retrybudget.testing import ScriptedProvider
-from test_coordination_support import Backend, ended, run_threads, seen, throttled
+from retrybudget.testing import ScriptedProvider, expand_placeholders
+from test_coordination_support import Backend, ended, goes, run_threads, seen, throttled
 
 pytest_plugins = ("test_coordination_support",)  # the backend and redis_server fixtures
 
@@ -105,6 +106,20 @@ def test_workers_held_at_a_gate_get_distinct_slots(backend: Backend) -> None:
     assert late.wait == approx(backend, 0.2)
 
 
+def test_the_release_ends_with_the_last_held_worker(backend: Backend) -> None:
+    workers = backend.workers(CoordinationConfig(gate=GateConfig(spread=0.1)), n=2)
+    workers[0].learn(KEY, throttled(100), None)
+    assert [w.acquire(KEY, 1).wait for w in workers] == [approx(backend, 0.1),
+                                                          approx(backend, 0.2)]
+    backend.sleep(0.1)
+    assert workers[0].acquire(KEY, 1).wait == 0  # the first held worker
+    queued = workers[0].acquire(KEY, 1)  # a newcomer during the release queues behind it...
+    assert (queued.reason, queued.wait) == (WaitReason.PACING, approx(backend, 0.2))
+    backend.sleep(0.1)
+    assert workers[1].acquire(KEY, 1).wait == 0  # the last held worker
+    assert workers[1].acquire(KEY, 1).wait == 0  # ...but did not prolong the release
+
+
 def test_an_abandoned_slot_lapses(backend: Backend) -> None:
     gate = GateConfig(spread=0.05, claim_grace=0.1)
     a, b = backend.workers(CoordinationConfig(gate=gate), n=2)
@@ -162,38 +177,145 @@ def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
 # Pacing -----------------------------------------------------------------------------------------
 
 
-def low_quota(remaining: int, reset: float) -> object:
-    return seen(200, {"ratelimit-remaining": str(remaining), "ratelimit-limit": "100",
+def low_quota(remaining: int, reset: float, limit: int = 100) -> Classified:
+    return seen(200, {"ratelimit-remaining": str(remaining), "ratelimit-limit": str(limit),
                       "ratelimit-reset": str(reset)})
 
 
 def test_a_low_quota_spreads_what_is_left_over_the_time_to_reset(backend: Backend) -> None:
     c = backend.one()
-    c.learn(KEY, low_quota(2, 1.0), None)  # type: ignore[arg-type]
+    c.learn(KEY, low_quota(2, 1.0), None)
     assert c.acquire(KEY, 1).wait == 0
     permit = c.acquire(KEY, 1)
     assert permit.reason is WaitReason.PACING
     assert permit.wait == approx(backend, 0.5)
 
 
+def test_pacing_puts_no_slot_past_the_reset(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(2, 1.0), None)
+    waits = [c.acquire(KEY, 1).wait for _ in range(5)]
+    # 0.5 apart until the reset; past it the new window's slots are `spread` apart
+    assert waits == [0] + [approx(backend, w) for w in (0.5, 1.0, 1.05, 1.1)]
+
+
 def test_a_quota_above_the_threshold_is_not_paced(backend: Backend) -> None:
     c = backend.one(CoordinationConfig(pacing=PacingConfig(threshold=0.1)))
-    c.learn(KEY, low_quota(50, 1.0), None)  # type: ignore[arg-type]
+    c.learn(KEY, low_quota(50, 1.0), None)
     assert [c.acquire(KEY, 1).wait for _ in range(3)] == [0, 0, 0]
 
 
 def test_pacing_can_be_switched_off(backend: Backend) -> None:
     c = backend.one(CoordinationConfig(pacing=None))
-    c.learn(KEY, low_quota(2, 1.0), None)  # type: ignore[arg-type]
+    c.learn(KEY, low_quota(2, 1.0), None)
     assert [c.acquire(KEY, 1).wait for _ in range(3)] == [0, 0, 0]
 
 
 def test_a_stale_observation_does_not_undo_a_newer_one(backend: Backend) -> None:
     c = backend.one()
-    c.learn(KEY, low_quota(1, 1.0), None)  # type: ignore[arg-type]
-    c.learn(KEY, low_quota(80, 1.0), None)  # type: ignore[arg-type]  # overtaken, same window
+    c.learn(KEY, low_quota(1, 1.0), None)
+    c.learn(KEY, low_quota(80, 1.0), None)  # overtaken, same window
     c.acquire(KEY, 1)
     assert c.acquire(KEY, 1).wait == approx(backend, 1.0)
+
+
+# The window's quota count --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slack", [0.0, 0.2])
+def test_the_count_lets_what_is_left_go_and_holds_the_rest_for_the_reset(
+    backend: Backend, slack: float,
+) -> None:
+    profile = GENERIC.derive("slack", reset_slack=slack)
+    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile, spread=0.05)))
+    c.learn(KEY, low_quota(10, 1.0, limit=20), None)  # not low: no pacing interval
+    permits = [c.acquire(KEY, 1) for _ in range(25)]
+    assert [p.wait for p in permits[:10]] == [0] * 10
+    held = permits[10:]
+    assert [p.wait for p in held] == [approx(backend, 1.0 + slack + 0.05 * i) for i in range(15)]
+    assert {(p.reason, p.retry_at) for p in held} == {(WaitReason.PACING, None)}  # no gate
+    assert c.stats().gate_waits == 0
+    assert backend.counted(c, KEY) == 0
+
+
+@pytest.mark.parametrize("headers", [
+    {"ratelimit-remaining": "15", "ratelimit-limit": "20", "ratelimit-reset": "0"},
+    {"x-ratelimit-remaining": "15", "x-ratelimit-limit": "20", "x-ratelimit-reset": "{epoch-10}"},
+    {"ratelimit-remaining": "15", "ratelimit-limit": "20"},
+], ids=["reset-now", "reset-in-the-past", "no-reset"])
+def test_an_answer_whose_reset_has_passed_leaves_the_count_alone(
+    backend: Backend, headers: dict[str, str],
+) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(5, 2.0, limit=20), None)
+    wall = SYSTEM_CLOCK.wall()
+    c.learn(KEY, seen(200, {k: expand_placeholders(v, wall) for k, v in headers.items()},
+                      wall=wall), None)
+    assert backend.counted(c, KEY) == 5
+    assert goes(c, KEY, 8) == 5
+
+
+def test_an_answer_without_quota_headers_counts_nothing(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, seen(200), None)
+    assert goes(c, KEY, 30) == 30  # blind: nothing to count
+    assert backend.counted(c, KEY) is None
+
+
+def test_after_the_reset_the_count_starts_from_the_limit_less_what_is_in_flight(
+    backend: Backend,
+) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(3, 0.2, limit=20), None)
+    assert goes(c, KEY, 4) == 3  # three in flight (never answered), the fourth held
+    backend.sleep(0.2)
+    assert c.acquire(KEY, 1).wait == 0  # the held worker comes back for its slot
+    assert backend.counted(c, KEY) == 20 - 3 - 1
+    # the new window's reset is unknown until an answer names it: the count holds nothing
+    assert goes(c, KEY, 20) == 20
+    assert backend.counted(c, KEY) == 0
+    c.learn(KEY, low_quota(8, 1.0, limit=20), None)
+    assert backend.counted(c, KEY) == 0  # 8 left, 24 in flight
+
+
+def test_a_slot_that_falls_due_once_the_count_is_used_up_waits_for_the_reset(
+    backend: Backend,
+) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(2, 0.4), None)  # low: 0.2 s apart
+    assert c.acquire(KEY, 1).wait == 0  # in flight
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.2)
+    c.learn(KEY, low_quota(1, 0.4), None)  # 1 left, 1 in flight: the count is 0
+    backend.sleep(0.2)
+    late = c.acquire(KEY, 1)  # back for its slot, which the count no longer allows
+    assert (late.reason, late.wait) == (WaitReason.PACING, approx(backend, 0.2))
+
+
+@pytest.mark.parametrize(("died", "expected"), [(False, 6 - 2), (True, 6)])
+def test_requests_in_flight_are_taken_off_the_count(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, died: bool, expected: int,
+) -> None:
+    for module in ("_memory", "_redis"):
+        monkeypatch.setattr(f"retrybudget.coordination.{module}.FLIGHT_TTL", 0.1)
+    c = backend.one()
+    leases = [c.acquire(KEY, 1).lease for _ in range(3)]  # sent blind
+    if died:
+        backend.sleep(0.15)  # their holders never answered: they no longer count
+    c.learn(KEY, low_quota(6, 1.0, limit=20), leases[0])  # answered; two still in flight
+    assert backend.counted(c, KEY) == expected
+    assert goes(c, KEY, 10) == expected
+
+
+@pytest.mark.parametrize(("pacing", "cap", "leased"), [
+    (PacingConfig(), None, True),
+    (None, ConcurrencyConfig(), True),
+    (None, None, False),
+])
+def test_a_request_holds_a_lease_while_pacing_or_a_cap_is_on(
+    backend: Backend, pacing: PacingConfig | None, cap: ConcurrencyConfig | None, leased: bool,
+) -> None:
+    c = backend.one(CoordinationConfig(pacing=pacing, concurrency=cap))
+    assert bool(c.acquire(KEY, 1).lease) is leased
 
 
 # Concurrency ------------------------------------------------------------------------------------
@@ -311,6 +433,36 @@ def test_what_is_not_a_health_failure_never_opens_it(backend: Backend, reason: R
         c.finish(KEY, ended(reason), False)
     c.finish(KEY, ended(Reason.DEADLINE, attempts=0), False)  # never reached the provider
     assert c.admit(KEY).allowed
+
+
+@pytest.mark.parametrize("step", [{"status": 503}, {"delay_s": 1}, {"reset": True}],
+                         ids=["503", "timeout", "reset"])
+def test_operations_the_budget_stops_after_a_transient_failure_open_it(
+    backend: Backend, step: dict[str, object],
+) -> None:
+    budget = RetryBudgetConfig(ratio=0.0, min_retries_per_sec=0.0)
+    c = backend.one(breaker().replace(retry_budget=budget))
+    retrier = Retrier(policy=Policy(attempt_timeout=0.05), clock=backend.clock, coordinator=c,
+                      key=KEY)
+    for _ in range(2):
+        assert c.admit(KEY).allowed
+        outcome = retrier.call(ScriptedProvider([step, OK], backend.clock))
+        assert (outcome.reason, outcome.attempts) == (Reason.RETRY_BUDGET, 1)
+    assert not c.admit(KEY).allowed
+
+
+@pytest.mark.parametrize(("attempts", "last", "opens"), [
+    (1, Kind.TRANSIENT, True),
+    (2, Kind.RATE_LIMITED, False),
+    (0, None, False),
+])
+def test_a_retry_budget_end_counts_only_after_a_transient_failure(
+    backend: Backend, attempts: int, last: Kind | None, opens: bool,
+) -> None:
+    c = backend.one(breaker())
+    for _ in range(2):
+        c.finish(KEY, ended(Reason.RETRY_BUDGET, attempts, last), False)
+    assert c.admit(KEY).allowed is not opens
 
 
 def test_an_exhausted_retry_loop_is_one_failure(backend: Backend) -> None:

@@ -25,6 +25,7 @@ from test_coordination_support import (
     RedisServer,
     ended,
     gate_worker,
+    goes,
     herd_at_a_gate,
     probe_worker,
     seen,
@@ -329,6 +330,28 @@ def test_garbage_in_redis_is_treated_as_absent(redis_server: RedisServer) -> Non
     raw.hset(base + "state", mapping={"phase": "weird", "hist": "1x1", "fails": "1e20"})
     c.finish(KEY, ended(Reason.EXHAUSTED), False)
     assert c.admit(KEY).allowed  # the history and run were garbage: one failure so far
+    assert c.fallbacks == 0
+    c.close()
+    raw.close()
+
+
+@pytest.mark.parametrize(("value", "went"), [
+    (None, 5), ("0", 0), ("3", 3),
+    ("lots", 8), ("-3", 8), ("2.5", 8), ("1e400", 8), ("nan", 8),
+])
+def test_the_count_is_the_quota_field_and_garbage_in_it_counts_nothing(
+    redis_server: RedisServer, value: str | None, went: int,
+) -> None:
+    c = coordinator(redis_server)
+    state = f"{c.prefix}{{{KEY}}}:state"
+    raw = redis_server.client()
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "5", "ratelimit-limit": "20",
+                            "ratelimit-reset": "60"}), None)
+    assert raw.hget(state, "quota") == b"5"
+    assert 60_000 < raw.pttl(state) <= (600 + 2) * 1000
+    if value is not None:
+        raw.hset(state, "quota", value)
+    assert goes(c, KEY, 8) == went
     assert c.fallbacks == 0
     c.close()
     raw.close()

@@ -29,8 +29,8 @@ from retrybudget.coordination import (
     MemoryCoordinator,
     RedisCoordinator,
 )
-from retrybudget.core.classify import Classified, ResponseSeen, classify
-from retrybudget.core.outcome import Outcome, Reason
+from retrybudget.core.classify import Classified, Kind, ResponseSeen, classify
+from retrybudget.core.outcome import AttemptRecord, Outcome, Reason
 from retrybudget.core.profiles import GENERIC, Profile
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -166,6 +166,19 @@ class Backend:
         else:
             self.clock.sleep(seconds)
 
+    def counted(self, c: Coordinator, key: str) -> int | None:
+        """The window's quota count as ``c`` stores it for ``key`` (None: not counted)."""
+        if isinstance(c, MemoryCoordinator):
+            return c._keys[key].schedule.quota
+        assert isinstance(c, RedisCoordinator)
+        assert self.url is not None
+        client = redis.Redis.from_url(self.url)
+        try:
+            value = client.hget(f"{c.prefix}{{{key}}}:state", "quota")
+        finally:
+            client.close()
+        return None if value is None else int(value)
+
     def close(self) -> None:
         """Close every Redis client made."""
         for c in self.made:
@@ -200,9 +213,21 @@ def throttled(ms: int) -> Classified:
     return seen(429, {"retry-after-ms": str(ms)})
 
 
-def ended(reason: Reason, attempts: int = 1) -> Outcome[object]:
-    """An outcome with ``reason`` after ``attempts`` attempts."""
-    return Outcome(reason=reason, operation_id="t", attempts=attempts, waits=(), elapsed=0.0)
+def ended(reason: Reason, attempts: int = 1, last: Kind | None = None) -> Outcome[object]:
+    """An outcome with ``reason`` after ``attempts`` attempts; with ``last``, a history whose
+    attempts were all classified so (without, no history)."""
+    history = () if last is None else tuple(
+        AttemptRecord(n, 0.0, 0.0, None, None, last, "stop" if n == attempts else "retry", "")
+        for n in range(1, attempts + 1)
+    )
+    return Outcome(reason=reason, operation_id="t", attempts=attempts, waits=(), elapsed=0.0,
+                   history=history)
+
+
+def goes(c: Coordinator, key: str, n: int) -> int:
+    """Ask for ``n`` slots under ``key`` at once; how many went before the first wait."""
+    waits = [c.acquire(key, 1).wait for _ in range(n)]
+    return next((i for i, wait in enumerate(waits) if wait > 0), n)
 
 
 def run_threads(n: int, target: Callable[[int], None], timeout: float = 30.0) -> None:
