@@ -23,7 +23,15 @@ from retrybudget.core.classify import Classified, Kind
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC
 from retrybudget.testing import ScriptedProvider, expand_placeholders
-from test_coordination_support import Backend, ended, goes, run_threads, seen, throttled
+from test_coordination_support import (
+    Backend,
+    Recorder,
+    ended,
+    goes,
+    run_threads,
+    seen,
+    throttled,
+)
 
 pytest_plugins = ("test_coordination_support",)  # the backend and redis_server fixtures
 
@@ -233,7 +241,9 @@ def test_the_count_lets_what_is_left_go_and_holds_the_rest_for_the_reset(
     assert [p.wait for p in permits[:10]] == [0] * 10
     held = permits[10:]
     assert [p.wait for p in held] == [approx(backend, 1.0 + slack + 0.05 * i) for i in range(15)]
-    assert {(p.reason, p.retry_at) for p in held} == {(WaitReason.PACING, None)}  # no gate
+    assert {p.reason for p in held} == {WaitReason.PACING}  # no gate...
+    reset_at = backend.clock.wall() + 1.0 + slack  # ...but each names the reset
+    assert [p.retry_at for p in held] == [approx(backend, reset_at)] * 15
     assert c.stats().gate_waits == 0
     assert backend.counted(c, KEY) == 0
 
@@ -289,6 +299,29 @@ def test_a_slot_that_falls_due_once_the_count_is_used_up_waits_for_the_reset(
     backend.sleep(0.2)
     late = c.acquire(KEY, 1)  # back for its slot, which the count no longer allows
     assert (late.reason, late.wait) == (WaitReason.PACING, approx(backend, 0.2))
+    assert late.retry_at == approx(backend, backend.clock.wall() + 0.2)
+
+
+def test_a_paced_wait_the_count_does_not_hold_names_no_reset(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(2, 1.0), None)  # low: 0.5 s apart, 2 left
+    c.acquire(KEY, 1)
+    permit = c.acquire(KEY, 1)
+    assert (permit.reason, permit.retry_at) == (WaitReason.PACING, None)
+
+
+def test_an_operation_that_cannot_wait_for_the_counts_reset_ends_with_retry_at(
+    backend: Backend,
+) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(5, 1.0, limit=20), None)  # not low: the count alone holds
+    assert goes(c, KEY, 6) == 5  # the sixth is held for the reset
+    reset_at = backend.clock.wall() + 1.0
+    provider = ScriptedProvider([OK], backend.clock)
+    retrier = Retrier(policy=Policy(deadline=0.5), clock=backend.clock, coordinator=c, key=KEY)
+    outcome = retrier.call(provider)  # its slot is a spread after the reset
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.RATE_LIMITED, 0, 0)
+    assert outcome.retry_at == approx(backend, reset_at)
 
 
 @pytest.mark.parametrize(("died", "expected"), [(False, 6 - 2), (True, 6)])
@@ -564,6 +597,39 @@ def test_half_open_admits_one_probe_among_many_threads(backend: Backend) -> None
     assert probes.count(True) == 1
 
 
+@pytest.mark.parametrize(("probe_ends", "entered"), [
+    (Reason.OK, ["closed"]),
+    (Reason.EXHAUSTED, ["open"]),
+    (Reason.NOT_RETRIED, []),  # neutral: the probe is freed, the breaker stays half-open
+])
+def test_each_breaker_transition_is_reported_to_the_events(
+    backend: Backend, probe_ends: Reason, entered: list[str],
+) -> None:
+    events = Recorder()
+    c = backend.one(breaker(), events=[events])
+    c.finish(KEY, ended(Reason.EXHAUSTED, 3), False)
+    assert events.seen == []
+    c.finish(KEY, ended(Reason.EXHAUSTED, 3), False)
+    assert events.seen == [(KEY, "open")]
+    assert not c.admit(KEY).allowed  # still open: nothing new
+    backend.sleep(0.25)
+    assert c.admit(KEY).probe
+    assert not c.admit(KEY).allowed  # the probe is out: nothing new
+    c.finish(KEY, ended(probe_ends), True)
+    assert [state for _, state in events.seen] == ["open", "half_open", *entered]
+
+
+def test_events_that_raise_change_no_answer(backend: Backend) -> None:
+    class Broken:
+        def breaker_transition(self, key: str, state: str) -> None:
+            raise RuntimeError(state)
+
+    c = backend.one(breaker(consecutive_failures=1), events=[Broken()])
+    c.finish(KEY, ended(Reason.EXHAUSTED), False)
+    assert not c.admit(KEY).allowed
+    assert c.stats().breaker_opened == 1
+
+
 def test_the_breaker_can_be_switched_off(backend: Backend) -> None:
     c = backend.one(CoordinationConfig(breaker=None))
     for _ in range(10):
@@ -582,6 +648,16 @@ async def test_the_async_methods_share_the_same_state(backend: Backend) -> None:
     await a.afinish(KEY, ended(Reason.EXHAUSTED), False)
     assert not (await b.aadmit(KEY)).allowed
     assert isinstance(await b.aspend_retry(KEY), bool)
+
+
+async def test_the_async_methods_report_transitions(backend: Backend) -> None:
+    events = Recorder()
+    c = backend.one(breaker(consecutive_failures=1), events=[events])
+    await c.afinish(KEY, ended(Reason.EXHAUSTED), False)
+    backend.sleep(0.25)
+    assert (await c.aadmit(KEY)).probe
+    await c.afinish(KEY, ended(Reason.OK), True)
+    assert events.seen == [(KEY, "open"), (KEY, "half_open"), (KEY, "closed")]
 
 
 async def test_an_async_operation_waits_at_the_gate(backend: Backend) -> None:

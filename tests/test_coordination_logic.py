@@ -34,7 +34,9 @@ from retrybudget.coordination._logic import (
     gate_delay,
     health,
     learn,
+    moved,
     pacing_interval,
+    permit_of,
     plan_slot,
 )
 from retrybudget.core.outcome import Reason
@@ -198,6 +200,36 @@ def test_at_most_one_probe_is_out_and_only_failures_open(steps) -> None:
         if opened:
             assert verdict is Health.FAILURE
             assert before is not Phase.OPEN
+
+
+TRANSITIONS = {("closed", "open"), ("open", "half_open"), ("half_open", "closed"),
+               ("half_open", "open")}
+
+
+@given(st.lists(st.tuples(st.floats(min_value=0.0, max_value=3.0),
+                          st.sampled_from(list(Health)), st.booleans()), max_size=80))
+def test_each_move_is_a_breaker_transition_the_events_may_report(steps) -> None:
+    cfg = BreakerConfig(consecutive_failures=2, cool_down=1.0, probe_ttl=2.0)
+    b, now = Breaker(), 0.0
+    for dt, verdict, ask in steps:
+        now += dt
+        before = b
+        if ask:
+            answer, b = breaker_admit(b, now, cfg)
+            entered = moved(before, b)
+            assert entered in (None, "half_open")
+            assert entered is None or answer.probe
+        else:
+            b, opened = breaker_finish(b, verdict, b.phase is Phase.HALF_OPEN, now, cfg)
+            entered = moved(before, b)
+            assert opened is (entered == "open")
+        assert entered is None or (before.phase.value, entered) in TRANSITIONS
+
+
+def test_only_a_count_hold_names_a_reset_on_a_pacing_wait() -> None:
+    assert permit_of("pace", 1.2, 0.0, None, 1000.0).retry_at is None
+    assert permit_of("pace", 1.2, 0.0, None, 1000.0, reset_in=1.0).retry_at == 1001.0
+    assert permit_of("gate", 1.2, 0.5, None, 1000.0, reset_in=1.0).retry_at == 1000.5
 
 
 # Configuration ----------------------------------------------------------------------------------

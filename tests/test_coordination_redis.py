@@ -9,8 +9,9 @@ import multiprocessing
 
 import pytest
 import redis
+from prometheus_client import CollectorRegistry, generate_latest
 
-from retrybudget import SYSTEM_CLOCK, FakeClock, Retrier, WaitReason
+from retrybudget import SYSTEM_CLOCK, FakeClock, Policy, Retrier, WaitReason
 from retrybudget.coordination import (
     BreakerConfig,
     ConcurrencyConfig,
@@ -20,8 +21,10 @@ from retrybudget.coordination import (
 )
 from retrybudget.coordination._redis import _TEXT
 from retrybudget.core.outcome import Reason
+from retrybudget.observe import PrometheusHook
 from retrybudget.testing import ScriptedProvider
 from test_coordination_support import (
+    Recorder,
     RedisServer,
     ended,
     gate_worker,
@@ -295,6 +298,64 @@ async def test_a_given_async_client_is_used(redis_server: RedisServer) -> None:
         c.acquire(KEY, 1)
     assert (c.fallbacks, c.degraded) == (0, False)
     await client.aclose()
+
+
+# Events -------------------------------------------------------------------------------------------
+
+
+def test_only_the_coordinator_that_made_a_transition_reports_it(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    config = CoordinationConfig(breaker=BreakerConfig(consecutive_failures=1, cool_down=0.1))
+    theirs, mine = Recorder(), Recorder()
+    a = coordinator(redis_server, prefix=prefix, config=config, events=[theirs])
+    b = coordinator(redis_server, prefix=prefix, config=config, events=[mine])
+    a.finish(KEY, ended(Reason.EXHAUSTED), False)
+    SYSTEM_CLOCK.sleep(0.15)
+    assert b.admit(KEY).probe
+    b.finish(KEY, ended(Reason.OK), True)
+    assert theirs.seen == [(KEY, "open")]
+    assert mine.seen == [(KEY, "half_open"), (KEY, "closed")]
+    a.close()
+    b.close()
+
+
+def test_each_call_answered_locally_is_reported_as_a_fallback(own_redis: RedisServer) -> None:
+    clock = FakeClock()
+    events, refusals = Recorder(), Recorder()
+    config = CoordinationConfig(breaker=BreakerConfig(consecutive_failures=1))
+    c = coordinator(own_redis, clock=clock, config=config, events=[events])
+    failing = coordinator(own_redis, clock=clock, on_failure="fail", events=[refusals])
+    retrier = Retrier(clock=clock, coordinator=c, key=KEY)
+    assert retrier.call(ScriptedProvider([OK], clock)).reason is Reason.OK
+    assert events.seen == []
+    own_redis.stop()
+    assert retrier.call(ScriptedProvider([OK], clock)).reason is Reason.OK
+    assert events.seen == [(KEY, "fallback")] * 3  # admit, acquire and finish
+    c.finish(KEY, ended(Reason.EXHAUSTED), False)  # the local breaker opens
+    assert events.seen[3:] == [(KEY, "fallback"), (KEY, "open")]
+    assert not failing.admit(KEY).allowed  # refused, not answered locally
+    assert (refusals.seen, failing.fallbacks) == ([], 1)
+    c.close()
+    failing.close()
+
+
+def test_prometheus_counts_what_the_coordinator_reports(own_redis: RedisServer) -> None:
+    registry = CollectorRegistry()
+    hook = PrometheusHook(registry)
+    clock = FakeClock()
+    config = CoordinationConfig(breaker=BreakerConfig(consecutive_failures=1))
+    c = coordinator(own_redis, clock=clock, config=config, events=[hook])
+    retrier = Retrier(policy=Policy(max_attempts=2), clock=clock, coordinator=c, key=KEY,
+                      hooks=(hook,))
+    failing = ScriptedProvider([{"status": 503}], clock)
+    assert retrier.call(failing).reason is Reason.EXHAUSTED  # opens the breaker on Redis
+    own_redis.stop()
+    assert retrier.call(ScriptedProvider([OK], clock)).reason is Reason.OK  # answered locally
+    text = generate_latest(registry).decode()
+    assert f'retrybudget_breaker_transitions_total{{key="{KEY}",state="open"}} 1.0' in text
+    assert f'retrybudget_coordinator_fallbacks_total{{key="{KEY}"}} 3.0' in text
+    assert f'retrybudget_operations_total{{key="{KEY}",method="none",outcome="ok"}} 1.0' in text
+    c.close()
 
 
 # Garbage and TTLs ---------------------------------------------------------------------------------

@@ -141,10 +141,10 @@ class Backend:
 
     def workers(self, config: CoordinationConfig | None = None, n: int = 1,
                 **options: Any) -> list[Coordinator]:
-        """``n`` coordinators sharing one store."""
+        """``n`` coordinators sharing one store (``options``: constructor arguments)."""
         config = config or CoordinationConfig()
         if self.url is None:
-            memory = MemoryCoordinator(config, clock=self.clock)
+            memory = MemoryCoordinator(config, clock=self.clock, **options)
             self.made.append(memory)
             return [memory] * n
         prefix = unique_prefix()
@@ -196,6 +196,20 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         made = Backend("redis", SYSTEM_CLOCK, 0.06, server.url)
     yield made
     made.close()
+
+
+class Recorder:
+    """Coordinator events, as told: ``(key, state)`` per breaker transition, ``(key,
+    "fallback")`` per call answered locally."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def breaker_transition(self, key: str, state: str) -> None:
+        self.seen.append((key, state))
+
+    def coordinator_fallback(self, key: str) -> None:
+        self.seen.append((key, "fallback"))
 
 
 # Building observations and outcomes -------------------------------------------------------------

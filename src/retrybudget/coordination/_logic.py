@@ -44,6 +44,7 @@ __all__ = [
     "gate_delay",
     "health",
     "learn",
+    "moved",
     "pacing_interval",
     "permit_of",
     "plan_slot",
@@ -452,6 +453,15 @@ def breaker_finish(b: Breaker, verdict: Health, probe: bool, now: float,
     return replace(b, failures=failures, history=history), False
 
 
+def moved(before: Breaker, after: Breaker) -> str | None:
+    """The state a breaker entered between ``before`` and ``after``; None if it stayed put.
+
+    What a coordinator reports as a breaker transition: closed to open, open to half-open
+    (when the probe is admitted), half-open to closed or open (when the probe finishes).
+    """
+    return None if before.phase is after.phase else after.phase.value
+
+
 # Answers, as the flow expects them ----------------------------------------------------------
 
 
@@ -463,18 +473,21 @@ def admission_of(verdict: Verdict, wall: float) -> Admission:
     return Admission(False, retry_at=retry_at, detail="circuit open")
 
 
-def permit_of(code: str, wait: float, gate_in: float, lease: str | None, wall: float) -> Permit:
+def permit_of(code: str, wait: float, gate_in: float, lease: str | None, wall: float,
+              reset_in: float | None = None) -> Permit:
     """An acquire answer as a :class:`Permit`.
 
     ``code`` is ``"go"`` (send now, holding ``lease`` if any), ``"gate"`` (wait for a slot
-    behind a closed gate that opens in ``gate_in`` seconds), ``"pace"`` (wait for a slot) or
+    behind a closed gate that opens in ``gate_in`` seconds), ``"pace"`` (wait for a slot;
+    ``reset_in``: seconds until the window resets, when its used-up count holds the wait) or
     ``"busy"`` (the concurrency cap is reached). Waits are relative; ``retry_at`` is put on the
     caller's wall clock, so clocks that disagree still wait for the same instant.
     """
     if code == "gate":
         return Permit(wait, WaitReason.GATE, retry_at=wall + max(gate_in, 0.0))
     if code == "pace":
-        return Permit(wait, WaitReason.PACING)
+        retry_at = None if reset_in is None else wall + max(reset_in, 0.0)
+        return Permit(wait, WaitReason.PACING, retry_at=retry_at)
     if code == "busy":
         return Permit(wait, WaitReason.CONCURRENCY)
     return Permit(lease=lease or None)

@@ -1,8 +1,8 @@
 """The in-process coordinator: every thread and asyncio task of one process, keyed by provider key.
 
 State lives in plain dictionaries behind one :class:`threading.Lock`, held only for the
-arithmetic of :mod:`._logic` (never across I/O or a wait), so the async methods can call the
-sync ones without blocking the event loop.
+arithmetic of :mod:`._logic` (never across I/O, a wait or a call to the events objects), so
+the async methods can call the sync ones without blocking the event loop.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.classify import Classified
 from ..core.flow import Admission, Permit
 from ..core.outcome import Outcome
+from ..observe._hooks import notify
 from ._base import Coordinator
 from ._config import CoordinationConfig
 from ._logic import (
@@ -33,6 +35,7 @@ from ._logic import (
     facts_of,
     health,
     learn,
+    moved,
     permit_of,
     plan_slot,
     quota_hold,
@@ -63,15 +66,20 @@ class MemoryCoordinator(Coordinator):
     Args:
         config: what to coordinate (default :class:`CoordinationConfig()`).
         clock: where time comes from; instants are kept on its monotonic clock.
+        events: objects told of breaker transitions (``breaker_transition(key, state)``, see
+            :class:`~retrybudget.observe.CoordinatorEvents`), a
+            :class:`~retrybudget.observe.PrometheusHook` for one. What they raise is logged
+            and ignored.
 
     Safe to share between threads and event loops; never blocks for longer than a few
     dictionary operations.
     """
 
     def __init__(self, config: CoordinationConfig | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, events: Sequence[object] = ()) -> None:
         self.config = config or CoordinationConfig()
         self.clock = clock
+        self.events = tuple(events)
         self._lock = threading.Lock()
         self._keys: dict[str, _Key] = {}
         self._ids = itertools.count(1)
@@ -107,7 +115,10 @@ class MemoryCoordinator(Coordinator):
             return self._tally.admission(Admission())
         with self._lock:
             k = self._key(key)
-            verdict, k.breaker = breaker_admit(k.breaker, self.clock.monotonic(), cfg)
+            before = k.breaker
+            verdict, k.breaker = breaker_admit(before, self.clock.monotonic(), cfg)
+            state = moved(before, k.breaker)
+        self._moved(key, state)
         return self._tally.admission(admission_of(verdict, self.clock.wall()))
 
     def acquire(self, key: str, attempt: int) -> Permit:
@@ -128,8 +139,8 @@ class MemoryCoordinator(Coordinator):
             slots = k.slots
             while slots and slots[0] < now - cfg.gate.claim_grace:
                 slots.popleft()  # lapsed: its holder stopped or died
-            if (now >= k.schedule.gate and slots and slots[0] <= now + EPSILON
-                    and quota_hold(k.schedule, now, pacing) is None):
+            hold = quota_hold(k.schedule, now, pacing)
+            if now >= k.schedule.gate and slots and slots[0] <= now + EPSILON and hold is None:
                 slots.popleft()
             else:
                 gate = k.schedule.gate
@@ -137,7 +148,8 @@ class MemoryCoordinator(Coordinator):
                 if slot > now + EPSILON:
                     slots.append(slot)
                     code = "gate" if now < gate else "pace"
-                    permit = permit_of(code, slot - now, gate - now, None, self.clock.wall())
+                    permit = permit_of(code, slot - now, gate - now, None, self.clock.wall(),
+                                       None if hold is None else hold - now)
                     return self._tally.permit(permit)
             lease = None
             if pacing is not None:
@@ -189,10 +201,18 @@ class MemoryCoordinator(Coordinator):
         verdict = health(outcome)
         with self._lock:
             k = self._key(key)
-            k.breaker, opened = breaker_finish(k.breaker, verdict, probe,
-                                               self.clock.monotonic(), cfg)
+            before = k.breaker
+            k.breaker, opened = breaker_finish(before, verdict, probe, self.clock.monotonic(),
+                                               cfg)
+            state = moved(before, k.breaker)
         if opened:
             self._tally.add("breaker_opened")
+        self._moved(key, state)
+
+    def _moved(self, key: str, state: str | None) -> None:
+        """Tell the events objects the breaker entered ``state`` (outside the lock)."""
+        if state is not None and self.events:
+            notify(self.events, "breaker_transition", key, state)
 
     def stats(self) -> CoordinationStats:
         """What this coordinator has answered so far."""

@@ -9,6 +9,9 @@ When Redis is unreachable, slow (``socket_timeout``) or restarted, the coordinat
 from a local :class:`MemoryCoordinator` (``on_failure="local"``) or refuses new operations
 (``on_failure="fail"``), logs the transition once on ``retrybudget.coordination``, counts it,
 and tries Redis again every ``retry_interval`` seconds.
+
+The ``admit`` and ``finish`` scripts also say which state the breaker entered, if any, so the
+coordinator that saw a transition reports it to its events objects.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ..core.flow import Admission, Permit
 from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
+from ..observe._hooks import BREAKER_STATES, notify
 from ._base import Coordinator
 from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
@@ -101,6 +105,11 @@ def _number(value: object, default: float = 0.0) -> float:
     return out if 0.0 <= out <= HORIZON else default
 
 
+def _optional(value: object) -> float | None:
+    """A number the script may leave out ('' or absent: None)."""
+    return _number(value) if _text(value) else None
+
+
 def _items(raw: object, n: int) -> list[object]:
     items = list(raw) if isinstance(raw, (list, tuple)) else []
     return items + [None] * (n - len(items))
@@ -108,9 +117,11 @@ def _items(raw: object, n: int) -> list[object]:
 
 @dataclass(frozen=True, slots=True)
 class _Call(Generic[T]):
-    """One coordinator call: the script and its arguments, how to read the reply, and the
-    answer without Redis. ``script`` None: nothing to share, answer locally."""
+    """One coordinator call for provider key ``key``: the script and its arguments, how to
+    read the reply, and the answer without Redis. ``script`` None: nothing to share, answer
+    locally."""
 
+    key: str
     script: str | None
     keys: list[str]
     args: tuple[Arg, ...]
@@ -141,6 +152,13 @@ class RedisCoordinator(Coordinator):
         retry_interval: seconds between attempts to get back to Redis while unavailable.
         max_connections: connections per client made from ``url`` (callers beyond it wait
             for a free one, at most ``max(1, 4 * socket_timeout)`` seconds).
+        events: objects told of what this coordinator sees (see
+            :class:`~retrybudget.observe.CoordinatorEvents`; a
+            :class:`~retrybudget.observe.PrometheusHook` for one): ``breaker_transition(key,
+            state)`` for each breaker transition a script made for this coordinator (or
+            :attr:`local` made while Redis was unavailable), and ``coordinator_fallback(key)``
+            for each call answered locally instead of by Redis. What they raise is logged and
+            ignored.
 
     Gates this coordinator learns or is held at are also kept in :attr:`local`, so they
     still hold while Redis is unavailable.
@@ -159,6 +177,7 @@ class RedisCoordinator(Coordinator):
         socket_timeout: float = 0.25,
         retry_interval: float = 1.0,
         max_connections: int = 64,
+        events: Sequence[object] = (),
     ) -> None:
         if url is None and client is None and async_client is None:
             raise PolicyError("RedisCoordinator needs a url, a client or an async_client")
@@ -176,7 +195,8 @@ class RedisCoordinator(Coordinator):
             max_connections < 1
         ):
             raise PolicyError(f"max_connections must be a positive integer, got {max_connections!r}")
-        self.local = MemoryCoordinator(self.config, clock=clock)
+        self.events = tuple(events)
+        self.local = MemoryCoordinator(self.config, clock=clock, events=self.events)
         """The coordinator that answers while Redis is unavailable."""
         self._url = url
         self._owns_client = client is None and url is not None
@@ -266,6 +286,8 @@ class RedisCoordinator(Coordinator):
             self._tally.add("fallbacks")
             if self.on_failure == "fail" and call.refusal is not None:
                 return call.refusal
+            if self.events:
+                notify(self.events, "coordinator_fallback", call.key)
         return call.local()
 
     def _read(self, call: _Call[T], raw: object) -> T:
@@ -337,16 +359,23 @@ class RedisCoordinator(Coordinator):
     def _call(self, script: str | None, key: str, args: Sequence[Arg],
               parse: Callable[[object], T], local: Callable[[], T],
               refusal: T | None = None) -> _Call[T]:
-        return _Call(script, self._keys(key), (self.config.idle_ttl, *args), parse, local,
+        return _Call(key, script, self._keys(key), (self.config.idle_ttl, *args), parse, local,
                      refusal)
+
+    def _moved(self, key: str, state: object) -> None:
+        """Report the breaker state a script says it entered ('' when it stayed put)."""
+        entered = _text(state)
+        if entered in BREAKER_STATES and self.events:
+            notify(self.events, "breaker_transition", key, entered)
 
     def _admit(self, key: str) -> _Call[Admission]:
         cfg = self.config.breaker
 
         def parse(raw: object) -> Admission:
-            allowed, probe, retry_in = _items(raw, 3)
+            allowed, probe, retry_in, entered = _items(raw, 4)
             verdict = Verdict(_text(allowed) == "1", _text(probe) == "1",
-                              _number(retry_in) if _text(retry_in) else None)
+                              _optional(retry_in))
+            self._moved(key, entered)
             return admission_of(verdict, self.clock.wall())
 
         return self._call(
@@ -370,9 +399,9 @@ class RedisCoordinator(Coordinator):
         )
 
         def parse(raw: object) -> Permit:
-            code, wait, gate_in, lease = _items(raw, 4)
+            code, wait, gate_in, lease, reset_in = _items(raw, 5)
             permit = permit_of(_text(code), _number(wait), _number(gate_in), _text(lease),
-                               self.clock.wall())
+                               self.clock.wall(), _optional(reset_in))
             if permit.reason is WaitReason.GATE and permit.wait > 0:
                 self.local.hold(key, _number(gate_in))  # still holds if Redis goes away
             return permit
@@ -413,12 +442,16 @@ class RedisCoordinator(Coordinator):
             args = (health(outcome).value, 1 if probe else 0, cfg.consecutive_failures, ratio,
                     cfg.window, cfg.min_operations, cfg.cool_down)
 
+        def parse(raw: object) -> bool:
+            opened, entered = _items(raw, 2)
+            self._moved(key, entered)
+            return _text(opened) == "1"
+
         def local() -> bool:
             self.local.finish(key, outcome, probe)
             return False
 
-        return self._call(None if cfg is None else "finish", key, args,
-                          lambda raw: _text(raw) == "1", local)
+        return self._call(None if cfg is None else "finish", key, args, parse, local)
 
     def _opened(self, opened: bool) -> None:
         if opened:

@@ -3,7 +3,9 @@
 -- ARGV: idle, attempt, spread, claim_grace, pacing (0|1), threshold, min_remaining,
 -- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, retry budget ttl
 -- (0: off).
--- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or ''}.
+-- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or '',
+-- seconds until the window resets when its used-up count holds a pace wait (quota_hold) or
+-- ''}.
 local attempt = finite(ARGV[2]) or 1
 local spread = finite(ARGV[3]) or 0
 local grace = finite(ARGV[4]) or 0.5
@@ -78,7 +80,9 @@ else
     if gated then
       return {'gate', fmt(slot - NOW), fmt(gate - NOW), ''}
     end
-    return {'pace', fmt(slot - NOW), '0', ''}
+    local reset_in = ''
+    if hold ~= nil then reset_in = fmt(hold - NOW) end
+    return {'pace', fmt(slot - NOW), '0', '', reset_in}
   end
 end
 

@@ -1,6 +1,7 @@
 -- breaker_finish. ARGV: idle, health (success|failure|neutral), probe 0|1,
 -- consecutive_failures, failure_ratio (-1: off), window, min_operations, cool_down.
--- Returns 1 when this finish opened the breaker, else 0.
+-- Returns {1 when this finish opened the breaker else 0, the state entered (moved): 'open',
+-- 'closed' (a successful probe) or '' (no transition)}.
 local verdict = ARGV[2]
 local probe = ARGV[3] == '1'
 local consecutive = finite(ARGV[4]) or 5
@@ -18,7 +19,7 @@ local function open()
              'fails', '0', 'hist', '')
   redis.call('HDEL', KEYS[1], 'probe_until')
   extend(KEYS[1], math.max(IDLE, cool_down) + 1)
-  return 1
+  return {1, 'open'}
 end
 
 if probe and phase == 'half_open' then
@@ -26,15 +27,15 @@ if probe and phase == 'half_open' then
     redis.call('HSET', KEYS[1], 'phase', 'closed', 'fails', '0', 'hist', '')
     redis.call('HDEL', KEYS[1], 'open_until', 'probe_until')
     extend(KEYS[1], IDLE + 1)
-    return 0
+    return {0, 'closed'}
   elseif verdict == 'failure' then
     return open()
   end
   redis.call('HDEL', KEYS[1], 'probe_until')
-  return 0
+  return {0, ''}
 end
 if phase ~= 'closed' or (verdict ~= 'success' and verdict ~= 'failure') then
-  return 0
+  return {0, ''}
 end
 
 local failed = verdict == 'failure'
@@ -50,4 +51,4 @@ if fails >= consecutive or (ratio >= 0 and #hist >= min_ops and failures >= rati
 end
 redis.call('HSET', KEYS[1], 'phase', 'closed', 'fails', string.format('%d', fails), 'hist', hist)
 extend(KEYS[1], IDLE + 1)
-return 0
+return {0, ''}
