@@ -302,6 +302,17 @@ def test_a_slot_that_falls_due_once_the_count_is_used_up_waits_for_the_reset(
     assert late.retry_at == approx(backend, backend.clock.wall() + 0.2)
 
 
+def test_a_gate_that_opens_before_the_counts_reset_names_the_reset(backend: Backend) -> None:
+    c = backend.one()
+    # Retry-After closes the gate for 0.3 s, but no quota is left until the reset 1 s away
+    c.learn(KEY, seen(429, {"retry-after-ms": "300", "ratelimit-remaining": "0",
+                            "ratelimit-limit": "20", "ratelimit-reset": "1"}), None)
+    permit = c.acquire(KEY, 1)
+    assert permit.reason is WaitReason.GATE
+    assert permit.wait == approx(backend, 1.0)
+    assert permit.retry_at == approx(backend, backend.clock.wall() + 1.0)
+
+
 def test_a_paced_wait_the_count_does_not_hold_names_no_reset(backend: Backend) -> None:
     c = backend.one()
     c.learn(KEY, low_quota(2, 1.0), None)  # low: 0.5 s apart, 2 left

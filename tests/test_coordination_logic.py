@@ -226,10 +226,13 @@ def test_each_move_is_a_breaker_transition_the_events_may_report(steps) -> None:
         assert entered is None or (before.phase.value, entered) in TRANSITIONS
 
 
-def test_only_a_count_hold_names_a_reset_on_a_pacing_wait() -> None:
+def test_a_count_hold_names_its_reset() -> None:
     assert permit_of("pace", 1.2, 0.0, None, 1000.0).retry_at is None
     assert permit_of("pace", 1.2, 0.0, None, 1000.0, reset_in=1.0).retry_at == 1001.0
-    assert permit_of("gate", 1.2, 0.5, None, 1000.0, reset_in=1.0).retry_at == 1000.5
+    # behind a gate, a used-up count's later reset is when the provider can take requests again
+    assert permit_of("gate", 1.2, 0.5, None, 1000.0, reset_in=1.0).retry_at == 1001.0
+    assert permit_of("gate", 1.2, 0.5, None, 1000.0, reset_in=0.2).retry_at == 1000.5
+    assert permit_of("gate", 1.2, 0.5, None, 1000.0).retry_at == 1000.5
 
 
 # Configuration ----------------------------------------------------------------------------------

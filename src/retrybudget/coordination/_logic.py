@@ -481,10 +481,12 @@ def permit_of(code: str, wait: float, gate_in: float, lease: str | None, wall: f
     behind a closed gate that opens in ``gate_in`` seconds), ``"pace"`` (wait for a slot;
     ``reset_in``: seconds until the window resets, when its used-up count holds the wait) or
     ``"busy"`` (the concurrency cap is reached). Waits are relative; ``retry_at`` is put on the
-    caller's wall clock, so clocks that disagree still wait for the same instant.
+    caller's wall clock, so clocks that disagree still wait for the same instant. Behind a
+    closed gate whose window count is also used up, ``retry_at`` is the later of the two.
     """
     if code == "gate":
-        return Permit(wait, WaitReason.GATE, retry_at=wall + max(gate_in, 0.0))
+        opens_in = max(gate_in, 0.0 if reset_in is None else reset_in)
+        return Permit(wait, WaitReason.GATE, retry_at=wall + max(opens_in, 0.0))
     if code == "pace":
         retry_at = None if reset_in is None else wall + max(reset_in, 0.0)
         return Permit(wait, WaitReason.PACING, retry_at=retry_at)

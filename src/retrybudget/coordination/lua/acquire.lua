@@ -77,11 +77,11 @@ else
   if slot > NOW + EPSILON then
     redis.call('ZADD', slots, fmt(slot), next_id(state))
     extend(slots, slot - NOW + grace + 1)
-    if gated then
-      return {'gate', fmt(slot - NOW), fmt(gate - NOW), ''}
-    end
     local reset_in = ''
     if hold ~= nil then reset_in = fmt(hold - NOW) end
+    if gated then
+      return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in}
+    end
     return {'pace', fmt(slot - NOW), '0', '', reset_in}
   end
 end
