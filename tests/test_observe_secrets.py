@@ -47,8 +47,15 @@ def secrets(draw: st.DrawFn, prefixes: tuple[str, ...] = ("", "ghp_", "sk_live_"
                                                          "tok-")) -> str:
     """A credential: random, long enough never to occur in the library's own output."""
     prefix = draw(st.sampled_from(prefixes))
-    body = draw(st.text(ALPHABET, min_size=16, max_size=40).filter(lambda s: len(set(s)) >= 6))
+    body = draw(st.text(ALPHABET, min_size=16, max_size=40).filter(_credential_like))
     return prefix + body
+
+
+def _credential_like(text: str) -> bool:
+    """Mixed case and digits, like a real token: never a word of the library's own output
+    (class names carry no digits; operation ids and hex carry no capitals)."""
+    return (len(set(text)) >= 6 and sum(c.isdigit() for c in text) >= 2
+            and any(c.isupper() for c in text) and any(c.islower() for c in text))
 
 
 STATUSES = st.sampled_from([200, 401, 403, 407, 429, 500, 502, 503])
