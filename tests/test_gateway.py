@@ -447,11 +447,24 @@ def test_a_retry_with_the_same_key_after_an_unknown_outcome_forwards_the_same_ke
 
 
 def test_a_concurrent_request_with_the_same_key_waits_its_turn(
-    scripted: Scripted, client: httpx.Client
+    sandbox: SandboxServer, data_dir: Path
 ) -> None:
     rental, key = unique("r"), unique("key")
-    scripted.script([{"delay_s": 0.25, **reserved(rental)}])  # inside the 0.3 s attempt timeout
-    url = scripted.url(f"/rentals/{rental}/reservations")
+    # A gateway of its own whose attempts may take 1.5 s: the provider's 0.5 s answer stays well
+    # inside it even on a loaded machine, and the second request arrives while it is pending.
+    with Scripted(sandbox, data_dir, attempt_timeout=1.5) as scripted:
+        scripted.script([{"delay_s": 0.5, **reserved(rental)}])
+        url = scripted.url(f"/rentals/{rental}/reservations")
+        answers = _race_two_posts(url, key)
+        assert len(scripted.requests()) == 1
+    assert [r.status_code for r in answers] == [201, 409]
+    held = answers[1]
+    assert held.json()["code"] == "reservation_in_progress"
+    assert int(held.headers["Retry-After"]) >= 1
+
+
+def _race_two_posts(url: str, key: str) -> list[httpx.Response]:
+    """Two POSTs with one key, the second sent while the first is pending; sorted by status."""
 
     async def both() -> list[httpx.Response]:
         async with httpx.AsyncClient(timeout=10.0, trust_env=False) as http:
@@ -460,12 +473,7 @@ def test_a_concurrent_request_with_the_same_key_waits_its_turn(
             second = await http.post(url, headers={"Idempotency-Key": key})
             return [await first, second]
 
-    answers = sorted(asyncio.run(both()), key=lambda r: r.status_code)
-    assert [r.status_code for r in answers] == [201, 409]
-    held = answers[1]
-    assert held.json()["code"] == "reservation_in_progress"
-    assert int(held.headers["Retry-After"]) >= 1
-    assert len(scripted.requests()) == 1
+    return sorted(asyncio.run(both()), key=lambda r: r.status_code)
 
 
 def test_a_write_is_retried_only_when_it_was_never_sent(data_dir: Path, client: httpx.Client) -> None:
