@@ -140,8 +140,9 @@ def test_clients_whose_clocks_disagree_still_wait_for_the_same_instant(
     workers[0].learn(KEY, throttled(500), None)
     permits = [w.acquire(KEY, 1) for w in workers]
     waits = [p.wait for p in permits]
-    assert max(waits) - min(waits) < 0.02
-    assert all(0.45 < w <= 0.5 for w in waits)
+    # clocks 7 s and 4.5 s apart; the waits differ only by the calls' own round trips
+    assert max(waits) - min(waits) < 0.1
+    assert all(0.35 < w <= 0.5 for w in waits)
     for clock, permit in zip(clocks, permits, strict=True):
         assert permit.retry_at is not None
         assert permit.retry_at - clock.wall() == pytest.approx(permit.wait, abs=0.02)
