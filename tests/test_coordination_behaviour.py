@@ -433,6 +433,17 @@ def test_a_refused_retry_ends_the_operation_with_retry_budget(backend: Backend) 
     assert c.stats().retries_refused == 1
 
 
+def test_a_dry_retry_budget_still_lets_a_rate_limited_operation_come_back(backend: Backend) -> None:
+    budget = RetryBudgetConfig(ratio=0.0, min_retries_per_sec=0.0)
+    c = backend.one(CoordinationConfig(retry_budget=budget))
+    provider = ScriptedProvider([{"status": 429, "headers": {"retry-after": "1"}}, {"status": 200}],
+                                backend.clock)
+    outcome = Retrier(clock=backend.clock, coordinator=c, key=KEY,
+                      policy=Policy(deadline=30)).call(provider)
+    assert (outcome.reason, outcome.attempts) == (Reason.OK, 2)
+    assert c.stats().retries_refused == 0
+
+
 # The breaker ------------------------------------------------------------------------------------
 
 

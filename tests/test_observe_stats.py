@@ -71,6 +71,19 @@ def test_gate_and_pacing_waits_are_reported_with_their_seconds() -> None:
     assert [w["after_attempt"] for w in stats["waits"]] == [0, 0]
 
 
+def test_retries_after_a_rate_limit_are_not_counted_as_budget_grants() -> None:
+    script = [{"status": 429, "headers": {"retry-after": "1"}}, {"status": 503}, {"status": 200}]
+    outcome = run(script, Throttling(refuse_retries=False))
+    assert outcome.reason is Reason.OK
+    stats = operation_stats(outcome)
+    assert (stats["retries"], stats["retry_budget"]) == (2, {"decision": "granted",
+                                                             "retries_granted": 1})
+    only_throttled = operation_stats(run([{"status": 429, "headers": {"retry-after": "1"}},
+                                          {"status": 200}], Throttling(refuse_retries=True)))
+    assert only_throttled["outcome"] == "ok"
+    assert only_throttled["retry_budget"] == {"decision": "not_asked", "retries_granted": 0}
+
+
 def test_a_refused_retry_is_reported_as_the_budget_decision() -> None:
     outcome = run([{"status": 503}, {"status": 200}], Throttling(refuse_retries=True))
     assert outcome.reason is Reason.RETRY_BUDGET

@@ -320,6 +320,20 @@ def test_a_refused_retry_ends_with_retry_budget(clock) -> None:
     assert (outcome.reason, outcome.attempts, gate.retries) == (Reason.RETRY_BUDGET, 1, 1)
 
 
+@pytest.mark.parametrize("throttle", [
+    {"status": 429, "headers": {"retry-after": "1"}},
+    {"status": 429},
+])
+def test_a_retry_after_a_rate_limit_does_not_ask_the_retry_budget(clock, throttle) -> None:
+    """The gate paces rate-limit retries; only retries of failures draw on the budget."""
+    gate = Gate(0.0)  # refuses every retry it is asked for
+    provider = ScriptedProvider([throttle, OK], clock)
+    outcome = Retrier(clock=clock, coordinator=gate, policy=Policy(deadline=300)).call(provider)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.OK, 2, 2)
+    assert gate.retries == 0
+    assert outcome.waits[-1].reason in (WaitReason.RETRY_AFTER, WaitReason.RATE_LIMIT_BACKOFF)
+
+
 # Rule 12: bad input is data ---------------------------------------------------------------
 
 def test_a_malformed_retry_after_is_bounded(clock) -> None:

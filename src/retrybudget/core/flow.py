@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .._clock import Clock
 from ._values import fast_init
-from .classify import Classified, Observation, classify
+from .classify import Classified, Kind, Observation, classify
 from .decide import OperationState, Retry, Stop, decide, plan_attempt, plan_wait
 from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .policy import Policy
@@ -31,6 +31,7 @@ __all__ = [
     "RequestInfo",
     "Sleep",
     "SpendRetry",
+    "draws_on_retry_budget",
     "operation_flow",
 ]
 
@@ -102,7 +103,12 @@ class Learn:
 
 @dataclass(slots=True)
 class SpendRetry:
-    """Ask the shared retry budget for one retry. Reply: bool."""
+    """Ask the shared retry budget for one retry after a failure. Reply: bool.
+
+    Only retries of failures draw on the budget (:func:`draws_on_retry_budget`): a retry
+    after a rate limit waits for the instant the provider named, which the coordinator's
+    gate already shares with every worker, so it is no part of a retry storm.
+    """
 
     key: str
 
@@ -114,6 +120,17 @@ class Finish:
     key: str
     outcome: Outcome[object]
     probe: bool
+
+
+def draws_on_retry_budget(kind: Kind) -> bool:
+    """Whether a retry after an attempt of this kind asks the shared retry budget.
+
+    Failures do (transient statuses, timeouts, network errors): the budget caps them as a
+    share of traffic so an outage cannot become a retry storm. A rate limit does not: its
+    retry waits for the provider's own instant behind the shared gate, and refusing it would
+    turn a throttled but healthy provider's invitation into a failed operation.
+    """
+    return kind is not Kind.RATE_LIMITED
 
 
 Action = Admit | Acquire | Attempt | Sleep | Learn | SpendRetry | Finish
@@ -272,7 +289,8 @@ def operation_flow(
             yield Learn(key, classified, permit.lease)
 
         decision = decide(policy, state, classified, now, wall, sample())
-        if isinstance(decision, Retry) and coordinated and not (yield SpendRetry(key)):
+        if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
+                and not (yield SpendRetry(key))):
             decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
                             "the shared retry budget refused a retry")
         record = AttemptRecord(  # positional: the fields in declaration order

@@ -14,7 +14,7 @@ import copy
 import threading
 from typing import Any
 
-from ..core.flow import RequestInfo
+from ..core.flow import RequestInfo, draws_on_retry_budget
 from ..core.outcome import Outcome, Reason, WaitReason
 from ._hooks import Hook
 from ._redact import redact_text, redact_url
@@ -55,7 +55,8 @@ def operation_stats(outcome: Outcome[Any], request: RequestInfo | None = None) -
       was taken, else ``"passed"``;
     - ``retry_budget``: ``{"decision", "retries_granted"}``: ``"refused"`` when the shared
       budget ended the operation, ``"granted"`` when it allowed every retry asked for,
-      ``"not_asked"`` when no retry was asked for;
+      ``"not_asked"`` when no retry was asked for (retries after a rate limit do not ask:
+      the shared gate paces them);
     - ``breaker``: ``{"decision"}``: ``"rejected"`` (0 attempts) or ``"admitted"``.
 
     Args:
@@ -68,7 +69,8 @@ def operation_stats(outcome: Outcome[Any], request: RequestInfo | None = None) -
     verbs = {"gate": "paused", "pacing": "delayed", "concurrency": "queued"}
     for name, section in _coordinator_waits(outcome).items():
         stats[name] = {"decision": verbs[name] if section["waits"] else "passed", **section}
-    granted = sum(1 for record in outcome.history if record.decision == "retry")
+    granted = sum(1 for record in outcome.history
+                  if record.decision == "retry" and draws_on_retry_budget(record.kind))
     refused = outcome.reason is Reason.RETRY_BUDGET
     budget = "refused" if refused else ("granted" if granted else "not_asked")
     stats["retry_budget"] = {"decision": budget, "retries_granted": granted}
