@@ -509,7 +509,10 @@ class _Reader:
         (``Sun, 06 Nov 1994 …``) or a trailing comma stays one (noted) value.
         """
         out: list[str] = []
-        for value in self.groups.get(name, []):
+        for value in self.groups.get(name, ()):
+            if "," not in value:
+                out.append(value)
+                continue
             parts = [part.strip() for part in value.split(",")]
             if len(parts) > 1 and all(part and part.split() == [part] for part in parts):
                 out.extend(parts)
@@ -523,7 +526,14 @@ class _Reader:
 
     def pick(self, name: str, parse: Callable[[str, str], _Parsed[_T]]) -> _T | None:
         """The first valid value of ``name``; notes for invalid ones; a Conflict if they differ."""
+        if name not in self.groups:
+            return None
         values = self.values(name)
+        if len(values) == 1:  # the usual case: one value, nothing to compare
+            got, note = parse(values[0], name)
+            if note is not None:
+                self.notes.append(note)
+            return got
         chosen: _T | None = None
         for value in values:
             got, note = parse(value, name)
@@ -596,24 +606,53 @@ def _latest(hints: Iterable[Hint | None]) -> Hint | None:
     return best
 
 
-def _family(
-    reader: _Reader,
-    *,
-    limit: str,
-    remaining: str,
-    resets: tuple[str, ...],
-    used: str | None = None,
-    resources: tuple[str, ...] = (),
-) -> _Quota | None:
-    if not reader.has(limit, remaining, *resets, *resources, *((used,) if used else ())):
+@dataclass(frozen=True, slots=True)
+class _FamilySpec:
+    """The header names of one quota family."""
+
+    limit: str
+    remaining: str
+    resets: tuple[str, ...]
+    used: str | None = None
+    resources: tuple[str, ...] = ()
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, limit: str, remaining: str, resets: tuple[str, ...], used: str | None = None,
+           resources: tuple[str, ...] = ()) -> _FamilySpec:
+        names = frozenset((limit, remaining, *resets, *resources, *((used,) if used else ())))
+        return cls(limit, remaining, resets, used, resources, names)
+
+
+_VENDOR_FAMILIES = (
+    # GitHub and Discord
+    _FamilySpec.of("x-ratelimit-limit", "x-ratelimit-remaining",
+                   ("x-ratelimit-reset", "x-ratelimit-reset-after"), used="x-ratelimit-used",
+                   resources=("x-ratelimit-resource", "x-ratelimit-bucket")),
+    # X (Twitter)
+    _FamilySpec.of("x-rate-limit-limit", "x-rate-limit-remaining", ("x-rate-limit-reset",)),
+    # OpenAI
+    *(_FamilySpec.of(f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}",
+                     (f"x-ratelimit-reset-{kind}",))
+      for kind in ("requests", "tokens")),
+    # Anthropic
+    *(_FamilySpec.of(f"anthropic-ratelimit-{kind}-limit", f"anthropic-ratelimit-{kind}-remaining",
+                     (f"anthropic-ratelimit-{kind}-reset",))
+      for kind in ("requests", "tokens", "input-tokens", "output-tokens")),
+)
+"""The vendor header families, in the order their quotas are combined."""
+
+
+def _family(reader: _Reader, spec: _FamilySpec) -> _Quota | None:
+    if spec.names.isdisjoint(reader.groups):
         return None
-    quota = _Quota(limit_src=limit, remaining_src=remaining)
-    quota.limit = reader.pick(limit, _parse_count)
-    quota.remaining = reader.pick(remaining, _parse_count)
-    if used is not None:
-        quota.used = reader.pick(used, _parse_count)
-    quota.reset = _latest(reader.pick(name, reader.parse_reset) for name in resets)
-    for name in resources:
+    quota = _Quota(limit_src=spec.limit, remaining_src=spec.remaining)
+    quota.limit = reader.pick(spec.limit, _parse_count)
+    quota.remaining = reader.pick(spec.remaining, _parse_count)
+    if spec.used is not None:
+        quota.used = reader.pick(spec.used, _parse_count)
+    quota.reset = _latest(reader.pick(name, reader.parse_reset) for name in spec.resets)
+    for name in spec.resources:
         found = reader.pick(name, _parse_name)
         if quota.resource is None:
             quota.resource = found
@@ -622,43 +661,7 @@ def _family(
 
 
 def _vendor_quotas(reader: _Reader) -> list[_Quota]:
-    families = [
-        # GitHub and Discord
-        _family(
-            reader,
-            limit="x-ratelimit-limit",
-            remaining="x-ratelimit-remaining",
-            used="x-ratelimit-used",
-            resets=("x-ratelimit-reset", "x-ratelimit-reset-after"),
-            resources=("x-ratelimit-resource", "x-ratelimit-bucket"),
-        ),
-        # X (Twitter)
-        _family(
-            reader,
-            limit="x-rate-limit-limit",
-            remaining="x-rate-limit-remaining",
-            resets=("x-rate-limit-reset",),
-        ),
-    ]
-    families.extend(  # OpenAI
-        _family(
-            reader,
-            limit=f"x-ratelimit-limit-{kind}",
-            remaining=f"x-ratelimit-remaining-{kind}",
-            resets=(f"x-ratelimit-reset-{kind}",),
-        )
-        for kind in ("requests", "tokens")
-    )
-    for kind in ("requests", "tokens", "input-tokens", "output-tokens"):  # Anthropic
-        prefix = f"anthropic-ratelimit-{kind}"
-        families.append(
-            _family(
-                reader,
-                limit=f"{prefix}-limit",
-                remaining=f"{prefix}-remaining",
-                resets=(f"{prefix}-reset",),
-            )
-        )
+    families = [_family(reader, spec) for spec in _VENDOR_FAMILIES]
     families.append(_shopify(reader))
     return [quota for quota in families if quota is not None]
 
@@ -982,6 +985,8 @@ def _ietf_quotas(reader: _Reader) -> list[_Quota]:
 def _combine(quotas: list[_Quota]) -> _Quota:
     """The most restrictive quota; see :func:`parse_rate_limit_headers`."""
     quotas = [quota for quota in quotas if quota.has_data()]
+    if len(quotas) == 1:  # one family: it is the most restrictive (and latest) of itself
+        return quotas[0]
     counted = [quota for quota in quotas if quota.remaining is not None]
     exhausted = [quota for quota in counted if quota.remaining == 0]
     binding: _Quota | None = None
