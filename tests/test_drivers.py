@@ -215,3 +215,25 @@ def test_system_clock_is_a_clock() -> None:
     rb.SYSTEM_CLOCK.sleep(0)
     assert rb.SYSTEM_CLOCK.monotonic() >= a
     assert rb.SYSTEM_CLOCK.wall() > 1_600_000_000
+
+
+@pytest.mark.parametrize("value", [None, 0, 1.5, "text", b"raw", [1], (1,), {"a": 1}, {1}, True])
+def test_built_in_values_are_values_checked_by_the_validator(clock, value) -> None:
+    def rejects(payload: object) -> bool:
+        return False
+
+    assert Retrier(clock=clock).call(lambda: value).reason is Reason.OK
+    assert Retrier(clock=clock).call(lambda: value).value == value
+    refused = Retrier(clock=clock, policy=Policy(validator=rejects)).call(lambda: value)
+    assert (refused.reason, refused.value, refused.attempts) == (Reason.INVALID_PAYLOAD, None, 1)
+
+
+def test_a_returned_object_with_a_status_is_read_as_a_response(clock) -> None:
+    class Answer:
+        status_code = 503
+        headers = (("retry-after", "1"),)
+        text = "busy"
+
+    outcome = Retrier(clock=clock, policy=Policy(deadline=30)).call(Answer)
+    assert (outcome.reason, outcome.attempts) == (Reason.EXHAUSTED, 3)
+    assert [w.source for w in outcome.waits] == ["retry-after", "retry-after"]

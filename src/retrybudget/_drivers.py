@@ -93,6 +93,14 @@ def failure_kind(error: BaseException, retry_on: tuple[type[BaseException], ...]
     return FailureKind.ERROR
 
 
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray, list,
+                          tuple, dict, set, frozenset})
+"""Built-in types whose values are never read as HTTP responses."""
+
+_PLAIN_VALUE = ResponseSeen(200)
+"""What a returned value means when there is no validator (a frozen value, made once)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CallInterpreter:
     """The interpreter for plain callables.
@@ -109,7 +117,9 @@ class CallInterpreter:
 
     def value(self, value: object) -> Observation:
         """Read a returned value."""
-        status = getattr(value, "status_code", getattr(value, "status", None))
+        # Built-in values have no status to read: they are values, subject to the validator.
+        status = None if type(value) in _PLAIN_TYPES else getattr(
+            value, "status_code", getattr(value, "status", None))
         if isinstance(status, int) and not isinstance(status, bool) and hasattr(value, "headers"):
             headers = getattr(value, "headers", None) or {}
             message = ""
@@ -121,6 +131,8 @@ class CallInterpreter:
                 return ResponseSeen.of(status, headers, message=message, payload_error=payload_error)
             except (TypeError, ValueError, AttributeError):
                 return FailureSeen(FailureKind.PROTOCOL, type(value).__name__)
+        if self.validator is None:
+            return _PLAIN_VALUE
         return ResponseSeen(200, payload_error=validation_error(self.validator, value))
 
     def error(self, error: BaseException) -> Observation:

@@ -172,6 +172,10 @@ def _matches(patterns: Iterable[str], message: str) -> bool:
     return bool(message) and any(_pattern(p).search(message) for p in patterns)
 
 
+_PLAIN_OK: dict[int, Classified] = {}
+"""The classification of a header-less 2xx, per status: a frozen value, made once."""
+
+
 def classify(profile: Profile, observation: Observation, now_wall: float) -> Classified:
     """Classify one observation by ``profile``.
 
@@ -209,6 +213,11 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
     headers = observation.headers
     rate = parse_rate_limit_headers(headers, now_wall) if headers else NO_RATE_LIMIT_INFO
     if 200 <= status < 300 and not observation.payload_error and not rate.conflicts:
+        if rate is NO_RATE_LIMIT_INFO:
+            ok = _PLAIN_OK.get(status)
+            if ok is None:
+                ok = _PLAIN_OK.setdefault(status, Classified(Kind.OK, "ok", status, rate))
+            return ok
         return Classified(Kind.OK, "ok", status, rate)
     kind, detail, scope, extra = _read_status(profile, observation, status, rate)
     conflicts = tuple(f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts) + extra
