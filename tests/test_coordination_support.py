@@ -296,7 +296,11 @@ async def herd_at_a_gate(c: Coordinator, key: str, tasks: int, spread: float,
     assert min(times) >= gate_at - 0.01
     assert max(times) - min(times) >= (tasks - 1) * spread * 0.5
     assert most_in_window(times, 0.1) <= tasks // 4  # no herd spending the window at once
-    assert c.stats().gate_waits >= tasks * 0.9  # (nearly) everyone was held at the gate
+    # (Nearly) everyone was held: at the gate, or, for a task whose first ask came after the
+    # reset (a loaded machine starts 500 tasks slowly), in the herd's release slots.
+    stats = c.stats()
+    assert stats.gate_waits + stats.pacing_waits >= tasks * 0.9
+    assert stats.gate_waits >= tasks * 0.25
 
 
 # Worker processes (spawned; they import this module by name) ----------------------------------
