@@ -172,8 +172,8 @@ def _matches(patterns: Iterable[str], message: str) -> bool:
     return bool(message) and any(_pattern(p).search(message) for p in patterns)
 
 
-_PLAIN_OK: dict[int, Classified] = {}
-"""The classification of a header-less 2xx, per status: a frozen value, made once."""
+_PLAIN_OK = {status: Classified(Kind.OK, "ok", status) for status in range(200, 300)}
+"""The classification of a header-less 2xx, per status: frozen values, made once."""
 
 
 def classify(profile: Profile, observation: Observation, now_wall: float) -> Classified:
@@ -214,10 +214,7 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
     rate = parse_rate_limit_headers(headers, now_wall) if headers else NO_RATE_LIMIT_INFO
     if 200 <= status < 300 and not observation.payload_error and not rate.conflicts:
         if rate is NO_RATE_LIMIT_INFO:
-            ok = _PLAIN_OK.get(status)
-            if ok is None:
-                ok = _PLAIN_OK.setdefault(status, Classified(Kind.OK, "ok", status, rate))
-            return ok
+            return _PLAIN_OK[status]
         return Classified(Kind.OK, "ok", status, rate)
     kind, detail, scope, extra = _read_status(profile, observation, status, rate)
     conflicts = tuple(f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts) + extra

@@ -529,11 +529,6 @@ class _Reader:
         if name not in self.groups:
             return None
         values = self.values(name)
-        if len(values) == 1:  # the usual case: one value, nothing to compare
-            got, note = parse(values[0], name)
-            if note is not None:
-                self.notes.append(note)
-            return got
         chosen: _T | None = None
         for value in values:
             got, note = parse(value, name)
@@ -541,7 +536,7 @@ class _Reader:
                 self.notes.append(note)
             if chosen is None and got is not None:
                 chosen = got
-        distinct = list(dict.fromkeys(values))
+        distinct = list(dict.fromkeys(values)) if len(values) > 1 else values
         if len(distinct) > 1:
             shown = ", ".join(repr(v[:40]) for v in distinct[:5])
             self.conflicts.append(
