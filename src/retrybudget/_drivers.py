@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import json
 import os
 import random as _random
 import secrets
@@ -32,7 +33,7 @@ from .core.flow import (
     Sleep,
     operation_flow,
 )
-from .core.outcome import Outcome
+from .core.outcome import Outcome, Reason
 from .core.policy import Policy, PolicyError, Validator
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 
@@ -106,10 +107,20 @@ class CallInterpreter:
     """The interpreter for plain callables.
 
     A returned value with an integer ``status_code`` (or ``status``) and ``headers`` is read
-    as an HTTP response; any other value is a success, subject to the validator. Raised
-    :class:`ConnectionRefusedError` is a connect failure (never sent), :class:`TimeoutError`
-    a timeout, :class:`ConnectionError` (and ``retry_on``) a network failure; any other
-    exception is unexpected and never retried.
+    as an HTTP response (and the method of its ``request``, when it has one); any other value
+    is a success, subject to the validator.
+
+    A raised exception of an HTTP library is read natively, without configuration: httpx's
+    ``HTTPStatusError``, requests' ``HTTPError``, aiohttp's ``ClientResponseError`` and
+    ``urllib.error.HTTPError`` are the response they carry (status, headers, the body text
+    when it was read, the request's method), classified by the profile as the integrations
+    classify responses; their transport errors, and urllib3's, are the failure kinds the
+    integrations map them to (a connect failure is known never to have been sent). A
+    :class:`json.JSONDecodeError` (``response.json()`` of a body that is not JSON) is an
+    invalid payload. Of the standard library's errors, :class:`ConnectionRefusedError` is a
+    connect failure, :class:`TimeoutError` a timeout, :class:`ConnectionError` (and
+    ``retry_on``) a network failure. Any other exception (``ValueError``, ``KeyError``… a bug
+    in the caller's code) is ``unexpected`` and never retried.
     """
 
     validator: Validator | None = None
@@ -128,7 +139,8 @@ class CallInterpreter:
                 message = text if isinstance(text, str) else ""
             payload_error = validation_error(self.validator, value) if 200 <= status < 300 else ""
             try:
-                return ResponseSeen.of(status, headers, message=message, payload_error=payload_error)
+                return ResponseSeen.of(status, headers, message=message, payload_error=payload_error,
+                                       method=_method_of(value))
             except (TypeError, ValueError, AttributeError):
                 return FailureSeen(FailureKind.PROTOCOL, type(value).__name__)
         if self.validator is None:
@@ -137,7 +149,33 @@ class CallInterpreter:
 
     def error(self, error: BaseException) -> Observation:
         """Read a raised exception."""
-        return FailureSeen(failure_kind(error, self.retry_on), type(error).__name__)
+        from .integrations._native import observe_error  # noqa: PLC0415 - it imports the drivers
+
+        seen = observe_error(error)
+        if seen is None and isinstance(error, json.JSONDecodeError):
+            seen = FailureSeen(FailureKind.PROTOCOL, type(error).__name__)
+        if seen is not None and not (isinstance(seen, FailureSeen) and seen.kind is FailureKind.ERROR):
+            return seen
+        # Not a provider failure the libraries name: the standard library's errors, retry_on.
+        method = None if seen is None else seen.method
+        return FailureSeen(failure_kind(error, self.retry_on), type(error).__name__, method=method)
+
+
+def _method_of(response: object) -> str | None:
+    """The method of the request a returned response answered (httpx, requests, aiohttp)."""
+    try:  # httpx raises RuntimeError for a response built without a request
+        method = getattr(getattr(response, "request", None), "method", None)
+        method = method or getattr(response, "method", None)
+    except Exception:  # an unreadable request is an unknown method
+        return None
+    return method.upper() if isinstance(method, str) and method else None
+
+
+def _is_callers_error(outcome: Outcome[Any]) -> bool:
+    """Whether an outcome ended on an error that is not a provider failure (a bug)."""
+    if outcome.reason is not Reason.UNEXPECTED or outcome.error is None or not outcome.history:
+        return False
+    return outcome.history[-1].status is None  # raised, and read as no provider answer
 
 
 class _OperationIds:
@@ -336,6 +374,13 @@ async def acall(
     return await (retrier or Retrier()).acall(fn, *args, **kwargs)
 
 
+def _unwrap(outcome: Outcome[T]) -> T:
+    """The value of an ok outcome; the caller's own error as it was; else the typed error."""
+    if _is_callers_error(outcome):
+        raise cast("BaseException", outcome.error)
+    return outcome.unwrap()
+
+
 class _Decorator(Protocol):
     @overload
     def __call__(self, fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]: ...
@@ -346,8 +391,12 @@ class _Decorator(Protocol):
 def retrying(policy: Policy | None = None, /, **options: Any) -> _Decorator:
     """Decorate a function (sync or async) to run under a budget.
 
-    The decorated function returns the value of an ok outcome and raises the matching
-    :class:`~retrybudget.errors.RetryBudgetError` otherwise (chained from the last error).
+    The decorated function returns the value of an ok outcome. An error that is not a
+    provider failure (a ``ValueError``, ``KeyError``… a bug in the function) is never retried
+    and is raised again unchanged: the same object, its traceback pointing at the line that
+    raised it. Any other outcome raises the matching
+    :class:`~retrybudget.errors.RetryBudgetError`, which is *not* chained (a provider's error
+    message may quote a URL with its secrets): the last error stays on ``err.outcome.error``.
 
     Args:
         policy: the policy (default :class:`Policy()`).
@@ -360,13 +409,13 @@ def retrying(policy: Policy | None = None, /, **options: Any) -> _Decorator:
 
             @functools.wraps(fn)
             async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return (await retrier.acall(fn, *args, **kwargs)).unwrap()
+                return _unwrap(await retrier.acall(fn, *args, **kwargs))
 
             return async_wrapper
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return retrier.call(fn, *args, **kwargs).unwrap()
+            return _unwrap(retrier.call(fn, *args, **kwargs))
 
         return wrapper
 

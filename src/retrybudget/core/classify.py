@@ -82,12 +82,16 @@ class ResponseSeen:
         headers: the response headers (a mapping or ``(name, value)`` pairs).
         message: the provider's error message or body text (only read for classification).
         payload_error: why a 2xx payload failed validation; empty when it passed.
+        method: the request method the response answered, when the reader knows it (an
+            exception that carries its request): the decision uses it when the operation's
+            own request named none.
     """
 
     status: int
     headers: tuple[tuple[str, str], ...] = ()
     message: str = field(default="", repr=False)
     payload_error: str = ""
+    method: str | None = None
 
     @classmethod
     def of(
@@ -97,6 +101,7 @@ class ResponseSeen:
         *,
         message: str = "",
         payload_error: str = "",
+        method: str | None = None,
     ) -> ResponseSeen:
         """Build one from any header container; the message is truncated to what is read."""
         return cls(
@@ -104,6 +109,7 @@ class ResponseSeen:
             headers=normalize_headers(headers or ()),
             message=message[:MESSAGE_LIMIT],
             payload_error=payload_error,
+            method=method,
         )
 
 
@@ -116,11 +122,14 @@ class FailureSeen:
         kind: what went wrong.
         error: the exception's class name (never its message, which may hold secrets).
         clipped: True when a timeout was the deadline's clipped remainder running out.
+        method: the request method, when the exception carried its request (as for
+            :attr:`ResponseSeen.method`).
     """
 
     kind: FailureKind
     error: str
     clipped: bool = False
+    method: str | None = None
 
     @property
     def sent(self) -> bool:

@@ -110,6 +110,17 @@ class OperationState:
             backoffs, latest, self.conflicts,
         )
 
+    def with_method(self, method: str | None) -> OperationState:
+        """This state, knowing the request method an attempt reported (rule 3 for plain calls).
+
+        A plain callable's operation starts without a method; an attempt whose exception or
+        response names its request's method (a failed POST) fixes it for every decision that
+        follows. A method the operation was given is never replaced.
+        """
+        if method is None or self.method is not None:
+            return self
+        return dataclasses.replace(self, method=method.upper())
+
     def with_retry_at(self, retry_at: float | None) -> OperationState:
         """This state, remembering a provider-named time."""
         if retry_at is None or (self.retry_at is not None and self.retry_at >= retry_at):

@@ -198,7 +198,7 @@ def _conclude(
     return Outcome(  # positional: the fields in declaration order
         reason, state.operation_id, state.attempts, state.waits, now - state.started,
         retry_at if retry_at is not None else state.retry_at, value, raw, error,
-        state.history, detail, state.conflicts, request.key, request.method, request.job_id,
+        state.history, detail, state.conflicts, request.key, state.method, request.job_id,
         policy,
     )
 
@@ -283,6 +283,7 @@ def operation_flow(
         result = yield Attempt(state.attempts + 1, plan)
         assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
         last = result
+        state = state.with_method(result.observation.method)
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
         if coordinated:

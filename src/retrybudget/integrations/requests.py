@@ -48,6 +48,7 @@ from ..core.flow import Attempt, AttemptResult
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, evidence, key_of_url
+from ._native import urllib3_failure_kind
 
 __all__ = [
     "AdapterCircuitOpen",
@@ -119,9 +120,6 @@ _ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
                 AdapterUnexpectedResponse)
 }
 
-_NOT_SENT = (u3.NewConnectionError, u3.ConnectTimeoutError, u3.ClosedPoolError, u3.EmptyPoolError)
-
-
 def failure_kind(error: BaseException) -> FailureKind:
     """The one boundary where requests' (and urllib3's) exceptions become failure kinds.
 
@@ -141,12 +139,8 @@ def failure_kind(error: BaseException) -> FailureKind:
         return FailureKind.ERROR
     if isinstance(error, requests.exceptions.ConnectionError):
         cause = error.args[0] if error.args else None
-        reason = cause.reason if isinstance(cause, u3.MaxRetryError) else cause
-        if isinstance(reason, _NOT_SENT):
-            return FailureKind.CONNECT
-        if isinstance(reason, u3.ReadTimeoutError):
-            return FailureKind.TIMEOUT
-        return FailureKind.NETWORK
+        kind = urllib3_failure_kind(cause) if isinstance(cause, u3.HTTPError) else None
+        return kind if kind in (FailureKind.CONNECT, FailureKind.TIMEOUT) else FailureKind.NETWORK
     if isinstance(error, requests.exceptions.ChunkedEncodingError):
         return FailureKind.NETWORK
     if isinstance(error, requests.exceptions.ContentDecodingError):

@@ -1,0 +1,252 @@
+"""An aiohttp client middleware that runs every request as one bounded logical operation.
+
+::
+
+    import aiohttp
+    import retrybudget as rb
+    from retrybudget.integrations.aiohttp import RetryMiddleware
+
+    retry = RetryMiddleware(retrier=rb.Retrier(policy=rb.interactive()))
+    async with aiohttp.ClientSession(middlewares=(retry,)) as session:
+        async with session.get("https://api.example.com/rentals/1/availability") as response:
+            print(response.status, response.retrybudget["attempts"])
+
+:class:`RetryMiddleware` is an aiohttp client middleware (aiohttp 3.12 or later): each
+request is one operation whose attempts, waits and per-attempt timeouts come out of one
+budget, with the same rules, stats and outcome → caller mapping as the httpx transports and
+the requests adapter. Each attempt (connect, head and, when it is read, the body) is cut at
+what is left of the deadline. The session above follows redirects, so each hop is an
+operation of its own. List it last among a session's middlewares: the ones before it see
+the operation once, the handler after it sees every attempt.
+
+The final response carries the operation's stats and outcome as attributes
+(``response.retrybudget``, ``response.retrybudget_outcome``; or
+:func:`retrybudget.integrations.stats_of` / :func:`~retrybudget.integrations.outcome_of`).
+Outcomes with no response to hand over raise the errors below, which are both
+:class:`retrybudget.RetryBudgetError` and aiohttp errors::
+
+    MiddlewareRateLimited         RateLimited + aiohttp.ClientConnectionError
+    MiddlewareRetriesExhausted    RetriesExhausted + aiohttp.ClientConnectionError
+    MiddlewareDeadlineExceeded    DeadlineExceeded + aiohttp.ServerTimeoutError
+    MiddlewareCircuitOpen         CircuitOpen + aiohttp.ClientConnectionError
+    MiddlewareRetryBudgetRefused  RetryBudgetRefused + aiohttp.ClientConnectionError
+    MiddlewareNotRetried          NotRetried + aiohttp.ClientConnectionError
+    MiddlewareInvalidPayload      InvalidPayload + aiohttp.ClientPayloadError
+    MiddlewareRejected            Rejected + aiohttp.ClientConnectionError (not raised)
+    MiddlewareNotFound            NotFound + aiohttp.ClientConnectionError (not raised)
+    MiddlewareUnexpectedResponse  UnexpectedResponse + aiohttp.ClientConnectionError (not raised)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import aiohttp
+from aiohttp import ClientRequest, ClientResponse
+from aiohttp.client_middlewares import ClientHandlerType
+
+from .. import errors
+from .._drivers import Retrier
+from .._drivers import failure_kind as _stdlib_failure_kind
+from ..core.classify import FailureKind
+from ..core.flow import Attempt, AttemptResult
+from ..core.outcome import Outcome, Reason
+from ..core.policy import Policy
+from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, evidence, key_of_url
+
+__all__ = [
+    "MiddlewareCircuitOpen",
+    "MiddlewareDeadlineExceeded",
+    "MiddlewareInvalidPayload",
+    "MiddlewareNotFound",
+    "MiddlewareNotRetried",
+    "MiddlewareRateLimited",
+    "MiddlewareRejected",
+    "MiddlewareRetriesExhausted",
+    "MiddlewareRetryBudgetRefused",
+    "MiddlewareUnexpectedResponse",
+    "RetryMiddleware",
+    "failure_kind",
+]
+
+KeyFunction = Callable[[ClientRequest], str]
+"""Names the provider key of a request (default: ``scheme://host[:port]``)."""
+
+
+class MiddlewareRateLimited(errors.RateLimited, aiohttp.ClientConnectionError):
+    """Rate limited with no response to return (the gate stopped the operation first)."""
+
+
+class MiddlewareRetriesExhausted(errors.RetriesExhausted, aiohttp.ClientConnectionError):
+    """Every attempt failed and the last one got no response (connect, reset, timeout)."""
+
+
+class MiddlewareDeadlineExceeded(errors.DeadlineExceeded, aiohttp.ServerTimeoutError):
+    """The deadline ran out with no response to return."""
+
+
+class MiddlewareCircuitOpen(errors.CircuitOpen, aiohttp.ClientConnectionError):
+    """The circuit breaker refused the operation: no request was sent."""
+
+
+class MiddlewareRetryBudgetRefused(errors.RetryBudgetRefused, aiohttp.ClientConnectionError):
+    """The shared retry budget refused a retry after an attempt that got no response."""
+
+
+class MiddlewareNotRetried(errors.NotRetried, aiohttp.ClientConnectionError):
+    """A write failed after it may have been sent (reset, timeout) and was not replayed."""
+
+
+class MiddlewareInvalidPayload(errors.InvalidPayload, aiohttp.ClientPayloadError):
+    """A 2xx whose payload failed validation, or a protocol error: never handed over as ok."""
+
+
+class MiddlewareRejected(errors.Rejected, aiohttp.ClientConnectionError):
+    """Rejected (never raised by the middleware: the rejecting response is returned)."""
+
+
+class MiddlewareNotFound(errors.NotFound, aiohttp.ClientConnectionError):
+    """Not found (never raised by the middleware: the 404 response is returned)."""
+
+
+class MiddlewareUnexpectedResponse(errors.UnexpectedResponse, aiohttp.ClientConnectionError):
+    """Unexpected (never raised by the middleware: the response, or the original error, is)."""
+
+
+_ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
+    cls.reason: cls
+    for cls in (MiddlewareRateLimited, MiddlewareRetriesExhausted, MiddlewareDeadlineExceeded,
+                MiddlewareCircuitOpen, MiddlewareRetryBudgetRefused, MiddlewareNotRetried,
+                MiddlewareInvalidPayload, MiddlewareRejected, MiddlewareNotFound,
+                MiddlewareUnexpectedResponse)
+}
+
+
+def failure_kind(error: BaseException) -> FailureKind:
+    """The one boundary where aiohttp's exceptions become failure kinds.
+
+    ClientConnectorError (refused, DNS, TLS, proxy) and ConnectionTimeoutError (no connection
+    from the pool or the network in time): the request was never sent (``connect``). Other
+    ServerTimeoutError (a socket read timed out): ``timeout``. ServerDisconnectedError,
+    ClientOSError, a reset and ClientPayloadError (the body broke off): ``network``.
+    ContentTypeError: ``protocol``. ServerFingerprintMismatch, InvalidURL and other client
+    errors are an ``error`` (never retried, raised again as they were); standard library
+    network errors (an attempt's timeout running out) as for any callable.
+    """
+    if isinstance(error, aiohttp.ServerFingerprintMismatch):
+        return FailureKind.ERROR
+    if isinstance(error, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
+        return FailureKind.CONNECT
+    if isinstance(error, aiohttp.ServerTimeoutError):
+        return FailureKind.TIMEOUT
+    if isinstance(error, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
+        return FailureKind.NETWORK
+    if isinstance(error, aiohttp.ContentTypeError):
+        return FailureKind.PROTOCOL
+    if isinstance(error, aiohttp.ClientError):
+        return FailureKind.ERROR
+    return _stdlib_failure_kind(error)
+
+
+def _attach(response: ClientResponse, outcome: Outcome[object]) -> None:
+    setattr(response, STATS_ATTRIBUTE, outcome.stats())
+    setattr(response, OUTCOME_ATTRIBUTE, outcome)
+
+
+@dataclass(slots=True)
+class _Read:
+    """What the shared code and validators read of an aiohttp response: its status, headers
+    and, once read, its body as bytes and text (aiohttp's own are coroutines)."""
+
+    response: ClientResponse
+    status_code: int
+    content: bytes = b""
+
+    @property
+    def headers(self) -> Any:
+        return self.response.headers
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(self.response.get_encoding(), "replace")
+
+
+def _evidence(view: _Read) -> tuple[tuple[str, str], ...]:
+    return evidence([(name.lower(), value) for name, value in view.response.headers.items()])
+
+
+def _default_key(request: ClientRequest) -> str:
+    return key_of_url(str(request.url))
+
+
+class RetryMiddleware:
+    """An aiohttp client middleware: each request is one bounded, provider-aware operation.
+
+    Args:
+        retrier: the retrier: policy, clock, coordinator, hooks and random source.
+        policy: a policy that replaces the retrier's (a shortcut for ``Retrier(policy=...)``).
+        key: names a request's provider key (default ``scheme://host[:port]``).
+        generate_idempotency_keys: give requests whose method is not idempotent under the
+            policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
+            unchanged on every attempt. A write is still only retried with
+            ``policy.retry_writes_with_key=True``.
+    """
+
+    def __init__(
+        self,
+        retrier: Retrier | None = None,
+        *,
+        policy: Policy | None = None,
+        key: KeyFunction | None = None,
+        generate_idempotency_keys: bool = False,
+    ) -> None:
+        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
+                              headers=_evidence)
+        self._key = key or _default_key
+
+    @property
+    def retrier(self) -> Retrier:
+        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        return self._engine.retrier
+
+    async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
+        """Run the request as one operation; return its final response or raise."""
+        op = Operation(self._engine, request.method.upper(), str(request.url), request.headers,
+                       self._key(request))
+        outcome = await self._engine.retrier.arun(partial(self._attempt, op, request, handler),
+                                                  op.info)
+        response: ClientResponse = op.finish(outcome, request)
+        return response
+
+    async def _attempt(self, op: Operation, request: ClientRequest, handler: ClientHandlerType,
+                       attempt: Attempt) -> AttemptResult:
+        try:
+            if attempt.timeout is None:
+                return await self._exchange(op, request, handler, attempt)
+            return await asyncio.wait_for(self._exchange(op, request, handler, attempt),
+                                          attempt.timeout)
+        except Exception as exc:
+            return op.failed(exc)
+
+    @staticmethod
+    async def _exchange(op: Operation, request: ClientRequest, handler: ClientHandlerType,
+                        attempt: Attempt) -> AttemptResult:
+        """One attempt: send, and read the body now when the shared rules want it read."""
+        response = await handler(request)
+        view = _Read(response, response.status)
+        body: bytes | None = None
+        if op.wants_body(view, attempt):
+            try:
+                body = await response.read()
+            except BaseException:
+                response.close()
+                raise
+            view = _Read(response, response.status, body)
+        result = op.seen(view, body)
+        result.value = response
+        return result
