@@ -206,9 +206,10 @@ def test_a_returned_response_names_its_method(sandbox, clock) -> None:
     assert (outcome.reason, outcome.method, seen()) == (Reason.NOT_RETRIED, "POST", 1)
 
 
-def test_a_body_that_is_not_json_is_an_invalid_payload(sandbox, clock) -> None:
+@pytest.mark.parametrize("library", list(NATURAL))
+def test_a_body_that_is_not_json_is_an_invalid_payload(sandbox, clock, library) -> None:
     url, seen = fixture(sandbox, {"status": 200, "body_text": "<html>maintenance</html>"}, OK)
-    fetch = rb.retrying(Policy(deadline=30), clock=clock)(httpx_get)
+    fetch = rb.retrying(Policy(deadline=30), clock=clock)(NATURAL[library])
     with pytest.raises(rb.InvalidPayload):
         fetch("GET", url)
     assert seen() == 1

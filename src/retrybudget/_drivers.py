@@ -151,9 +151,9 @@ class CallInterpreter:
         """Read a raised exception."""
         from .integrations._native import observe_error  # noqa: PLC0415 - it imports the drivers
 
+        if isinstance(error, json.JSONDecodeError):  # requests' own is one too
+            return FailureSeen(FailureKind.PROTOCOL, type(error).__name__)
         seen = observe_error(error)
-        if seen is None and isinstance(error, json.JSONDecodeError):
-            seen = FailureSeen(FailureKind.PROTOCOL, type(error).__name__)
         if seen is not None and not (isinstance(seen, FailureSeen) and seen.kind is FailureKind.ERROR):
             return seen
         # Not a provider failure the libraries name: the standard library's errors, retry_on.
