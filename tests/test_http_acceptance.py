@@ -3,7 +3,7 @@
 Each case's script is served by the sandbox provider; the request goes, on the real clock,
 through each way the library is used:
 
-- the sync and async httpx transports and the requests adapter;
+- the sync and async httpx transports, the requests adapter and the aiohttp middleware;
 - ``Retrier.call`` / ``acall`` over a function that returns the httpx response;
 - ``@retrying`` over a function written the ordinary way (send, ``raise_for_status()``,
   ``.json()``) with httpx, requests and aiohttp.
@@ -32,6 +32,7 @@ from retrybudget.acceptance import Case, judge, load_cases, policy_for, run_offl
 from retrybudget.coordination import Coordinator
 from retrybudget.core.flow import Admission
 from retrybudget.integrations import outcome_of
+from retrybudget.integrations.aiohttp import RetryMiddleware
 from retrybudget.integrations.httpx import AsyncRetryTransport, RetryTransport
 from retrybudget.integrations.requests import RetryAdapter
 from retrybudget.sandbox import SandboxServer, serve_in_thread
@@ -86,6 +87,15 @@ def via_requests(retrier: Retrier, method: str, url: str, job_id: str) -> object
     with requests.Session() as session:
         session.mount("http://", RetryAdapter(retrier))
         return session.request(method, url)
+
+
+def via_aiohttp(retrier: Retrier, method: str, url: str, job_id: str) -> object:
+    async def send() -> object:
+        async with aiohttp.ClientSession(middlewares=(RetryMiddleware(retrier),)) as session, \
+                session.request(method, url) as response:
+            return response
+
+    return asyncio.run(send())
 
 
 # Plain functions. A sync function cannot be cut from outside: it hands each attempt's
@@ -161,6 +171,7 @@ DRIVERS: dict[str, Callable[[Retrier, str, str, str], object]] = {
     "httpx": via_httpx,
     "httpx-async": via_async_httpx,
     "requests": via_requests,
+    "aiohttp": via_aiohttp,
     "call": via_call,
     "acall": via_acall,
     "retrying-httpx": via_retrying_httpx,
@@ -169,7 +180,7 @@ DRIVERS: dict[str, Callable[[Retrier, str, str, str], object]] = {
 }
 """Every driver: ``(retrier, method, url, job_id) -> what the caller got``."""
 
-TRANSPORTS = ("httpx", "httpx-async", "requests")
+TRANSPORTS = ("httpx", "httpx-async", "requests", "aiohttp")
 """The drivers that hand the caller the provider's response."""
 
 RESENDS_A_DROPPED_CONNECTION = {"retrying-aiohttp"}
@@ -229,7 +240,7 @@ def test_case_passes_end_to_end(sandbox: SandboxServer, case: Case, driver: str)
     # One logical operation reported per request, whatever the driver.
     if driver not in RESENDS_A_DROPPED_CONNECTION:
         assert outcome.attempts == len(seen)
-    if driver != "requests":
+    if driver not in ("requests", "aiohttp"):  # no per-request extensions to carry it
         assert outcome.job_id == case.id
 
 
@@ -244,6 +255,6 @@ def test_what_the_caller_gets(sandbox: SandboxServer, integration: str) -> None:
     for case_id, status in expectations.items():
         case = by_id[case_id]
         outcome, response, _ = play(sandbox, case, integration, f"{integration}-caller")
-        got = None if response is None else response.status_code
+        got = None if response is None else getattr(response, "status_code", None) or response.status
         assert got == status, case_id
     assert outcome.reason is Reason.CIRCUIT_OPEN

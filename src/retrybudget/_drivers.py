@@ -87,7 +87,7 @@ def failure_kind(error: BaseException, retry_on: tuple[type[BaseException], ...]
     """The standard library's network errors, mapped to failure kinds."""
     if isinstance(error, ConnectionRefusedError):
         return FailureKind.CONNECT
-    if isinstance(error, TimeoutError):
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):  # one class from Python 3.11
         return FailureKind.TIMEOUT
     if isinstance(error, ConnectionError) or (retry_on and isinstance(error, retry_on)):
         return FailureKind.NETWORK

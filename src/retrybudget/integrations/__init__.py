@@ -1,11 +1,12 @@
-"""Integrations with HTTP clients: httpx transports and a requests adapter.
+"""Integrations with HTTP clients: httpx transports, a requests adapter, an aiohttp middleware.
 
 The client modules import their library, so import the one you use:
 
 - :mod:`retrybudget.integrations.httpx`: ``RetryTransport`` and ``AsyncRetryTransport``;
-- :mod:`retrybudget.integrations.requests`: ``RetryAdapter``.
+- :mod:`retrybudget.integrations.requests`: ``RetryAdapter``;
+- :mod:`retrybudget.integrations.aiohttp`: ``RetryMiddleware``.
 
-This package itself needs neither library. It holds what both share: reading the
+This package itself needs none of these libraries. It holds what they share: reading the
 operation's stats and outcome back from a response, and payload validators.
 """
 
