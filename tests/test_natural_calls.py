@@ -24,6 +24,8 @@ import aiohttp
 import httpx
 import pytest
 import requests
+from hypothesis import given
+from hypothesis import strategies as st
 from urllib3 import exceptions as u3
 
 import retrybudget as rb
@@ -350,3 +352,43 @@ def test_a_provider_500_is_still_the_typed_error_not_the_library_one(sandbox, cl
         fetch("GET", url)
     assert isinstance(info.value.outcome.error, httpx.HTTPStatusError)
     assert seen() == 1
+
+
+# The rule as a property: whatever a plain function raises, a write that may have been sent
+# is never sent again (the method comes from the exception's request alone) -----------------
+
+_STEPS = st.sampled_from(["503", "429", "404", "500", "read", "timeout", "connect", "ok"])
+
+
+def _raiser(method: str, steps: list[str]) -> Callable[[], str]:
+    queue = list(steps)
+
+    def send() -> str:
+        step = queue.pop(0) if queue else "ok"
+        request = httpx.Request(method, "http://127.0.0.1/")
+        if step == "ok":
+            return "ok"
+        if step == "read":
+            raise httpx.ReadError("reset", request=request)
+        if step == "timeout":
+            raise httpx.ReadTimeout("slow", request=request)
+        if step == "connect":
+            raise httpx.ConnectError("refused", request=request)
+        headers = {"Retry-After": "1"} if step == "429" else {}
+        response = httpx.Response(int(step), headers=headers, request=request)
+        response.raise_for_status()
+        return "unreachable"
+
+    return send
+
+
+@given(method=st.sampled_from(["GET", "PUT", "DELETE", "POST", "PATCH"]),
+       steps=st.lists(_STEPS, max_size=6))
+def test_a_write_that_may_have_been_sent_is_never_sent_again(method, steps) -> None:
+    policy = Policy(max_attempts=4, deadline=60)
+    outcome = Retrier(policy=policy, clock=FakeClock()).call(_raiser(method, steps))
+    if steps and steps[0] != "ok":  # the first attempt raised: its request named the method
+        assert outcome.method == method
+    if method not in policy.idempotent_methods:
+        # Only a connect failure (never sent) may be followed by another attempt.
+        assert all(not record.sent for record in outcome.history[:-1])

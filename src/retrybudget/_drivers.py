@@ -211,7 +211,9 @@ class Retrier:
         hooks: called before attempts, before waits and on outcomes.
         random: the jitter source (inject a seeded ``random.Random`` for determinism).
         key: the provider key operations are coordinated under.
-        method: the request method (None for a plain callable: treated as safe to repeat).
+        method: the request method. None for a plain callable: the method is then read from
+            the request an HTTP library's exception (or a returned response) names, and a call
+            that names none is treated as safe to repeat.
         idempotency_key: the request carries an idempotency key.
         job_id: the caller's fixture or job id, for audit.
         interpreter: how returned values and raised errors are read.
