@@ -57,8 +57,6 @@ DEBTS: dict[tuple[str, str, str], str] = {
         "core: move it (and error_for) into the core, errors.py re-exporting it",
     ("cycle-through-the-core", f"{CORE}.outcome", f"{CORE}.outcome -> {PACKAGE}.errors"):
         "the same lazy import: errors imports core.outcome, core.outcome imports errors",
-    ("imports-a-private-name", f"{PACKAGE}.cli._check", f"{PACKAGE}.acceptance._CaseCoordinator"):
-        "the checklist's one-case breaker: make it public in acceptance (its home)",
 }
 
 
