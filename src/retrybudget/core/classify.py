@@ -115,12 +115,10 @@ class FailureSeen:
     Attributes:
         kind: what went wrong.
         error: the exception's class name (never its message, which may hold secrets).
-        clipped: True when a timeout was the deadline's clipped remainder running out.
     """
 
     kind: FailureKind
     error: str
-    clipped: bool = False
 
     @property
     def sent(self) -> bool:

@@ -14,7 +14,6 @@ section 1, rules 1-8 and 12, hold here:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ._values import fast_init
@@ -109,12 +108,6 @@ class OperationState:
             self.has_idempotency_key, self.attempts, self.history, (*self.waits, wait), streak,
             backoffs, latest, self.conflicts,
         )
-
-    def with_retry_at(self, retry_at: float | None) -> OperationState:
-        """This state, remembering a provider-named time."""
-        if retry_at is None or (self.retry_at is not None and self.retry_at >= retry_at):
-            return self
-        return dataclasses.replace(self, retry_at=retry_at)
 
 
 @fast_init
