@@ -7,9 +7,9 @@ The layers, bottom up (docs/architecture.md tells the story):
   I/O, reads the clock or draws random numbers.
 - ``_clock``: the one injected clock; the standard library only (it is the one module
   that reads the time and sleeps).
-- everything else (drivers, coordination, integrations, observe, sandbox, cli, gateway) sits
-  above the core. An integration or the gateway talks to a coordinator through
-  ``retrybudget.coordination``'s public face, never through a backend's internals.
+- everything else sits above the core, in the order of ``LAYERS``: a module imports its own
+  layer and the layers below it. An integration or the gateway talks to a coordinator
+  through ``retrybudget.coordination``'s public face, never through a backend's internals.
 - no module imports a private name (one leading underscore) from another package, and no
   import cycle runs through the core.
 
@@ -39,6 +39,23 @@ IMPURE_STDLIB = frozenset({
     "subprocess", "sys", "tempfile", "threading", "time", "urllib",
 })
 """Standard-library modules that do I/O, read the clock or draw random numbers."""
+
+LAYERS = (
+    f"{PACKAGE}.cli",
+    f"{PACKAGE}.gateway",
+    f"{PACKAGE}.integrations",
+    f"{PACKAGE}.acceptance",
+    f"{PACKAGE}.testing",
+    f"{PACKAGE}.sandbox",
+    f"{PACKAGE}._drivers",
+    f"{PACKAGE}.coordination",
+    f"{PACKAGE}.observe",
+    f"{PACKAGE}.errors",
+    CORE,
+    CLOCK,
+)
+"""Top to bottom: a module imports its own layer and the layers below it, never one above.
+The package's face (``retrybudget/__init__.py``) and ``__main__`` stand above them all."""
 
 BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._memory",
@@ -126,6 +143,11 @@ def _home_package(module: str) -> str:
     return _package_of(module, path)
 
 
+def _layer(module: str) -> int | None:
+    """The index of ``module``'s layer in :data:`LAYERS` (None: the face, above them all)."""
+    return next((i for i, layer in enumerate(LAYERS) if _inside(module, layer)), None)
+
+
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -149,6 +171,10 @@ def _violations() -> dict[tuple[str, str, str], str]:
                 add("core-imports-a-third-party", imp, imp.target)
             elif top in IMPURE_STDLIB and imp.importer != CLOCK:
                 add("core-imports-io", imp, imp.target)
+        importer_layer, target_layer = _layer(imp.importer), _layer(imp.target)
+        if ours and importer_layer is not None and (
+                target_layer is None or target_layer < importer_layer):
+            add("imports-a-layer-above", imp, imp.target)
         if any(_inside(imp.importer, client) for client in BACKEND_CLIENTS) and any(
                 _inside(imp.target, backend) for backend in BACKEND_INTERNALS):
             add("reaches-into-a-backend", imp, imp.target)
@@ -238,6 +264,11 @@ def test_every_listed_debt_still_exists() -> None:
          "reaches-into-a-backend"),
         (f"{PACKAGE}.cli._check", "from ..acceptance import _CaseCoordinator",
          "imports-a-private-name"),
+        (f"{PACKAGE}.observe._audit", "from ..coordination import Coordinator",
+         "imports-a-layer-above"),
+        (f"{PACKAGE}.sandbox._app", "from ..integrations import json_object",
+         "imports-a-layer-above"),
+        (f"{PACKAGE}.coordination._memory", "import retrybudget", "imports-a-layer-above"),
     ],
 )
 def test_the_checker_catches_each_kind_of_violation(importer: str, source: str, rule: str,
