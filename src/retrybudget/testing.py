@@ -5,13 +5,15 @@ acceptance fixtures (``acceptance.json``): each step is a response
 ``{status, headers, body, body_text, delay_s}`` or ``{"reset": true}`` (the
 connection drops). It uses the injected clock, so with a :class:`FakeClock` a
 script with long delays runs in microseconds. It does no network I/O; the
-sandbox provider (:mod:`retrybudget.sandbox`) serves the same scripts over HTTP.
+sandbox provider (:mod:`retrybudget.sandbox`) serves the same scripts over HTTP, with the
+placeholder grammar defined here (:func:`expand_placeholders`).
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,18 +24,28 @@ from ._drivers import attempt_timeout
 
 __all__ = ["ScriptedProvider", "ScriptedResponse", "expand_placeholders", "json_payload"]
 
-_PLACEHOLDER = re.compile(r"\{(epoch|httpdate)([+-]\d+(?:\.\d+)?)?\}")
+_PLACEHOLDER = re.compile(r"\{(epoch|httpdate)(?:([+-])(-?\d{1,12}(?:\.\d{1,9})?))?\}")
 
 
 def expand_placeholders(value: str, wall: float) -> str:
-    """Resolve ``{epoch+N}`` and ``{httpdate+N}`` against the wall clock ``wall``."""
+    """Resolve the fixture format's placeholders in a header value, at wall-clock ``wall``.
 
-    def sub(m: re.Match[str]) -> str:
-        offset = float(m.group(2) or 0)
-        at = int(wall) + offset
-        if m.group(1) == "epoch":
-            return str(int(at))
-        return email.utils.formatdate(at, usegmt=True)
+    The one grammar of the format, for the in-process provider and the HTTP sandbox alike:
+    ``{epoch+N}`` is ``wall`` in whole epoch seconds plus ``N``; ``{httpdate+N}`` is the same
+    instant as an IMF-fixdate HTTP-date. ``N`` is a number of seconds (up to 12 digits, and
+    up to 9 decimals) and may be negative (``{epoch-5}`` or ``{epoch+-5}``); a fractional
+    result is truncated to whole seconds; ``{epoch}`` means ``N = 0``. Anything else in
+    braces is kept as written.
+    """
+    base = math.floor(wall)
+
+    def sub(match: re.Match[str]) -> str:
+        kind, sign, number = match.group(1), match.group(2), match.group(3)
+        offset = float(number) if number is not None else 0.0
+        instant = int(base + (-offset if sign == "-" else offset))
+        if kind == "epoch":
+            return str(instant)
+        return email.utils.formatdate(float(instant), usegmt=True)
 
     return _PLACEHOLDER.sub(sub, value)
 

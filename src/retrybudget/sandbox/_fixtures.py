@@ -10,12 +10,9 @@ response::
 200) or a reset, ``{"reset": true}`` (optionally with ``delay_s``): the connection is
 closed without any HTTP response.
 
-Header values may hold placeholders, resolved when the step is answered (after its
-delay): ``{epoch+N}`` is the provider's wall clock in whole epoch seconds plus ``N``;
-``{httpdate+N}`` is the same instant as an IMF-fixdate HTTP-date. ``N`` is a number of
-seconds and may be negative (``{epoch-5}`` or ``{epoch+-5}``); a fractional result is
-truncated to whole seconds; ``{epoch}`` means ``N = 0``.
-Anything else in braces is sent as written.
+Header values may hold placeholders (``{epoch+N}``, ``{httpdate+N}``), resolved against the
+provider's wall clock when the step is answered (after its delay), in the grammar of
+:func:`retrybudget.testing.expand_placeholders`, which the in-process provider uses too.
 """
 
 from __future__ import annotations
@@ -25,9 +22,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from email.utils import formatdate
 from pathlib import Path
 from typing import Any
+
+from retrybudget.testing import expand_placeholders
 
 __all__ = [
     "FixtureError",
@@ -41,7 +39,6 @@ _RESPONSE_KEYS = frozenset({"status", "headers", "body", "body_text", "delay_s",
 _RESET_KEYS = frozenset({"reset", "delay_s"})
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _FORBIDDEN_HEADERS = frozenset({"content-length", "transfer-encoding"})
-_PLACEHOLDER = re.compile(r"\{(epoch|httpdate)(?:([+-])(-?\d{1,12}(?:\.\d{1,9})?))?\}")
 _MAX_DELAY_S = 3600.0
 
 
@@ -157,20 +154,11 @@ def parse_script(raw: object) -> tuple[Step, ...]:
 
 
 def resolve_placeholders(value: str, now_wall: float) -> str:
-    """Replace ``{epoch+N}`` and ``{httpdate+N}`` in ``value`` using the wall time ``now_wall``."""
-    base = math.floor(now_wall)
+    """Replace ``{epoch+N}`` and ``{httpdate+N}`` in ``value`` using the wall time ``now_wall``.
 
-    def _replace(match: re.Match[str]) -> str:
-        kind, sign, number = match.group(1), match.group(2), match.group(3)
-        offset = float(number) if number is not None else 0.0
-        if sign == "-":
-            offset = -offset
-        instant = int(base + offset)
-        if kind == "epoch":
-            return str(instant)
-        return formatdate(float(instant), usegmt=True)
-
-    return _PLACEHOLDER.sub(_replace, value)
+    The fixture format's one grammar: :func:`retrybudget.testing.expand_placeholders`.
+    """
+    return expand_placeholders(value, now_wall)
 
 
 def load_fixture_file(path: str | Path) -> dict[str, list[dict[str, Any]]]:
