@@ -21,6 +21,7 @@ from typing import Any
 
 from ._clock import SYSTEM_CLOCK, Clock
 from ._drivers import attempt_timeout
+from .integrations.validators import json_object
 
 __all__ = ["ScriptedProvider", "ScriptedResponse", "expand_placeholders", "json_payload"]
 
@@ -63,13 +64,16 @@ class ScriptedResponse:
         return json.loads(self.text)
 
 
+_JSON_OBJECT = json_object()
+
+
 def json_payload(response: object) -> object:
-    """A validator: the payload must be a JSON object (raises when it is not)."""
-    text = getattr(response, "text", "")
-    data = json.loads(text if isinstance(text, str) else "")
-    if not isinstance(data, dict):
-        raise TypeError("payload is not a JSON object")
-    return data
+    """A validator: the payload must be a JSON object (raises when it is not).
+
+    The library's one JSON validator, :func:`retrybudget.integrations.json_object` with no
+    required key, for the in-process provider's responses and the sandbox's alike.
+    """
+    return _JSON_OBJECT(response)
 
 
 class ScriptedProvider:
