@@ -2,14 +2,15 @@
 
 The layers, bottom up (docs/architecture.md tells the story):
 
+- ``_clock``: the one injected clock; the standard library only (it is the one module
+  that reads the time and sleeps).
 - ``core/``: the pure rules. It imports the standard library, other core modules and the
   clock protocol (``retrybudget._clock``) only; no module of the standard library that does
   I/O, reads the clock or draws random numbers.
-- ``_clock``: the one injected clock; the standard library only (it is the one module
-  that reads the time and sleeps).
 - everything else sits above the core, in the order of ``LAYERS``: a module imports its own
-  layer and the layers below it. An integration or the gateway talks to a coordinator
-  through ``retrybudget.coordination``'s public face, never through a backend's internals.
+  layer and the layers below it, and every module belongs to a layer. An integration or
+  the gateway talks to a coordinator through ``retrybudget.coordination``'s public face,
+  never through a backend's internals.
 - no module imports a private name (one leading underscore) from another package, and no
   import cycle runs through the core.
 
@@ -36,12 +37,13 @@ CLOCK = f"{PACKAGE}._clock"
 IMPURE_STDLIB = frozenset({
     "asyncio", "concurrent", "http", "io", "logging", "multiprocessing", "os", "pathlib",
     "random", "secrets", "select", "selectors", "shutil", "signal", "socket", "ssl",
-    "subprocess", "sys", "tempfile", "threading", "time", "urllib",
+    "subprocess", "tempfile", "threading", "time", "urllib",
 })
 """Standard-library modules that do I/O, read the clock or draw random numbers."""
 
 LAYERS = (
     f"{PACKAGE}.cli",
+    f"{PACKAGE}.queue",  # job queues and their adapters, under the command that runs them
     f"{PACKAGE}.gateway",
     f"{PACKAGE}.acceptance",
     f"{PACKAGE}.sandbox",
@@ -234,6 +236,12 @@ def test_the_source_is_found() -> None:
     assert f"{CORE}.flow" in MODULES
     assert f"{PACKAGE}.cli._check" in MODULES
     assert any(imp.importer == f"{CORE}.flow" and imp.target == CLOCK for imp in IMPORTS)
+
+
+def test_every_module_has_a_layer() -> None:
+    face = {PACKAGE, f"{PACKAGE}.__main__"}
+    homeless = sorted(module for module in MODULES if module not in face and _layer(module) is None)
+    assert not homeless, f"add these modules' packages to LAYERS, in their place: {homeless}"
 
 
 def test_no_new_layering_violation() -> None:
