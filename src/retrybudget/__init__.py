@@ -25,7 +25,8 @@ from .coordination import (
     NoCoordination,
     RetryBudgetConfig,
 )
-from .core.classify import Classified, FailureKind, FailureSeen, Kind, ResponseSeen
+from .core.classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen
+from .core.flow import Attempt, AttemptResult, RequestInfo
 from .core.headers import RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
@@ -60,8 +61,10 @@ __version__ = "0.1.0"
 __all__ = [
     "PROFILES",
     "SYSTEM_CLOCK",
+    "Attempt",
     "AttemptEvent",
     "AttemptRecord",
+    "AttemptResult",
     "AuditHook",
     "Backoff",
     "BreakerConfig",
@@ -85,6 +88,7 @@ __all__ = [
     "NoCoordination",
     "NotFound",
     "NotRetried",
+    "Observation",
     "Outcome",
     "Policy",
     "PolicyError",
@@ -94,6 +98,7 @@ __all__ = [
     "RateLimited",
     "Reason",
     "Rejected",
+    "RequestInfo",
     "ResponseSeen",
     "Retrier",
     "RetriesExhausted",

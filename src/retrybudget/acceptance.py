@@ -1,7 +1,7 @@
 """The public acceptance cases: load them, build their policies, judge results.
 
 A case scripts what a provider answers and states what a correct client must do
-(DESIGN.md section 5). This module runs no I/O of its own: :func:`run_offline`
+(the packaged ``data/acceptance.json``). This module runs no I/O of its own: :func:`run_offline`
 plays a case against the in-process :class:`~retrybudget.testing.ScriptedProvider`,
 and the HTTP checklist plays the same cases against the sandbox provider; both
 judge the result with :func:`judge`.
@@ -29,6 +29,7 @@ from .testing import ScriptedProvider, json_payload
 
 __all__ = [
     "Case",
+    "CaseBreaker",
     "CaseResult",
     "Check",
     "load_cases",
@@ -222,19 +223,30 @@ def judge(
                       breaker_failures)
 
 
-class _CaseCoordinator(Coordinator):
-    """Just enough coordination for a single case: an optionally open breaker that counts."""
+class CaseBreaker(Coordinator):
+    """Just enough coordination for a single case: an optionally open breaker that counts.
+
+    Attributes:
+        open: the breaker refuses every operation.
+        failures: the provider failures it was told of (logical operations, not attempts).
+    """
 
     def __init__(self, open_: bool) -> None:
         self.open = open_
         self.failures = 0
 
     def admit(self, key: str) -> Admission:
+        """Refuse when open, else admit."""
         return Admission(allowed=not self.open, detail="breaker open" if self.open else "")
 
     def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
+        """Count an operation that ended in a provider failure."""
         if outcome.reason.is_provider_failure:
             self.failures += 1
+
+
+_CaseCoordinator = CaseBreaker
+"""The former private name of :class:`CaseBreaker`."""
 
 
 def run_offline(case: Case, *, clock: Clock | None = None, base: Policy | None = None,
@@ -245,7 +257,7 @@ def run_offline(case: Case, *, clock: Clock | None = None, base: Policy | None =
     """
     clk = clock or FakeClock()
     provider = ScriptedProvider(case.script, clk)
-    coordinator = _CaseCoordinator(open_=case.breaker == "open")
+    coordinator = CaseBreaker(open_=case.breaker == "open")
     retrier = Retrier(policy=policy_for(case, base), clock=clk, coordinator=coordinator,
                       random=random.Random(seed), method=case.method, job_id=case.id,
                       hooks=tuple(hooks))

@@ -46,8 +46,7 @@ from rich.markup import escape
 
 from .._clock import SYSTEM_CLOCK
 from .._drivers import Retrier
-from ..acceptance import Case, CaseResult, Check, judge, load_cases, policy_for
-from ..acceptance import _CaseCoordinator as CaseBreaker  # the checklist's one-case breaker
+from ..acceptance import Case, CaseBreaker, CaseResult, Check, judge, load_cases, policy_for
 from ..coordination import (
     BreakerConfig,
     CoordinationConfig,

@@ -1,6 +1,8 @@
-"""The pure core: headers, profiles, classification, policy, state and decisions.
+"""The pure core: headers, profiles, classification, policy, outcomes, decisions and the flow.
 
-No I/O, no sleeping, no global state: everything here is a function of its arguments.
+No I/O, no sleeping, no global state: everything here is a function of its arguments (the
+flow reads the time from the clock it is handed, and leaves every action to a driver). It
+imports the standard library and the clock protocol only (``tests/test_layering.py``).
 """
 
 from .classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen, classify

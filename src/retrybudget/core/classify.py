@@ -121,14 +121,12 @@ class FailureSeen:
     Attributes:
         kind: what went wrong.
         error: the exception's class name (never its message, which may hold secrets).
-        clipped: True when a timeout was the deadline's clipped remainder running out.
         method: the request method, when the exception carried its request (as for
             :attr:`ResponseSeen.method`).
     """
 
     kind: FailureKind
     error: str
-    clipped: bool = False
     method: str | None = None
 
     @property

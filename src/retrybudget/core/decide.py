@@ -121,12 +121,6 @@ class OperationState:
             return self
         return dataclasses.replace(self, method=method.upper())
 
-    def with_retry_at(self, retry_at: float | None) -> OperationState:
-        """This state, remembering a provider-named time."""
-        if retry_at is None or (self.retry_at is not None and self.retry_at >= retry_at):
-            return self
-        return dataclasses.replace(self, retry_at=retry_at)
-
 
 @fast_init
 @dataclass(frozen=True, slots=True)

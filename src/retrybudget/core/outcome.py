@@ -1,22 +1,45 @@
-"""Outcome reasons, wait records and the per-operation result.
+"""Outcome reasons, wait records, the per-operation result and the errors it raises.
 
-An operation ends in exactly one :class:`Reason` (DESIGN.md section 2). Its
-:class:`Outcome` carries the per-operation counters: one logical operation, the
-attempts it made, every wait with its reason and source, and ``retry_at`` when
-the provider named a time to come back.
+An operation ends in exactly one :class:`Reason`. Its :class:`Outcome` carries the
+per-operation counters: one logical operation, the attempts it made, every wait with its
+reason and source, and ``retry_at`` when the provider named a time to come back. A failed
+outcome raises (:meth:`Outcome.unwrap`) the :class:`RetryBudgetError` of its reason; the
+hierarchy lives here, beside the outcome it carries, and :mod:`retrybudget.errors` is its
+public home (the tree is drawn there).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._values import fast_init
 from .classify import Kind
 from .policy import Policy
 
-__all__ = ["GATEWAY_MAPPING", "AttemptRecord", "Outcome", "Reason", "Wait", "WaitReason"]
+__all__ = [
+    "ERRORS",
+    "GATEWAY_MAPPING",
+    "AttemptRecord",
+    "CircuitOpen",
+    "DeadlineExceeded",
+    "InvalidPayload",
+    "NotFound",
+    "NotRetried",
+    "Outcome",
+    "RateLimited",
+    "Reason",
+    "Rejected",
+    "RetriesExhausted",
+    "RetryBudgetError",
+    "RetryBudgetRefused",
+    "UnexpectedResponse",
+    "Wait",
+    "WaitReason",
+    "describe",
+    "error_for",
+]
 
 T = TypeVar("T")
 
@@ -182,8 +205,6 @@ class Outcome(Generic[T]):
         """Return the value of an ok outcome, or raise the matching :class:`RetryBudgetError`."""
         if self.reason is Reason.OK:
             return self.value  # type: ignore[return-value]
-        from ..errors import error_for  # noqa: PLC0415 - errors imports this module
-
         raise error_for(self)
 
     def stats(self) -> dict[str, object]:
@@ -226,4 +247,163 @@ GATEWAY_MAPPING: dict[Reason, tuple[int, str | None]] = {
     Reason.INVALID_PAYLOAD: (502, "provider_invalid_payload"),
     Reason.NOT_RETRIED: (503, "provider_unavailable"),
 }
-"""DESIGN.md section 2: the HTTP status and problem code a gateway answers for each reason."""
+"""The HTTP status and problem code a gateway answers for each reason."""
+
+
+# The errors a failed outcome raises ------------------------------------------------------
+
+
+class RetryBudgetError(Exception):
+    """An operation ended without success.
+
+    Attributes:
+        reason: the outcome reason.
+        operation_id: the operation's id.
+        attempts: outbound attempts made.
+        retry_at: wall-clock epoch seconds when the provider said to come back, or None.
+        outcome: the full :class:`Outcome` (None after unpickling).
+    """
+
+    reason: Reason = Reason.UNEXPECTED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: Reason | None = None,
+        operation_id: str = "",
+        attempts: int = 0,
+        retry_at: float | None = None,
+        outcome: Outcome[Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+        self.operation_id = operation_id
+        self.attempts = attempts
+        self.retry_at = retry_at
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (type(self), str(self), self.reason.value, self.operation_id, self.attempts,
+             self.retry_at),
+        )
+
+
+def _rebuild(
+    cls: type[RetryBudgetError],
+    message: str,
+    reason: str,
+    operation_id: str,
+    attempts: int,
+    retry_at: float | None,
+) -> RetryBudgetError:
+    return cls(message, reason=Reason(reason), operation_id=operation_id, attempts=attempts,
+               retry_at=retry_at)
+
+
+class RateLimited(RetryBudgetError):
+    """The provider throttles: come back at ``retry_at``."""
+
+    reason = Reason.RATE_LIMITED
+
+
+class RetriesExhausted(RetryBudgetError):
+    """Transient failures used every attempt."""
+
+    reason = Reason.EXHAUSTED
+
+
+class DeadlineExceeded(RetryBudgetError):
+    """The deadline left no room for another attempt or wait."""
+
+    reason = Reason.DEADLINE
+
+
+class CircuitOpen(RetryBudgetError):
+    """The circuit breaker refused the operation: no attempt was made."""
+
+    reason = Reason.CIRCUIT_OPEN
+
+
+class RetryBudgetRefused(RetryBudgetError):
+    """The shared retry budget refused a retry."""
+
+    reason = Reason.RETRY_BUDGET
+
+
+class Rejected(RetryBudgetError):
+    """The provider rejected the request (400/401/403…): not retried."""
+
+    reason = Reason.REJECTED
+
+
+class NotFound(RetryBudgetError):
+    """A reachable, missing record (404): not retried."""
+
+    reason = Reason.NOT_FOUND
+
+
+class UnexpectedResponse(RetryBudgetError):
+    """A status outside the contract, or an error the library does not know: not retried."""
+
+    reason = Reason.UNEXPECTED
+
+
+class InvalidPayload(RetryBudgetError):
+    """A 2xx whose payload failed validation, or a protocol error: not a success, not retried."""
+
+    reason = Reason.INVALID_PAYLOAD
+
+
+class NotRetried(RetryBudgetError):
+    """A write failed transiently and was not replayed."""
+
+    reason = Reason.NOT_RETRIED
+
+
+ERRORS: dict[Reason, type[RetryBudgetError]] = {
+    cls.reason: cls
+    for cls in (RateLimited, RetriesExhausted, DeadlineExceeded, CircuitOpen, RetryBudgetRefused,
+                Rejected, NotFound, UnexpectedResponse, InvalidPayload, NotRetried)
+}
+"""The exception class of each failed reason."""
+
+for _cls in (RetryBudgetError, *ERRORS.values()):
+    _cls.__module__ = "retrybudget.errors"  # their public home: tracebacks and pickles name it
+
+
+def describe(outcome: Outcome[Any]) -> str:
+    """A one-line, secret-free description of a failed outcome."""
+    parts = [f"{outcome.reason.value}: {outcome.detail or 'operation failed'}",
+             f"operation {outcome.operation_id}", f"{outcome.attempts} attempt(s)"]
+    if outcome.key:
+        parts.append(f"key {outcome.key}")
+    if outcome.retry_at is not None:
+        parts.append(f"retry_at {outcome.retry_at:.3f}")
+    return "; ".join(parts)
+
+
+def error_for(
+    outcome: Outcome[Any], base: dict[Reason, type[RetryBudgetError]] | None = None
+) -> RetryBudgetError:
+    """The exception matching a failed outcome (an ok outcome is a programming error).
+
+    Args:
+        outcome: a failed outcome.
+        base: a replacement table of exception classes (integrations pass subclasses that
+            also derive from their library's exceptions).
+    """
+    if outcome.reason is Reason.OK:
+        raise ValueError("an ok outcome is not an error")
+    cls = (base or ERRORS)[outcome.reason]
+    err = cls(
+        describe(outcome), reason=outcome.reason, operation_id=outcome.operation_id,
+        attempts=outcome.attempts, retry_at=outcome.retry_at, outcome=outcome,
+    )
+    # The original error stays on ``err.outcome.error``; it is not chained, because a foreign
+    # error's message may quote a URL with its secrets and chained tracebacks get logged.
+    err.__suppress_context__ = True
+    return err
