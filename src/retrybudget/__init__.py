@@ -29,7 +29,7 @@ from .core.classify import Classified, FailureKind, FailureSeen, Kind, ResponseS
 from .core.headers import RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
-from .core.profiles import PROFILES, Profile, get_profile
+from .core.profiles import PROFILES, PROVIDERS, BodySignal, Profile, auto, get_profile
 from .errors import (
     CircuitOpen,
     DeadlineExceeded,
@@ -59,11 +59,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PROFILES",
+    "PROVIDERS",
     "SYSTEM_CLOCK",
     "AttemptEvent",
     "AttemptRecord",
     "AuditHook",
     "Backoff",
+    "BodySignal",
     "BreakerConfig",
     "CallInterpreter",
     "CircuitOpen",
@@ -108,6 +110,7 @@ __all__ = [
     "WaitReason",
     "acall",
     "attempt_timeout",
+    "auto",
     "background",
     "call",
     "get_profile",
