@@ -234,6 +234,12 @@ class Profile:
         """A new profile based on this one, with ``changes`` applied (validated again)."""
         return dataclasses.replace(self, name=name, **changes)  # type: ignore[arg-type]
 
+    def with_ok(self, statuses: Iterable[int]) -> Profile:
+        """This profile with ``statuses`` also ending an operation as ok (and each it may pick)."""
+        extra = frozenset(statuses)
+        routes = tuple((host, p.with_ok(extra)) for host, p in self.routes)
+        return self.derive(self.name, ok=self.ok | extra, routes=routes)
+
     def body_statuses(self) -> frozenset[int]:
         """The non-2xx statuses whose body this profile reads to classify a response.
 
@@ -254,6 +260,15 @@ class Profile:
         for signal in self.body_signals:
             out.update(s for s in signal.statuses if not 200 <= s < 300)
         return frozenset(out)
+
+    def header_names(self) -> frozenset[str]:
+        """The response headers this profile reads besides the built-in rate-limit families."""
+        profiles = [p for _, p in self.routes] if self.routes else [self]
+        return frozenset(
+            name for p in profiles
+            for name in (*(h for h, _ in p.delay_headers), *(h for h, _ in p.reset_units),
+                         *p.retry_hint_headers, *p.bucket_headers)
+        )
 
     def reads_body(self, status: int, method: str | None = None) -> bool:
         """Whether a response of ``status`` to ``method`` has its (bounded) body read to classify it.
