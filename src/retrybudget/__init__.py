@@ -17,6 +17,7 @@ Start here::
 
 from ._clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
 from ._drivers import CallInterpreter, Interpreter, Retrier, acall, attempt_timeout, call, retrying
+from ._profile_file import load_profile
 from .coordination import (
     BreakerConfig,
     CoordinationConfig,
@@ -115,6 +116,7 @@ __all__ = [
     "call",
     "get_profile",
     "interactive",
+    "load_profile",
     "parse_rate_limit_headers",
     "redact_url",
     "retrying",
