@@ -1,0 +1,111 @@
+"""The provider table of ``docs/providers.md``, generated from the profile data.
+
+``python -m retrybudget._provider_table > docs/providers.md`` regenerates it; a test fails
+when the committed file and the profiles drift apart.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from .core.profiles import PROVIDERS, Profile
+
+__all__ = ["provider_table"]
+
+_INTRO = """\
+# Provider profiles
+
+<!-- Generated from the profile data by `python -m retrybudget._provider_table`;
+     do not edit by hand (a test fails when this file and the profiles drift apart). -->
+
+Every response is classified by the profile of its provider. `rb.PROVIDERS` lists the
+built-in profiles below; `profile="auto"` (the default of `rb.background()`) picks one by
+request host and uses `generic` for any other host. Derive your own in code with
+`Profile.derive`, or declare one in a TOML file and load it with `rb.load_profile`
+(`retrybudget check --profile FILE` checks it).
+
+A reset is a reason to wait only when the quota is spent (`remaining: 0`) or the response is a
+rate limit; a provider time that is now or past (`Retry-After: 0`) falls back to the policy's
+backoff with jitter. Absolute times are measured against the response's `Date` header.
+"""
+
+
+def _statuses(values: Iterable[int]) -> str:
+    """``500-599`` style ranges, so a long set reads at a glance."""
+    ordered = sorted(values)
+    if not ordered:
+        return "—"
+    runs: list[tuple[int, int]] = []
+    for value in ordered:
+        if runs and value == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], value)
+        else:
+            runs.append((value, value))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _code(values: Iterable[str]) -> str:
+    shown = [f"`{v}`" for v in values]
+    return ", ".join(shown) if shown else "—"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _hints(profile: Profile) -> str:
+    parts = [f"`{h}` true/false" for h in profile.retry_hint_headers]
+    for signal in profile.body_signals:
+        where = _statuses(signal.statuses)
+        if signal.methods:
+            where += " " + "/".join(sorted(signal.methods))
+        parts.append(f"body `{signal.pattern}` → {signal.kind} ({where})")
+    if profile.quota_patterns:
+        parts.append("body " + _code(profile.quota_patterns) + " → rejected (quota)")
+    if profile.secondary_patterns:
+        parts.append("body " + _code(profile.secondary_patterns) + " → secondary limit")
+    return "; ".join(parts) or "—"
+
+
+def _rules(profile: Profile) -> str:
+    parts = []
+    if profile.rate_limit_floor != 1.0:
+        parts.append(f"no-hint wait ≥ {profile.rate_limit_floor:g} s, x{profile.rate_limit_multiplier:g}")
+    if profile.zero_hint_wait:
+        parts.append(f"Retry-After 0 waits {profile.zero_hint_wait:g} s")
+    if profile.reset_slack:
+        parts.append(f"reset + {profile.reset_slack:g} s")
+    if profile.longest_wait is not None:
+        parts.append(f"waits ≤ {profile.longest_wait:g} s")
+    if profile.write_pacing:
+        parts.append(f"≥ {profile.write_pacing:g} s between writes")
+    if profile.idempotency_header:
+        parts.append(f"`{profile.idempotency_header}` on every POST")
+    if profile.bucket_headers:
+        parts.append("bucket " + _code(profile.bucket_headers))
+    return "; ".join(parts) or "—"
+
+
+def _sources(profile: Profile) -> str:
+    return "<br>".join(f"<{s}>" if s.startswith("http") else f"`{s}`" for s in profile.sources)
+
+
+def provider_table() -> str:
+    """The Markdown of ``docs/providers.md``, from :data:`~retrybudget.PROVIDERS`."""
+    lines = [_INTRO, "| profile | rate limit | transient | rejected | delay headers | resets |"
+             " hints | rules | hosts | sources |", "|" + " --- |" * 10]
+    for p in PROVIDERS:
+        rate = _statuses(p.rate_limited)
+        if p.conditional_rate_limited:
+            rate += f"; {_statuses(p.conditional_rate_limited)} with evidence"
+        delays = ", ".join(f"`{h}` ({u})" for h, u in p.delay_headers) or "—"
+        resets = ", ".join(f"`{h}` ({u})" for h, u in p.reset_units) or "by magnitude"
+        row = [f"`{p.name}`", rate, _statuses(p.transient), _statuses(p.rejected), delays,
+               resets, _hints(p), _rules(p), _code(p.hosts), _sources(p)]
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - the regeneration command
+    sys.stdout.write(provider_table())
