@@ -28,6 +28,25 @@ request host and uses `generic` for any other host. Derive your own in code with
 A reset is a reason to wait only when the quota is spent (`remaining: 0`) or the response is a
 rate limit; a provider time that is now or past (`Retry-After: 0`) falls back to the policy's
 backoff with jitter. Absolute times are measured against the response's `Date` header.
+
+## The IETF `RateLimit` fields
+
+`RateLimit` and `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers) are RFC 9651
+structured fields. They are read by the library's own parser, not by the `http-sf` package:
+the pure core takes no dependency, and the built-in parser is both faster and held to
+`http-sf`'s reading by property tests (`tests/test_structured_fields.py`: any list or
+dictionary `http-sf` serialises reads the same; where both accept any text, they agree).
+CPU microseconds per parse, best of 15 runs of 20,000 (`python benchmarks/sf_parsers.py`, http-sf
+1.5.0, on a loaded 2-core machine):
+
+| value | built-in | http-sf |
+| --- | --- | --- |
+| `"default";r=50;t=30` | 4.45 | 6.26 |
+| `"burst";q=100;w=60,"daily";q=1000;w=86400` | 8.75 | 12.96 |
+| `limit=100, remaining=50, reset=5` | 3.84 | 8.60 |
+| `100;w=10` | 3.33 | 5.91 |
+
+## The profiles
 """
 
 

@@ -850,8 +850,17 @@ _SF_BYTES_RE = re.compile(r":[A-Za-z0-9+/=]*:")
 _SF_DICT_START_RE = re.compile(r"\s*[a-z*][a-z0-9_.*-]*\s*=")
 
 
+_SF_SIMPLE_STRING_RE = re.compile(r'"[^"\\]*"')
+
+
 def _sf_split(text: str, sep: str) -> list[str] | None:
     """Split on ``sep`` outside double-quoted strings; None if a string is unterminated."""
+    if '"' not in text:
+        return text.split(sep)
+    if "\\" not in text:  # the common case: plain quoted names, none holding ``sep``
+        strings = _SF_SIMPLE_STRING_RE.findall(text)
+        if text.count('"') == 2 * len(strings) and not any(sep in q for q in strings):
+            return text.split(sep)
     parts: list[str] = []
     buf: list[str] = []
     in_string = escaped = False
@@ -876,7 +885,13 @@ def _sf_split(text: str, sep: str) -> list[str] | None:
     return parts
 
 
+_SF_PLAIN_STRING_RE = re.compile(r'"([ !#-\[\]-~]*)"')
+
+
 def _sf_string(text: str) -> str | None:
+    plain = _SF_PLAIN_STRING_RE.fullmatch(text)  # no escapes: the usual policy name
+    if plain is not None:
+        return plain.group(1)
     if len(text) < 2 or not text.endswith('"'):
         return None
     out: list[str] = []
@@ -913,7 +928,13 @@ def _sf_bare(text: str) -> _Bare | None:
     return None
 
 
+_SF_INT_PARAM_RE = re.compile(r"\s*([a-z*][a-z0-9_.*-]*)=(-?[0-9]{1,15})\s*")
+
+
 def _sf_key_value(text: str) -> tuple[str, _Bare] | None:
+    simple = _SF_INT_PARAM_RE.fullmatch(text)  # ``key=integer``: nearly every parameter
+    if simple is not None:
+        return simple.group(1), int(simple.group(2))
     key, eq, rest = text.strip().partition("=")
     key = key.strip()
     if _SF_KEY_RE.fullmatch(key) is None:
