@@ -71,3 +71,51 @@ def test_the_profile_reads_its_providers_dialect(profile, style, waits) -> None:
     assert first.kind is rb.Kind.RATE_LIMITED
     if waits is not None and not waits[0][2].startswith("body:"):
         assert waits[0][2] in dict(first.evidence), "the header reaches the audit evidence"
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    with serve_in_thread(SandboxConfig()) as sandbox:
+        yield sandbox
+
+
+def _send(sandbox, script, method, policy, run_id):
+    url = sandbox.load_fixture(run_id, "f", script)
+    with httpx.Client(transport=RetryTransport(policy=policy)) as client:
+        response = client.request(method, url, json={"query": "{ viewer { login } }"})
+    return response, sandbox.stats(run_id)["requests"]
+
+
+def test_a_github_graphql_200_with_rate_limited_errors_is_not_a_success(scripted) -> None:
+    body = {"data": None, "errors": [{"type": "RATE_LIMITED", "message": "API rate limit"}]}
+    policy = Policy(profile="github", deadline=5)
+    response, requests = _send(scripted, [{"status": 200, "body": body}], "POST", policy,
+                               "graphql-rl")
+    outcome = outcome_of(response)
+    assert outcome is not None
+    # a POST is not replayed, but it is no success either: rate limited, with the body read
+    assert (outcome.reason, len(requests)) == (rb.Reason.RATE_LIMITED, 1)
+    assert response.json() == body  # the caller still gets the body
+
+
+def test_a_github_graphql_200_without_errors_is_ok(scripted) -> None:
+    policy = Policy(profile="github", deadline=5)
+    response, _ = _send(scripted, [{"status": 200, "body": {"data": {}}}], "POST", policy,
+                        "graphql-ok")
+    outcome = outcome_of(response)
+    assert outcome is not None
+    assert outcome.reason is rb.Reason.OK
+
+
+def test_stripe_posts_carry_one_idempotency_key_across_retries(scripted) -> None:
+    policy = Policy(profile="stripe", deadline=10, retry_writes_with_key=True,
+                    backoff=Backoff(base=0.01, jitter=Jitter.NONE))
+    script = [{"status": 409}, {"status": 500}, {"status": 200, "body": {"id": "ch_1"}}]
+    first, requests = _send(scripted, script, "POST", policy, "stripe-a")
+    keys = [r["idempotency_key"] for r in requests]
+    assert first.status_code == 200
+    assert len(keys) == 3
+    assert len(set(keys)) == 1
+    assert keys[0]
+    _, again = _send(scripted, [{"status": 200, "body": {}}], "POST", policy, "stripe-b")
+    assert again[0]["idempotency_key"] not in keys  # a new request, a new key
