@@ -256,3 +256,12 @@ def test_a_clamped_transient_hint_reports_the_asked_time() -> None:
     assert isinstance(decision, Stop)
     assert decision.retry_at == NOW + 30 * 86400
     assert "clamped" in decision.detail
+
+
+@given(st.integers(min_value=0, max_value=2**32))
+def test_the_fast_date_reading_matches_email_utils(at) -> None:
+    from retrybudget.core.headers import _http_date
+
+    value = httpdate(at)
+    assert _http_date(value) == float(at)
+    assert _http_date(value.replace("GMT", "+0000")) == float(at)  # the email.utils path

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from email.utils import parsedate_tz
 from typing import TypeVar, cast
@@ -127,6 +127,10 @@ class HeaderRules:
     delays: tuple[tuple[str, str], ...] = (("retry-after-ms", "ms"), ("retry-after", "seconds"))
     resets: tuple[tuple[str, str], ...] = ()
     provider_clock: bool = True
+    relevant: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Header names and prefixes whose presence means there is something to read."""
+    own: frozenset[str] = field(init=False, repr=False, compare=False)
+    """The delay and reset header names these rules add to the evidence."""
 
     def __post_init__(self) -> None:
         for field_name in ("delays", "resets"):
@@ -138,11 +142,9 @@ class HeaderRules:
                     known = ", ".join(sorted(DELAY_UNITS))
                     raise ValueError(f"{field_name}: unknown unit {unit!r} for {header} ({known})")
             object.__setattr__(self, field_name, pairs)
-
-    @property
-    def relevant(self) -> tuple[str, ...]:
-        """Header names and prefixes whose presence means there is something to read."""
-        return (*_RELEVANT_PREFIXES, *(h for h, _ in self.delays), *(h for h, _ in self.resets))
+        own = frozenset(h for h, _ in (*self.delays, *self.resets))
+        object.__setattr__(self, "own", own)
+        object.__setattr__(self, "relevant", (*_RELEVANT_PREFIXES, *sorted(own)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,8 +352,7 @@ def parse_rate_limit_headers(
     """
     rules = DEFAULT_HEADER_RULES if rules is None else rules
     pairs = headers if isinstance(headers, tuple) and _normalized(headers) else normalize_headers(headers)
-    relevant = _RELEVANT_PREFIXES if rules is DEFAULT_HEADER_RULES else rules.relevant
-    if not any(name.startswith(relevant) for name, _ in pairs):
+    if not any(name.startswith(rules.relevant) for name, _ in pairs):
         return NO_RATE_LIMIT_INFO
     reader = _Reader(pairs, now_wall, dict(rules.resets))
     skew = _skew(reader) if rules.provider_clock else 0.0
@@ -365,7 +366,7 @@ def parse_rate_limit_headers(
     info = _combine(quotas)
     if retry_after is not None and info.reset is not None and info.remaining in (None, 0):
         _check_agreement(reader, retry_after, info.reset)
-    own = frozenset(h for h, _ in (*rules.delays, *rules.resets))
+    own = rules.own
     evidence = [
         (name[:MAX_VALUE_CHARS], value[:MAX_VALUE_CHARS])
         for name, value in pairs
@@ -516,8 +517,25 @@ def _number(text: str, source: str) -> float | HeaderNote | None:
     return number
 
 
+_IMF_FIXDATE_RE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) ([A-Z][a-z]{2}) ([0-9]{4}) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
+)
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
 def _http_date(text: str) -> float | None:
-    """Epoch seconds of an RFC 9110 HTTP-date (IMF-fixdate, rfc850, asctime), via email.utils."""
+    """Epoch seconds of an RFC 9110 HTTP-date (IMF-fixdate, rfc850, asctime), via email.utils.
+
+    The preferred IMF-fixdate (what servers send in ``Date``) is read by a regular expression
+    first: it is on every response the provider clock is measured from.
+    """
+    fixdate = _IMF_FIXDATE_RE.fullmatch(text)
+    if fixdate is not None and fixdate.group(2) in _MONTHS:
+        day, _, year, hour, minute, second = fixdate.groups()
+        return _epoch((int(year), _MONTHS[fixdate.group(2)], int(day), int(hour), int(minute),
+                       int(second)), 0)
     try:
         parts = parsedate_tz(text)
     except Exception:  # email.utils is lenient but has raised on odd input in the past
