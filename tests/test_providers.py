@@ -11,6 +11,8 @@ import json
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import Backoff, Jitter, Kind, Policy, Reason, ResponseSeen, WaitReason
@@ -289,3 +291,30 @@ def test_auto_without_a_url_classifies_by_generic(clock) -> None:
     assert (outcome.reason, outcome.attempts) == (Reason.REJECTED, 1)
     assert outcome.policy is not None
     assert outcome.policy.profile.name == "generic"
+
+
+_FRAGMENTS = st.sampled_from([
+    '"retry_after": ', '"retryDelay": "', 's"', '"type": "RATE_LIMITED"', '"code": "THROTTLED"',
+    "ThrottlingException", '"code": 20429', '"reason": "rateLimitExceeded"', "insufficient_quota",
+    '"code": "lock_timeout"', "1e309", "-5", "99999999999", "0.5", "{", "}", ",", "\x00", "é",
+])
+
+
+@given(
+    profile=st.sampled_from(rb.PROVIDERS),
+    status=st.integers(100, 599),
+    body=st.lists(_FRAGMENTS, max_size=12).map("".join),
+    headers=st.dictionaries(
+        st.sampled_from(["retry-after", "retry-after-ms", "x-ms-retry-after-ms",
+                         "x-amz-retry-after", "x-should-retry", "stripe-should-retry", "date",
+                         "x-ratelimit-reset", "x-ratelimit-remaining", "x-ratelimit-bucket",
+                         "x-rate-limit-reset", "ratelimit-reset"]),
+        st.sampled_from(["0", "1", "true", "false", "-1", "nan", "1e12", "99999999999",
+                         "Tue, 15 Jan 2027 08:00:00 GMT", "6m0s", "2027-01-15T08:00:00Z", ""]),
+        max_size=5),
+)
+def test_body_signals_and_hints_are_total(profile, status, body, headers) -> None:
+    seen = classify(profile, ResponseSeen.of(status, headers, message=body), NOW)
+    assert isinstance(seen.kind, Kind)
+    if seen.hint is not None:
+        assert 0 <= seen.hint.delay <= 7 * 24 * 3600
