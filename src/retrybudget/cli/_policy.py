@@ -67,6 +67,9 @@ class UserPolicy:
         """``profile`` with this policy's profile changes applied (itself when there are none)."""
         if not self.profile_changes:
             return profile
+        if profile.routes:  # "auto": the changes apply to whichever profile a host picks
+            routes = tuple((host, self.for_profile(p)) for host, p in profile.routes)
+            return profile.derive(profile.name, routes=routes)
         return profile.derive(f"{profile.name}+{self.policy.name}", **self.profile_changes)
 
 
