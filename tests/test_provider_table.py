@@ -28,3 +28,14 @@ def test_a_changed_profile_changes_the_table(monkeypatch) -> None:
     changed = (rb.PROVIDERS[0].derive("generic", transient=frozenset({599})), *rb.PROVIDERS[1:])
     monkeypatch.setattr(generator, "PROVIDERS", changed)
     assert generator.provider_table() != DOC.read_text(encoding="utf-8")
+
+
+def test_the_documented_profile_file_loads() -> None:
+    from retrybudget.core.profiles import profile_from_toml
+
+    text = DOC.read_text(encoding="utf-8")
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    acme = profile_from_toml(block)
+    assert acme.name == "acme"
+    assert acme.delay_headers == (("x-acme-wait-ms", "ms"),)
+    assert rb.auto({"api.acme.example": acme}).resolve("https://api.acme.example/v1").name == "acme"

@@ -29,6 +29,37 @@ A reset is a reason to wait only when the quota is spent (`remaining: 0`) or the
 rate limit; a provider time that is now or past (`Retry-After: 0`) falls back to the policy's
 backoff with jitter. Absolute times are measured against the response's `Date` header.
 
+## Your own provider
+
+A profile file declares only what differs from its base (`generic` unless `base` says):
+
+```toml
+name = "acme"
+base = "generic"
+transient = [500, 502, 503, 504]
+retry_hint = "x-acme-retry"          # "true" retries a rejection, "false" stops a 5xx
+bucket_header = "x-acme-bucket"      # the rate-limit bucket, for coordination
+hosts = ["api.acme.example"]
+
+[[delay]]                            # the first valid one wins
+header = "x-acme-wait-ms"
+unit = "ms"                          # seconds | ms | epoch | duration | rfc3339 | auto
+
+[[reset]]
+header = "x-ratelimit-reset"
+unit = "epoch"
+
+[[body]]                             # read from the bounded, already-read body
+pattern = '"code"\\s*:\\s*"SLOW_DOWN"'
+kind = "rate_limited"                # rate_limited | rejected | transient | delay
+statuses = [400, 429]
+delay = '"wait_s"\\s*:\\s*([0-9.]+)'
+```
+
+`rb.load_profile("acme.toml")` returns the `Profile` (reading TOML needs Python 3.11, or
+`retrybudget[toml]` on 3.10); `rb.auto({"api.acme.example": acme})` routes its host to it;
+a policy file's `[profile]` table takes the same keys.
+
 ## The IETF `RateLimit` fields
 
 `RateLimit` and `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers) are RFC 9651
