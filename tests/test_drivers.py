@@ -196,8 +196,10 @@ def test_presets() -> None:
     assert fast.deadline <= 5
     slow = rb.background()
     assert slow.rate_limit is rb.RateLimitMode.WAIT
-    assert slow.profile.name == "github"
-    assert slow.profile.rate_limit_floor == 60.0
+    # no silent GitHub default: the profile is picked by request host, generic elsewhere
+    assert slow.profile.name == "auto"
+    assert slow.profile.resolve("https://api.github.com/repos/o/r").rate_limit_floor == 60.0
+    assert slow.profile.resolve("https://internal.example/x").name == "generic"
 
 
 def test_fake_clock_sleeps_advance_time() -> None:

@@ -43,6 +43,7 @@ IMPURE_STDLIB = frozenset({
 
 LAYERS = (
     f"{PACKAGE}.cli",
+    f"{PACKAGE}._provider_table",  # writes docs/providers.md from the profile data
     f"{PACKAGE}.queue",  # job queues and their adapters, under the command that runs them
     f"{PACKAGE}.gateway",
     f"{PACKAGE}.acceptance",
@@ -50,6 +51,7 @@ LAYERS = (
     f"{PACKAGE}.testing",
     f"{PACKAGE}.integrations",
     f"{PACKAGE}._drivers",
+    f"{PACKAGE}._profile_file",  # reads a user profile from a TOML file (the core reads no file)
     f"{PACKAGE}.coordination",
     f"{PACKAGE}.observe",
     f"{PACKAGE}.errors",

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.strategies import WALL0, methods, policies, scripts
 
-from retrybudget import FakeClock, Kind, Reason, Retrier, WaitReason
+from retrybudget import PROFILES, FakeClock, Kind, Reason, Retrier, WaitReason
 from retrybudget.core.classify import classify
 from retrybudget.testing import ScriptedResponse, expand_placeholders, json_payload
 
@@ -118,7 +118,7 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
     headers=st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=6),
     message=st.text(max_size=100),
     now=st.floats(-1e12, 1e12, allow_nan=False),
-    profile=st.sampled_from(["generic", "github", "openai", "anthropic", "slack", "discord"]),
+    profile=st.sampled_from(["auto", *sorted(PROFILES)]),
 )
 def test_classify_is_total(status, headers, message, now, profile) -> None:
     from retrybudget import ResponseSeen, get_profile

@@ -134,7 +134,9 @@ def test_a_write_that_timed_out_is_not_replayed(clock) -> None:
         ("github", 403, {}, "You have exceeded a secondary rate limit", Kind.RATE_LIMITED),
         ("github", 403, {"retry-after": "30"}, "", Kind.RATE_LIMITED),
         ("github", 429, {}, "", Kind.RATE_LIMITED),
-        ("generic", 403, {"x-ratelimit-remaining": "0"}, "", Kind.REJECTED),
+        # remaining 0 on a 403 is a rate limit in generic too; quota left stays a rejection
+        ("generic", 403, {"x-ratelimit-remaining": "0"}, "", Kind.RATE_LIMITED),
+        ("generic", 403, {"x-ratelimit-remaining": "12"}, "", Kind.REJECTED),
         ("generic", 500, {}, "", Kind.UNEXPECTED),
         ("generic", 418, {}, "", Kind.UNEXPECTED),
         ("generic", 502, {}, "", Kind.TRANSIENT),

@@ -17,6 +17,7 @@ Start here::
 
 from ._clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
 from ._drivers import CallInterpreter, Interpreter, Retrier, acall, attempt_timeout, call, retrying
+from ._profile_file import load_profile
 from .coordination import (
     BreakerConfig,
     CoordinationConfig,
@@ -27,10 +28,10 @@ from .coordination import (
 )
 from .core.classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen
 from .core.flow import Attempt, AttemptResult, RequestInfo
-from .core.headers import RateLimitInfo, parse_rate_limit_headers
+from .core.headers import HeaderRules, RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
-from .core.profiles import PROFILES, Profile, get_profile
+from .core.profiles import PROFILES, PROVIDERS, BodySignal, Profile, auto, get_profile
 from .errors import (
     CircuitOpen,
     DeadlineExceeded,
@@ -60,6 +61,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PROFILES",
+    "PROVIDERS",
     "SYSTEM_CLOCK",
     "Attempt",
     "AttemptEvent",
@@ -67,6 +69,7 @@ __all__ = [
     "AttemptResult",
     "AuditHook",
     "Backoff",
+    "BodySignal",
     "BreakerConfig",
     "CallInterpreter",
     "CircuitOpen",
@@ -78,6 +81,7 @@ __all__ = [
     "FailureKind",
     "FailureSeen",
     "FakeClock",
+    "HeaderRules",
     "Hook",
     "Interpreter",
     "InvalidPayload",
@@ -113,10 +117,12 @@ __all__ = [
     "WaitReason",
     "acall",
     "attempt_timeout",
+    "auto",
     "background",
     "call",
     "get_profile",
     "interactive",
+    "load_profile",
     "parse_rate_limit_headers",
     "redact_url",
     "retrying",

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -46,6 +47,7 @@ from rich.markup import escape
 
 from .._clock import SYSTEM_CLOCK
 from .._drivers import Retrier
+from .._profile_file import read_profile
 from ..acceptance import Case, CaseBreaker, CaseResult, Check, judge, load_cases, policy_for
 from ..coordination import (
     BreakerConfig,
@@ -683,6 +685,18 @@ def _print(console: Console, verdicts: Sequence[Verdict], policy_name: str) -> N
     console.print(f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['n/a']} not applicable")
 
 
+def _with_profile_file(user: UserPolicy | None, path: str) -> UserPolicy:
+    """``user`` (or each case's own policy) with a TOML profile file's rules on every case."""
+    try:
+        profile, changes = read_profile(path)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    policy = user.policy if user is not None else Policy()
+    source = f"{user.source} + profile {path}" if user is not None else f"profile {path}"
+    merged = {**(dict(user.profile_changes) if user is not None else {}), **changes}
+    return UserPolicy(policy.replace(profile=profile), source, MappingProxyType(merged))
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run ``check``; 1 when any safeguard is absent."""
     try:
@@ -690,6 +704,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     user = load_policy(args.policy) if args.policy else None
+    if getattr(args, "profile", None):
+        user = _with_profile_file(user, args.profile)
     verdicts = run_checklist(cases, user, time_limit=args.time_limit, only=args.only)
     failed = any(v.status == "fail" for v in verdicts)
     name = f"policy {user.source}" if user else "each case's own policy"

@@ -82,8 +82,8 @@ def add_fetch_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_argument_group("budget")
     _policy_option(budget, "background", "each operation's policy")
     budget.add_argument("--profile", default=None,
-                        help="provider profile: generic, github, openai, anthropic, slack, "
-                             "discord, stripe (default: the policy's)")
+                        help="provider profile: auto (by request host), generic, github, stripe, "
+                             "openai, … (rb.PROVIDERS lists them; default: the policy's)")
     budget.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
                         help="each operation's end-to-end budget, waits included")
     budget.add_argument("--attempts", type=positive_int, default=None, metavar="N",
@@ -147,6 +147,9 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fixtures", default=None, metavar="FILE",
                         help="acceptance cases to run (default: the packaged acceptance.json)")
     _policy_option(parser, None, "check this policy instead of each case's own")
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="check this TOML provider profile: its rules are applied on top "
+                             "of each case's provider profile")
     parser.add_argument("--only", action="append", default=[], metavar="ID",
                         help="run only this case or rule id (repeatable)")
     parser.add_argument("--time-limit", type=positive_float, default=30.0, metavar="SECONDS",

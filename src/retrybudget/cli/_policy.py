@@ -16,7 +16,7 @@ A policy file (``docs/cli.md`` shows one)::
 
     [profile]                    # or profile = "github"
     base = "generic"             # the built-in profile to derive from
-    transient = [502, 503, 504]  # any Profile field: statuses, rate_limit_floor…
+    transient = [502, 503, 504]  # any profile-file key (docs/providers.md): statuses, delay…
 
 Only the keys given change the base; anything invalid is refused with the file's name.
 """
@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..core.policy import Backoff, Policy, PolicyError, background, interactive
-from ..core.profiles import PROFILES, Profile, get_profile
+from ..core.profiles import Profile, get_profile, profile_changes
 from ._errors import CliError
 
 __all__ = ["PRESETS", "UserPolicy", "load_policy", "with_overrides"]
@@ -48,17 +48,6 @@ _POLICY_KEYS = frozenset({
     "profile", "backoff",
 })
 _BACKOFF_KEYS = frozenset({"base", "cap", "multiplier", "jitter"})
-_PROFILE_KEYS = frozenset({
-    "base", "name", "rate_limited", "conditional_rate_limited", "not_found", "rejected",
-    "transient", "secondary_patterns", "permission_patterns", "quota_patterns",
-    "rate_limit_floor", "rate_limit_multiplier", "reset_slack", "transient_hints", "ok",
-})
-_SEQUENCES = frozenset({
-    "rate_limited", "conditional_rate_limited", "not_found", "rejected", "transient", "ok",
-    "secondary_patterns", "permission_patterns", "quota_patterns",
-})
-
-
 @dataclass(frozen=True, slots=True)
 class UserPolicy:
     """A policy from the command line, and the profile changes it declared.
@@ -78,6 +67,9 @@ class UserPolicy:
         """``profile`` with this policy's profile changes applied (itself when there are none)."""
         if not self.profile_changes:
             return profile
+        if profile.routes:  # "auto": the changes apply to whichever profile a host picks
+            routes = tuple((host, self.for_profile(p)) for host, p in profile.routes)
+            return profile.derive(profile.name, routes=routes)
         return profile.derive(f"{profile.name}+{self.policy.name}", **self.profile_changes)
 
 
@@ -92,10 +84,11 @@ def _profile(value: object, where: str) -> tuple[Profile, dict[str, Any]]:
         return get_profile(value), {}
     if not isinstance(value, dict):
         raise CliError(f"{where}: 'profile' must be a profile name or a table")
-    _unknown(value, _PROFILE_KEYS, f"{where}: [profile]")
+    try:
+        changes = profile_changes(value)  # the keys of a profile file (core.profiles)
+    except ValueError as exc:
+        raise CliError(f"{where}: [profile]: {exc}") from None
     base = get_profile(str(value.get("base", "generic")))
-    changes = {k: (tuple(v) if k in _SEQUENCES and isinstance(v, list) else v)
-               for k, v in value.items() if k not in ("base", "name")}
     name = str(value.get("name", f"{base.name}-custom"))
     return base.derive(name, **changes), changes
 
@@ -200,9 +193,11 @@ def with_overrides(
     """Apply ``--profile``, ``--deadline`` and ``--attempts``; raises :class:`CliError`."""
     changes: dict[str, Any] = {}
     if profile is not None:
-        if profile not in PROFILES:
-            raise CliError(f"unknown provider profile {profile!r} (known: {', '.join(sorted(PROFILES))})")
-        changes["profile"] = user.for_profile(get_profile(profile))
+        try:
+            chosen = get_profile(profile)  # a built-in name or "auto"
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        changes["profile"] = user.for_profile(chosen)
     if deadline is not None:
         changes["deadline"] = deadline
     if attempts is not None:

@@ -8,6 +8,7 @@ following each provider's documentation (PROVIDERS.md).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Iterable
@@ -21,9 +22,10 @@ from .headers import (
     Hint,
     RateLimitInfo,
     normalize_headers,
+    parse_duration,
     parse_rate_limit_headers,
 )
-from .profiles import Profile
+from .profiles import BODY_LIMIT, BodySignal, Profile
 
 __all__ = [
     "Classified",
@@ -35,8 +37,9 @@ __all__ = [
     "classify",
 ]
 
-MESSAGE_LIMIT = 2000
-"""How much of a provider's error message the classifier reads."""
+MESSAGE_LIMIT = BODY_LIMIT
+"""How much of a provider's body the classifier may read (each profile reads at most its
+``body_limit`` of it)."""
 
 
 class Kind(str, enum.Enum):
@@ -166,8 +169,21 @@ class Classified:
 
     @property
     def hint(self) -> Hint | None:
-        """The earliest time the provider named, if any."""
-        return self.rate.earliest
+        """The earliest time the provider named for the next attempt, if any.
+
+        A Retry-After (or the profile's delay header, or a delay in the body) always counts.
+        A quota reset is a reason to wait only when the quota is spent (remaining 0) or the
+        response is a rate limit whose remaining is not given: GitHub sends its hourly reset
+        on every response, and a 503 with 4999 requests left is no reason to wait an hour.
+        """
+        rate = self.rate
+        if rate.retry_after is not None:
+            return rate.retry_after
+        if rate.reset is not None and (
+            rate.remaining == 0 or (self.kind is Kind.RATE_LIMITED and rate.remaining is None)
+        ):
+            return rate.reset
+        return None
 
 
 @lru_cache(maxsize=64)
@@ -216,27 +232,115 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
             failure=observation.kind,
         )
 
+    profile = profile.resolve(None) if profile.routes else profile
     status = observation.status
     headers = observation.headers
-    rate = parse_rate_limit_headers(headers, now_wall) if headers else NO_RATE_LIMIT_INFO
-    if 200 <= status < 300 and not observation.payload_error and not rate.conflicts:
+    rate = (parse_rate_limit_headers(headers, now_wall, profile.header_rules) if headers
+            else NO_RATE_LIMIT_INFO)
+    message = observation.message[: profile.body_limit] if observation.message else ""
+    signals = _signals(profile, status, message) if message and profile.body_signals else ()
+    if (200 <= status < 300 and not observation.payload_error and not rate.conflicts
+            and not signals):
         if rate is NO_RATE_LIMIT_INFO:
             return _PLAIN_OK[status]
         return Classified(Kind.OK, "ok", status, rate)
-    kind, detail, scope, extra = _read_status(profile, observation, status, rate)
+    rate = _with_body(profile, rate, headers, signals, message)
+    kind, detail, scope, extra = _read_status(profile, observation, status, rate, message, signals)
+    if profile.retry_hint_headers and not 200 <= status < 300:
+        kind, detail = _retry_hint(profile, headers, status, kind, detail)
     conflicts = tuple(f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts) + extra
     return Classified(kind, detail, status, rate, scope, True, None, conflicts)
 
 
+def _signals(profile: Profile, status: int, message: str) -> tuple[BodySignal, ...]:
+    """The profile's body signals for ``status`` that the (bounded) body matches."""
+    return tuple(s for s in profile.body_signals
+                 if status in s.statuses and _pattern(s.pattern).search(message))
+
+
+_FIELD_RE = re.compile(r'"([A-Za-z_]+)"')
+_SIGNAL_KINDS = {"rate_limited": Kind.RATE_LIMITED, "rejected": Kind.REJECTED,
+                 "transient": Kind.TRANSIENT}
+_UNITS = {"seconds": 1.0, "ms": 1000.0}
+
+
+def _body_delay(signal: BodySignal, message: str) -> Hint | None:
+    match = _pattern(signal.delay).search(message)
+    if match is None:
+        return None
+    raw = match.group(1)
+    if signal.unit == "duration":
+        seconds = parse_duration(raw)
+    else:
+        try:
+            seconds = float(raw) / _UNITS[signal.unit]
+        except ValueError:
+            seconds = None
+    if seconds is None or not 0 <= seconds <= 7 * 24 * 3600:
+        return None
+    named = _FIELD_RE.search(signal.delay)
+    return Hint(seconds, f"body:{named.group(1) if named else 'delay'}", raw[:200])
+
+
+def _with_body(
+    profile: Profile,
+    rate: RateLimitInfo,
+    headers: tuple[tuple[str, str], ...],
+    signals: tuple[BodySignal, ...],
+    message: str,
+) -> RateLimitInfo:
+    """The header reading plus what the body and the profile's bucket headers add."""
+    changes: dict[str, object] = {}
+    if rate.retry_after is None:
+        for signal in signals:
+            if signal.delay:
+                hint = _body_delay(signal, message)
+                if hint is not None:
+                    changes["retry_after"] = hint
+                    break
+    for name in profile.bucket_headers:
+        value = next((v for n, v in headers if n == name and v), None)
+        if value is not None:
+            changes["resource"] = value[:200]
+            break
+    return dataclasses.replace(rate, **changes) if changes else rate  # type: ignore[arg-type]
+
+
+def _retry_hint(
+    profile: Profile, headers: tuple[tuple[str, str], ...], status: int, kind: Kind, detail: str
+) -> tuple[Kind, str]:
+    """The provider's own retry hint (``x-should-retry: true|false``) overrides both ways."""
+    for name in profile.retry_hint_headers:
+        value = next((v.strip().lower() for n, v in headers if n == name), None)
+        if value == "false" and kind in (Kind.TRANSIENT, Kind.RATE_LIMITED, Kind.UNEXPECTED):
+            return Kind.REJECTED, f"{status}: the provider says not to retry ({name}: false)"
+        if value == "true" and kind in (Kind.REJECTED, Kind.UNEXPECTED, Kind.NOT_FOUND):
+            return Kind.TRANSIENT, f"{status}: the provider says to retry ({name}: true)"
+        if value in ("true", "false"):
+            return kind, detail
+    return kind, detail
+
+
 def _read_status(
-    profile: Profile, observation: ResponseSeen, status: int, rate: RateLimitInfo
+    profile: Profile,
+    observation: ResponseSeen,
+    status: int,
+    rate: RateLimitInfo,
+    message: str,
+    signals: tuple[BodySignal, ...],
 ) -> tuple[Kind, str, str, tuple[str, ...]]:
     """The profile's table, in order: ``(kind, detail, scope, extra conflicts)``."""
-    message = observation.message
     if status < 100 or status > 599:
         return Kind.INVALID_PAYLOAD, f"status {status} is not an HTTP status", "", ()
     if _matches(profile.quota_patterns, message):
         return Kind.REJECTED, f"{status}: quota or billing limit, not fixed by waiting", "", ()
+    for signal in signals:
+        signalled = _SIGNAL_KINDS.get(signal.kind)
+        if signalled is Kind.RATE_LIMITED:
+            scope = "primary" if rate.exhausted else "secondary"
+            return signalled, f"{status}: rate limited (the body says so)", scope, ()
+        if signalled is not None:
+            return signalled, f"{status}: {signalled.value} (the body says so)", "", ()
     if status in profile.rate_limited:
         scope = "primary" if rate.exhausted else _secondary(profile, message, rate)
         return Kind.RATE_LIMITED, f"{status}: rate limited", scope, ()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ._values import fast_init
 from .classify import Classified, FailureKind, Kind
+from .headers import Hint
 from .outcome import AttemptRecord, Reason, Wait, WaitReason
 from .policy import Policy, RateLimitMode
 from .profiles import Profile
@@ -182,16 +183,35 @@ def rate_limit_wait(
 ) -> tuple[float, WaitReason, str]:
     """How long a rate limit asks us to wait: ``(seconds, reason, source)``.
 
-    Retry-After first; else a reset time when the quota is exhausted (or its state is not
-    given), plus the profile's slack; else the profile's floor, doubled for each repeat.
+    The provider's named time first (:attr:`Classified.hint`: Retry-After, else a reset when
+    the quota is exhausted or its state is not given, plus the profile's slack); else the
+    profile's floor, doubled for each repeat. A named time that is now or past
+    (``Retry-After: 0``, a date already gone) gives 0 here: :func:`decide` then waits the
+    policy's backoff (with jitter), at least the profile's ``zero_hint_wait``.
     """
-    rate = classified.rate
-    if rate.retry_after is not None:
-        return rate.retry_after.delay, WaitReason.RETRY_AFTER, rate.retry_after.source
-    if rate.reset is not None and (rate.remaining is None or rate.remaining == 0):
-        return rate.reset.delay + profile.reset_slack, WaitReason.RATE_LIMIT_RESET, rate.reset.source
+    hint = classified.hint
+    if hint is not None:
+        if hint is classified.rate.retry_after:
+            return hint.delay, WaitReason.RETRY_AFTER, hint.source
+        return hint.delay + (profile.reset_slack if hint.delay > 0 else 0.0), \
+            WaitReason.RATE_LIMIT_RESET, hint.source
     floor = profile.rate_limit_floor * profile.rate_limit_multiplier ** min(streak, 32)
     return floor, WaitReason.RATE_LIMIT_BACKOFF, f"profile:{profile.name}"
+
+
+def _asked(now_wall: float, hint: Hint | None, delay: float) -> tuple[float, str]:
+    """``retry_at`` as the provider asked it (before any clamp) and a note of the clamp."""
+    if hint is None or hint.asked is None:
+        return now_wall + delay, ""
+    return now_wall + hint.asked + (delay - hint.delay), (
+        f"; {hint.source} asked {hint.asked:.0f}s, clamped to {hint.delay:.0f}s"
+    )
+
+
+def _wait_cap(policy: Policy) -> float | None:
+    """The longest single provider wait: the policy's cap, or the profile's (the SDK's)."""
+    caps = [c for c in (policy.max_server_wait, policy.profile.longest_wait) if c is not None]
+    return min(caps) if caps else None
 
 
 def decide(
@@ -226,24 +246,34 @@ def decide(
     )
     attempts_left = state.attempts + 1 < policy.max_attempts
 
+    cap = _wait_cap(policy)
     if kind is Kind.RATE_LIMITED:
-        delay, reason, source = rate_limit_wait(policy.profile, classified, state.rate_limit_streak)
-        limit_at = now_wall + delay
+        profile = policy.profile
+        delay, reason, source = rate_limit_wait(profile, classified, state.rate_limit_streak)
+        hint = classified.hint
+        limit_at, clamped = _asked(now_wall, hint, delay)
+        if delay <= 0:  # the provider named now or a past time: no burst, back off
+            delay = max(policy.backoff.delay(state.backoffs, sample), profile.zero_hint_wait)
+            reason, source = WaitReason.BACKOFF, "policy"
+            if profile.zero_hint_wait and delay == profile.zero_hint_wait:
+                reason, source = WaitReason.RATE_LIMIT_BACKOFF, f"profile:{profile.name}"
         if policy.rate_limit is RateLimitMode.FAIL_FAST:
-            return Stop(Reason.RATE_LIMITED, limit_at, "rate limited; fail_fast does not wait")
+            return Stop(Reason.RATE_LIMITED, limit_at,
+                        f"rate limited; fail_fast does not wait{clamped}")
         if not may_retry:
-            return Stop(Reason.RATE_LIMITED, limit_at, "rate limited; a write is not replayed")
+            return Stop(Reason.RATE_LIMITED, limit_at,
+                        f"rate limited; a write is not replayed{clamped}")
         if not attempts_left:
-            return Stop(Reason.RATE_LIMITED, limit_at, "rate limited; no attempts left")
-        if policy.max_server_wait is not None and delay > policy.max_server_wait:
+            return Stop(Reason.RATE_LIMITED, limit_at, f"rate limited; no attempts left{clamped}")
+        if cap is not None and delay > cap:
             return Stop(
                 Reason.RATE_LIMITED, limit_at,
-                f"rate limited; {delay:.3f}s is over the {policy.max_server_wait:g}s wait cap",
+                f"rate limited; {delay:.3f}s is over the {cap:g}s wait cap{clamped}",
             )
         if not _fits(policy, state, now, delay):
             return Stop(
                 Reason.RATE_LIMITED, limit_at,
-                f"rate limited; waiting {delay:.3f}s would end past the deadline",
+                f"rate limited; waiting {delay:.3f}s would end past the deadline{clamped}",
             )
         return Retry(delay, reason, source, limit_at, f"rate limited; waiting {delay:.3f}s")
 
@@ -259,15 +289,19 @@ def decide(
     delay = policy.backoff.delay(state.backoffs, sample)
     reason, source = WaitReason.BACKOFF, "policy"
     retry_at = None
+    clamped = ""
+    # Only a time the provider named for this failure: never a quota reset with quota left.
     hint = classified.hint if policy.profile.transient_hints else None
     if hint is not None:
-        retry_at = now_wall + hint.delay
-        if hint.delay >= delay:
+        retry_at, clamped = _asked(now_wall, hint, hint.delay)
+        if hint.delay >= delay:  # a zero or past time falls back to the backoff
             delay, reason, source = hint.delay, WaitReason.RETRY_AFTER, hint.source
-        if policy.max_server_wait is not None and hint.delay > policy.max_server_wait:
-            return Stop(Reason.DEADLINE, retry_at, "the provider's wait is over the wait cap")
+        if cap is not None and hint.delay > cap:
+            return Stop(Reason.DEADLINE, retry_at,
+                        f"the provider's wait is over the wait cap{clamped}")
     if not _fits(policy, state, now, delay):
-        return Stop(Reason.DEADLINE, retry_at, f"waiting {delay:.3f}s would end past the deadline")
+        return Stop(Reason.DEADLINE, retry_at,
+                    f"waiting {delay:.3f}s would end past the deadline{clamped}")
     return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
 
 

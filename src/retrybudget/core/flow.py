@@ -233,6 +233,8 @@ def operation_flow(
         The :class:`Outcome`, as the generator's return value.
     """
     key = request.key
+    if policy.profile.routes:  # profile="auto": the request host's profile classifies
+        policy = policy.replace(profile=policy.profile.resolve(request.url))
     state = OperationState.start(
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,

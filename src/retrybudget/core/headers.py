@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from email.utils import parsedate_tz
 from typing import TypeVar, cast
@@ -21,11 +21,14 @@ __all__ = [
     "EPOCH_THRESHOLD",
     "EVIDENCE_HEADERS",
     "EVIDENCE_PREFIXES",
+    "DEFAULT_HEADER_RULES",
+    "MAX_CLOCK_SKEW",
     "MAX_HINT_SECONDS",
     "MAX_VALUE_CHARS",
     "NO_RATE_LIMIT_INFO",
     "Conflict",
     "HeaderNote",
+    "HeaderRules",
     "Hint",
     "RateLimitInfo",
     "normalize_headers",
@@ -45,6 +48,21 @@ EPOCH_THRESHOLD = 1_000_000_000.0
 MAX_VALUE_CHARS = 200
 """Header values kept in notes, hints and evidence are cut to this many characters."""
 
+MAX_CLOCK_SKEW = 600.0
+"""The largest provider-clock correction (seconds) taken from a ``Date`` header; beyond it the
+correction is clamped to this bound (with a note)."""
+
+SKEW_EVIDENCE = "retrybudget-clock-skew"
+"""The derived evidence entry that records a provider-clock correction (``+3s``)."""
+
+CLAMP_EVIDENCE = "retrybudget-clamped"
+"""The derived evidence entry that records a provider wait clamped to :data:`MAX_HINT_SECONDS`."""
+
+DELAY_UNITS = frozenset({"seconds", "ms", "epoch", "duration", "rfc3339", "auto"})
+"""How a delay or reset header's value is read: delay-seconds (or an HTTP-date, for a delay),
+milliseconds, epoch seconds, a Go duration, an RFC 3339 time, or ``auto`` (the generic
+magnitude heuristic: a number at or above :data:`EPOCH_THRESHOLD` is an epoch)."""
+
 EVIDENCE_HEADERS = frozenset(
     {
         "retry-after",
@@ -53,10 +71,15 @@ EVIDENCE_HEADERS = frozenset(
         "x-should-retry",
         "stripe-should-retry",
         "x-amz-retry-after",
+        "x-ms-retry-after-ms",
         "x-shopify-shop-api-call-limit",
+        "date",
+        SKEW_EVIDENCE,
+        CLAMP_EVIDENCE,
     }
 )
-"""Header names (lower-case) copied into :attr:`RateLimitInfo.evidence`."""
+"""Header names (lower-case) copied into :attr:`RateLimitInfo.evidence` (``date`` only with
+other evidence; the ``retrybudget-*`` entries are derived, never taken from a provider)."""
 
 EVIDENCE_PREFIXES = ("x-ratelimit-", "x-rate-limit-", "ratelimit-", "anthropic-ratelimit-")
 """Header-name prefixes also copied into :attr:`RateLimitInfo.evidence`; nothing else is."""
@@ -73,11 +96,55 @@ class Hint:
         source: the lower-case header name it came from (``"retry-after"``,
             ``"x-ratelimit-reset"``…).
         raw: the header value as received (rate-limit headers carry no secrets).
+        asked: the delay the provider asked for when it was clamped to ``MAX_HINT_SECONDS``;
+            None when ``delay`` is what it asked.
     """
 
     delay: float
     source: str
     raw: str
+    asked: float | None = None
+
+    @property
+    def requested(self) -> float:
+        """The delay the provider asked for, before any clamp (what ``retry_at`` reports)."""
+        return self.delay if self.asked is None else self.asked
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRules:
+    """How one provider's delay and reset headers are read (a profile's header dialect).
+
+    Attributes:
+        delays: ``(header, unit)`` pairs naming a time to retry, in precedence order (the
+            first valid one wins); units from :data:`DELAY_UNITS`.
+        resets: ``(header, unit)`` pairs saying how a quota family's reset header is read;
+            a reset header not listed is read ``auto``.
+        provider_clock: measure absolute times (HTTP-dates, epochs, RFC 3339) against the
+            response's ``Date`` header, so a skewed local clock waits what the provider asked.
+    """
+
+    delays: tuple[tuple[str, str], ...] = (("retry-after-ms", "ms"), ("retry-after", "seconds"))
+    resets: tuple[tuple[str, str], ...] = ()
+    provider_clock: bool = True
+    relevant: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Header names and prefixes whose presence means there is something to read."""
+    own: frozenset[str] = field(init=False, repr=False, compare=False)
+    """The delay and reset header names these rules add to the evidence."""
+
+    def __post_init__(self) -> None:
+        for field_name in ("delays", "resets"):
+            pairs = tuple((str(h).strip().lower(), str(u)) for h, u in getattr(self, field_name))
+            for header, unit in pairs:
+                if not header:
+                    raise ValueError(f"{field_name}: a header name is empty")
+                if unit not in DELAY_UNITS:
+                    known = ", ".join(sorted(DELAY_UNITS))
+                    raise ValueError(f"{field_name}: unknown unit {unit!r} for {header} ({known})")
+            object.__setattr__(self, field_name, pairs)
+        own = frozenset(h for h, _ in (*self.delays, *self.resets))
+        object.__setattr__(self, "own", own)
+        object.__setattr__(self, "relevant", (*_RELEVANT_PREFIXES, *sorted(own)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,22 +286,30 @@ def parse_rfc3339(value: str) -> float | None:
     return epoch + (float("0" + fraction) if fraction else 0.0)
 
 
-def parse_reset(value: str, now_wall: float, *, source: str) -> Hint | HeaderNote:
-    """Parse a reset header that may be an epoch, a delta in seconds, a duration or RFC 3339.
+def parse_reset(
+    value: str, now_wall: float, *, source: str, unit: str = "auto"
+) -> Hint | HeaderNote:
+    """Parse a reset header the way its provider documents it (``unit``, from :data:`DELAY_UNITS`).
 
-    A number at or above :data:`EPOCH_THRESHOLD` (1e9, i.e. September 2001 or later) is an
-    epoch timestamp, possibly fractional (Discord): the delay is ``value - now_wall``, 0 if in
-    the past. A smaller number is a delta in seconds (``0`` included). Otherwise a Go duration
-    (OpenAI ``6m0s``) or an RFC 3339 timestamp (Anthropic) is tried. Negative, non-finite or
-    unparseable values give a :class:`HeaderNote`; too-large delays give a clamped :class:`Hint`.
-    The interpretation is not recorded: ``Hint.raw`` keeps the value as received.
+    ``auto`` (the generic profile) guesses: a number at or above :data:`EPOCH_THRESHOLD`
+    (1e9, i.e. September 2001 or later) is an epoch timestamp, possibly fractional (Discord),
+    a smaller number a delta in seconds (``0`` included); otherwise a Go duration (OpenAI
+    ``6m0s``) or an RFC 3339 timestamp (Anthropic) is tried. ``epoch`` reads any number as an
+    epoch (GitHub's ``x-ratelimit-reset``: reset ``125`` at now ``100`` is 25 s away);
+    ``seconds`` a delta; ``ms`` a delta in milliseconds; ``duration`` a Go duration (or a
+    plain number of seconds); ``rfc3339`` a timestamp. A time in the past is a delay of 0.
+    Negative, non-finite or unparseable values give a :class:`HeaderNote`; too-large delays
+    give a clamped :class:`Hint`. ``Hint.raw`` keeps the value as received.
     """
-    hint, note = _parse_reset(value, source, now_wall)
+    hint, note = _parse_reset(value, source, now_wall, unit)
     return _one(hint, note, source, value)
 
 
-_RELEVANT_PREFIXES = (*EVIDENCE_HEADERS, *EVIDENCE_PREFIXES)
+_DERIVED = frozenset({SKEW_EVIDENCE, CLAMP_EVIDENCE})
+_RELEVANT_PREFIXES = (*(EVIDENCE_HEADERS - _DERIVED - {"date"}), *EVIDENCE_PREFIXES)
 NO_RATE_LIMIT_INFO = RateLimitInfo()
+DEFAULT_HEADER_RULES = HeaderRules()
+"""The generic header dialect: ``retry-after-ms`` then ``retry-after``; resets read ``auto``."""
 """What a response without rate-limit or retry headers says: nothing."""
 
 
@@ -251,38 +326,58 @@ def _normalized(pairs: tuple[object, ...]) -> bool:
     return True
 
 
-def parse_rate_limit_headers(headers: HeaderInput, now_wall: float) -> RateLimitInfo:
+def parse_rate_limit_headers(
+    headers: HeaderInput, now_wall: float, rules: HeaderRules | None = None
+) -> RateLimitInfo:
     """Parse every rate-limit and retry header of one response into a :class:`RateLimitInfo`.
 
-    Never raises. ``retry_after`` comes from ``retry-after-ms`` (float milliseconds), else
-    ``retry-after``. Quota headers are read per family (GitHub/Discord ``x-ratelimit-*``,
-    X ``x-rate-limit-*``, OpenAI ``x-ratelimit-*-requests|tokens``, Anthropic
-    ``anthropic-ratelimit-*``, Shopify call limit, and the IETF ``RateLimit-*`` headers,
-    ``RateLimit``/``RateLimit-Policy`` in the -07 dictionary and -08..-10 list syntaxes).
+    Never raises. ``now_wall`` is the (local) epoch time the response was received; ``rules``
+    is the provider's header dialect (a profile's :attr:`~retrybudget.Profile.header_rules`;
+    default: the generic one). ``retry_after`` comes from the first valid of ``rules.delays``
+    (generic: ``retry-after-ms`` in float milliseconds, else ``retry-after``). Quota headers
+    are read per family (GitHub/Discord ``x-ratelimit-*``, X ``x-rate-limit-*``, OpenAI
+    ``x-ratelimit-*-requests|tokens``, Anthropic ``anthropic-ratelimit-*``, Shopify call
+    limit, and the IETF ``RateLimit-*`` headers, ``RateLimit``/``RateLimit-Policy`` in the -07
+    dictionary and -08..-10 list syntaxes), each reset in the unit ``rules.resets`` gives it.
+    With ``rules.provider_clock`` and a valid ``Date`` header, absolute times are measured
+    against the provider's clock (the correction bounded by :data:`MAX_CLOCK_SKEW` and
+    recorded as a ``retrybudget-clock-skew`` evidence entry when it is a second or more).
     The most restrictive family wins: an exhausted one (remaining 0) with the latest reset,
     else the smallest remaining; ``reset`` is the latest reset of the exhausted families (of
     all, if none is exhausted or none of those has a reset). A header repeated with different
     values is a :class:`Conflict` and its first valid value is used; so are ``remaining`` above
     ``limit`` and a retry-after that disagrees with the reset by more than max(1 s, 10 %) when
-    the quota is exhausted or its remaining is unknown.
+    the quota is exhausted or its remaining is unknown. A clamped wait is recorded as a
+    ``retrybudget-clamped`` evidence entry.
     """
+    rules = DEFAULT_HEADER_RULES if rules is None else rules
     pairs = headers if isinstance(headers, tuple) and _normalized(headers) else normalize_headers(headers)
-    if not any(name.startswith(_RELEVANT_PREFIXES) for name, _ in pairs):
+    if not any(name.startswith(rules.relevant) for name, _ in pairs):
         return NO_RATE_LIMIT_INFO
-    reader = _Reader(pairs, now_wall)
-    retry_after = reader.pick("retry-after-ms", reader.parse_retry_after_ms)
-    if retry_after is None:
-        retry_after = reader.pick("retry-after", reader.parse_retry_after)
-    else:
-        reader.pick("retry-after", reader.parse_retry_after)  # notes and duplicates only
+    reader = _Reader(pairs, now_wall, dict(rules.resets))
+    skew = _skew(reader) if rules.provider_clock else 0.0
+    reader.now_wall = now_wall + skew
+    retry_after: Hint | None = None
+    for name, unit in rules.delays:
+        found = reader.pick(name, reader.parse_delay(unit))  # later ones: notes and duplicates
+        if retry_after is None:
+            retry_after = found
     quotas = [*_vendor_quotas(reader), *_ietf_quotas(reader)]
     info = _combine(quotas)
     if retry_after is not None and info.reset is not None and info.remaining in (None, 0):
         _check_agreement(reader, retry_after, info.reset)
-    evidence = tuple(
+    own = rules.own
+    evidence = [
         (name[:MAX_VALUE_CHARS], value[:MAX_VALUE_CHARS])
         for name, value in pairs
-        if _is_evidence(name)
+        if (_is_evidence(name) or name in own) and name not in _DERIVED
+    ]
+    if abs(skew) >= 1.0:
+        evidence.append((SKEW_EVIDENCE, f"{skew:+.0f}s"))
+    evidence.extend(
+        (CLAMP_EVIDENCE, f"{hint.source} asked {hint.asked:.0f}s, read as {hint.delay:.0f}s")
+        for hint in (retry_after, info.reset)
+        if hint is not None and hint.asked is not None
     )
     return RateLimitInfo(
         retry_after=retry_after,
@@ -294,8 +389,26 @@ def parse_rate_limit_headers(headers: HeaderInput, now_wall: float) -> RateLimit
         resource=info.resource,
         notes=tuple(reader.notes),
         conflicts=tuple(reader.conflicts),
-        evidence=evidence,
+        evidence=tuple(evidence),
     )
+
+
+def _skew(reader: _Reader) -> float:
+    """Seconds the provider's clock (its ``Date`` header) is ahead of ours, bounded; 0 if none."""
+    values = reader.groups.get("date")
+    if not values:
+        return 0.0
+    provider_now = _http_date(values[0])
+    if provider_now is None:
+        reader.notes.append(_note("date", values[0], "not an HTTP-date; local clock used"))
+        return 0.0
+    skew = provider_now - reader.now_wall
+    if abs(skew) > MAX_CLOCK_SKEW:
+        reader.notes.append(
+            _note("date", values[0], f"clock skew {skew:+.0f}s clamped to {_fmt(MAX_CLOCK_SKEW)}s")
+        )
+        skew = math.copysign(MAX_CLOCK_SKEW, skew)
+    return skew
 
 
 # --------------------------------------------------------------------------- private helpers
@@ -377,12 +490,16 @@ def _one(
 
 
 def _clamp(delay: float, source: str, raw: str) -> _Parsed[Hint]:
-    """Turn a computed delay into a Hint in [0, MAX_HINT_SECONDS]; past (negative) means 0."""
+    """Turn a computed delay into a Hint in [0, MAX_HINT_SECONDS]; past (negative) means 0.
+
+    A clamped hint keeps what the provider asked in :attr:`Hint.asked`.
+    """
     if math.isnan(delay):
         return None, _note(source, raw, "delay is not a finite number")
     if delay > MAX_HINT_SECONDS:
         return (
-            Hint(MAX_HINT_SECONDS, source, raw[:MAX_VALUE_CHARS]),
+            Hint(MAX_HINT_SECONDS, source, raw[:MAX_VALUE_CHARS],
+                 delay if math.isfinite(delay) else MAX_HINT_SECONDS),
             _note(source, raw, f"delay too large, clamped to {_fmt(MAX_HINT_SECONDS)}s"),
         )
     return Hint(max(delay, 0.0) + 0.0, source, raw[:MAX_VALUE_CHARS]), None
@@ -400,8 +517,25 @@ def _number(text: str, source: str) -> float | HeaderNote | None:
     return number
 
 
+_IMF_FIXDATE_RE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{2}) ([A-Z][a-z]{2}) ([0-9]{4}) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
+)
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
 def _http_date(text: str) -> float | None:
-    """Epoch seconds of an RFC 9110 HTTP-date (IMF-fixdate, rfc850, asctime), via email.utils."""
+    """Epoch seconds of an RFC 9110 HTTP-date (IMF-fixdate, rfc850, asctime), via email.utils.
+
+    The preferred IMF-fixdate (what servers send in ``Date``) is read by a regular expression
+    first: it is on every response the provider clock is measured from.
+    """
+    fixdate = _IMF_FIXDATE_RE.fullmatch(text)
+    if fixdate is not None and fixdate.group(2) in _MONTHS:
+        day, _, year, hour, minute, second = fixdate.groups()
+        return _epoch((int(year), _MONTHS[fixdate.group(2)], int(day), int(hour), int(minute),
+                       int(second)), 0)
     try:
         parts = parsedate_tz(text)
     except Exception:  # email.utils is lenient but has raised on odd input in the past
@@ -442,21 +576,34 @@ def _parse_delay(
     return None, _note(source, text, "not a number")
 
 
-def _parse_reset(value: object, source: str, now_wall: float) -> _Parsed[Hint]:
+def _parse_reset(value: object, source: str, now_wall: float, unit: str = "auto") -> _Parsed[Hint]:
     text = _as_text(value).strip()
     if not text:
         return None, _note(source, text, "empty")
+    if unit == "ms":
+        return _parse_delay(text, source, now_wall, divisor=1000.0, allow_date=False)
+    if unit == "rfc3339":
+        epoch = parse_rfc3339(text)
+        if epoch is None:
+            return None, _note(source, text, "not an RFC 3339 timestamp")
+        return _clamp(epoch - now_wall, source, text)
     number = _number(text, source)
     if isinstance(number, HeaderNote):
         return None, number
     if number is not None:
-        delay = number - now_wall if number >= EPOCH_THRESHOLD else number
-        return _clamp(delay, source, text)
+        is_epoch = unit == "epoch" or (unit == "auto" and number >= EPOCH_THRESHOLD)
+        return _clamp(number - now_wall if is_epoch else number, source, text)
+    if unit == "epoch":
+        return None, _note(source, text, "not an epoch timestamp")
+    if unit == "seconds":
+        return None, _note(source, text, "not a number of seconds")
     duration = parse_duration(text)
     if duration is not None:
         if duration < 0:
             return None, _note(source, text, "negative")
         return _clamp(duration, source, text)
+    if unit == "duration":
+        return None, _note(source, text, "not a duration")
     epoch = parse_rfc3339(text)
     if epoch is not None:
         return _clamp(epoch - now_wall, source, text)
@@ -491,8 +638,14 @@ def _parse_name(value: str, source: str) -> _Parsed[str]:
 class _Reader:
     """The normalised headers of one response, plus the notes and conflicts found reading them."""
 
-    def __init__(self, pairs: Iterable[tuple[str, str]], now_wall: float) -> None:
+    def __init__(
+        self,
+        pairs: Iterable[tuple[str, str]],
+        now_wall: float,
+        resets: Mapping[str, str] | None = None,
+    ) -> None:
         self.now_wall = now_wall
+        self.resets: Mapping[str, str] = resets or {}
         self.groups: dict[str, list[str]] = {}
         for name, value in pairs:
             self.groups.setdefault(name, []).append(value)
@@ -555,7 +708,15 @@ class _Reader:
         return _parse_delay(value, source, self.now_wall, divisor=1000.0, allow_date=False)
 
     def parse_reset(self, value: str, source: str) -> _Parsed[Hint]:
-        return _parse_reset(value, source, self.now_wall)
+        return _parse_reset(value, source, self.now_wall, self.resets.get(source, "auto"))
+
+    def parse_delay(self, unit: str) -> Callable[[str, str], _Parsed[Hint]]:
+        """The parser of a delay header in ``unit`` (``seconds`` also takes an HTTP-date)."""
+        if unit == "seconds":
+            return self.parse_retry_after
+        if unit == "ms":
+            return self.parse_retry_after_ms
+        return lambda value, source: _parse_reset(value, source, self.now_wall, unit)
 
     def check_limit(self, quota: _Quota) -> None:
         if (
@@ -707,8 +868,17 @@ _SF_BYTES_RE = re.compile(r":[A-Za-z0-9+/=]*:")
 _SF_DICT_START_RE = re.compile(r"\s*[a-z*][a-z0-9_.*-]*\s*=")
 
 
+_SF_SIMPLE_STRING_RE = re.compile(r'"[^"\\]*"')
+
+
 def _sf_split(text: str, sep: str) -> list[str] | None:
     """Split on ``sep`` outside double-quoted strings; None if a string is unterminated."""
+    if '"' not in text:
+        return text.split(sep)
+    if "\\" not in text:  # the common case: plain quoted names, none holding ``sep``
+        strings = _SF_SIMPLE_STRING_RE.findall(text)
+        if text.count('"') == 2 * len(strings) and not any(sep in q for q in strings):
+            return text.split(sep)
     parts: list[str] = []
     buf: list[str] = []
     in_string = escaped = False
@@ -733,7 +903,13 @@ def _sf_split(text: str, sep: str) -> list[str] | None:
     return parts
 
 
+_SF_PLAIN_STRING_RE = re.compile(r'"([ !#-\[\]-~]*)"')
+
+
 def _sf_string(text: str) -> str | None:
+    plain = _SF_PLAIN_STRING_RE.fullmatch(text)  # no escapes: the usual policy name
+    if plain is not None:
+        return plain.group(1)
     if len(text) < 2 or not text.endswith('"'):
         return None
     out: list[str] = []
@@ -770,7 +946,13 @@ def _sf_bare(text: str) -> _Bare | None:
     return None
 
 
+_SF_INT_PARAM_RE = re.compile(r"\s*([a-z*][a-z0-9_.*-]*)=(-?[0-9]{1,15})\s*")
+
+
 def _sf_key_value(text: str) -> tuple[str, _Bare] | None:
+    simple = _SF_INT_PARAM_RE.fullmatch(text)  # ``key=integer``: nearly every parameter
+    if simple is not None:
+        return simple.group(1), int(simple.group(2))
     key, eq, rest = text.strip().partition("=")
     key = key.strip()
     if _SF_KEY_RE.fullmatch(key) is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from .profiles import GENERIC, GITHUB, Profile, get_profile
+from .profiles import GENERIC, Profile, get_profile
 
 __all__ = [
     "SAFE_METHODS",
@@ -235,6 +235,7 @@ def interactive(**changes: Any) -> Policy:
 
     ``fail_fast`` on rate limits, 3 attempts inside a 2 s deadline, short bounded
     backoff (50 ms doubling, capped at 250 ms, equal jitter), and no server wait longer than 1 s.
+    The profile is ``generic`` unless given (``interactive(profile="auto")`` picks by host).
     """
     base = Policy(
         name="interactive",
@@ -247,11 +248,17 @@ def interactive(**changes: Any) -> Policy:
     return base.replace(**changes) if changes else base
 
 
-def background(profile: Profile | str = GITHUB, **changes: Any) -> Policy:
+def background(profile: Profile | str = "auto", **changes: Any) -> Policy:
     """Worker jobs: wait out rate limits within budget, with provider minimums.
 
-    5 attempts inside 15 minutes, backoff from 1 s doubling to 60 s with full jitter,
-    the GitHub profile by default (at least 60 s for a rate limit that names no time).
+    5 attempts inside 15 minutes, backoff from 1 s doubling to 60 s with full jitter.
+
+    The profile is ``"auto"`` by default: each request is classified by the profile of its
+    host when that is a well-known API host (``api.github.com`` → ``github``, with its 60 s
+    floor for a rate limit that names no time; ``api.stripe.com`` → ``stripe``…), and by
+    ``generic`` for any other host. Name a profile (``background("github")``), pass one, or
+    map your own hosts with :func:`~retrybudget.auto` (``auto({"api.internal": my_profile})``).
+    A plain callable (no URL) is classified by ``generic`` under ``auto``.
     """
     base = Policy(
         name="background",

@@ -18,7 +18,7 @@ from typing import Any, Protocol, cast
 from .._drivers import Retrier, validation_error
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
 from ..core.flow import Attempt, AttemptResult, RequestInfo
-from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES, normalize_headers
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, RateLimitMode, Validator
 from ..errors import RetryBudgetError, error_for
@@ -106,9 +106,11 @@ def key_of_url(url: str) -> str:
     return "default" if match is None else provider_key(match[1], match[2])
 
 
-def evidence(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+def evidence(
+    pairs: Iterable[tuple[str, str]], names: tuple[str, ...] = EVIDENCE
+) -> tuple[tuple[str, str], ...]:
     """The classifier's headers among lower-case ``(name, value)`` pairs, normalised."""
-    return tuple([(name, value.strip()) for name, value in pairs if name.startswith(EVIDENCE)])
+    return tuple([(name, value.strip()) for name, value in pairs if name.startswith(names)])
 
 
 def _safe_url(url: str) -> str:
@@ -185,7 +187,7 @@ class Engine:
         policy = policy if policy is not None else retrier.policy
         profile = policy.profile
         if not profile.ok >= REDIRECTS:
-            policy = policy.replace(profile=profile.derive(profile.name, ok=profile.ok | REDIRECTS))
+            policy = policy.replace(profile=profile.with_ok(REDIRECTS))
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
         self.policy = policy
@@ -200,13 +202,11 @@ class Engine:
         waits = policy.rate_limit is RateLimitMode.WAIT
         retry_statuses = profile.transient | (throttled if waits else frozenset())
         # Statuses whose body the profile reads to classify them (quota, secondary limits…).
-        if profile.quota_patterns:
-            self.message_statuses = frozenset(range(400, 600))
-        elif profile.secondary_patterns or profile.permission_patterns:
-            self.message_statuses = throttled
-        else:
-            self.message_statuses = frozenset()
+        self.message_statuses = profile.body_statuses()
         self.read_statuses = retry_statuses | self.message_statuses
+        wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
+        if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
+            self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
 
     def error(self, outcome: Outcome[object], request: object) -> RetryBudgetError:
         """The typed error for an outcome with no response to return (bound to ``request``)."""
@@ -241,9 +241,12 @@ class Operation:
         job_id: str | None = None,
     ) -> None:
         policy = engine.policy
-        has_key = IDEMPOTENCY_HEADER in headers
-        if not has_key and engine.generate_keys and method not in policy.idempotent_methods:
-            headers[IDEMPOTENCY_HEADER] = str(uuid.uuid4())
+        # The provider's own key header; one that asks for it (Stripe) gets one on every POST.
+        own = policy.profile.resolve(url).idempotency_header
+        has_key = (own or IDEMPOTENCY_HEADER) in headers
+        if not has_key and ((engine.generate_keys and method not in policy.idempotent_methods)
+                            or (own and method == "POST")):
+            headers[own or IDEMPOTENCY_HEADER] = str(uuid.uuid4())
             has_key = True
         self.engine = engine
         self.info = RequestInfo(method, key, has_key, _safe_url(url),
@@ -258,6 +261,8 @@ class Operation:
         the pool before any wait; the others stay unread for the caller (``client.stream``).
         """
         status = response.status_code
+        if 200 <= status < 300 and self.engine.policy.profile.reads_body(status, self.info.method):
+            return True  # a body signal in a 2xx (GitHub GraphQL RATE_LIMITED)
         if 200 <= status < 300:
             # 204 and 205 carry no content by definition: there is no payload to check.
             return self.validator is not None and status not in _NO_CONTENT
@@ -275,7 +280,7 @@ class Operation:
         status = response.status_code
         message = payload_error = ""
         if body is not None:
-            if status >= 400:
+            if status >= 400 or self.engine.policy.profile.reads_body(status, self.info.method):
                 message = response.text
             elif 200 <= status < 300:
                 payload_error = validation_error(self.validator, response)

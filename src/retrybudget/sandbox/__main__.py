@@ -21,7 +21,9 @@ from retrybudget.sandbox._server import bind_loopback, uvicorn_config
 
 __all__ = ["build_parser", "config_from_args", "main", "run"]
 
-_STYLES = ("github", "ietf", "retry-after", "bare", "none")
+_STYLES = ("github", "ietf", "retry-after", "bare", "none", "generic", "stripe", "openai",
+           "anthropic", "slack", "discord", "shopify", "x", "aws", "google", "azure", "gitlab",
+           "twilio", "cloudflare")
 
 
 def _outage(text: str) -> tuple[float, float]:

@@ -8,7 +8,11 @@ from typing import Literal, get_args
 
 __all__ = ["Faults", "RateLimit", "RateLimitStyle", "SandboxConfig"]
 
-RateLimitStyle = Literal["github", "ietf", "retry-after", "bare", "none"]
+RateLimitStyle = Literal[
+    "github", "ietf", "retry-after", "bare", "none",
+    "generic", "stripe", "openai", "anthropic", "slack", "discord", "shopify", "x", "aws",
+    "google", "azure", "gitlab", "twilio", "cloudflare",
+]
 """How the primary rate limit is signalled.
 
 - ``"github"``: ``x-ratelimit-limit/remaining/used/reset/resource`` on every response;
@@ -19,6 +23,11 @@ RateLimitStyle = Literal["github", "ietf", "retry-after", "bare", "none"]
 - ``"retry-after"``: no quota headers; over the limit a plain 429 with ``Retry-After``.
 - ``"bare"``: no quota headers; over the limit a 429 with no hint at all.
 - ``"none"``: no primary rate limit (the same as ``SandboxConfig.rate_limit=None``).
+- a provider profile's name (``"stripe"``, ``"openai"``, ``"anthropic"``, ``"slack"``,
+  ``"discord"``, ``"shopify"``, ``"x"``, ``"aws"``, ``"google"``, ``"azure"``, ``"gitlab"``,
+  ``"twilio"``, ``"cloudflare"``, ``"generic"``): that provider's dialect, as its
+  documentation shows it (quota headers on every response, its status, delay header and
+  body over the limit).
 """
 
 _STYLES: frozenset[str] = frozenset(get_args(RateLimitStyle))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from retrybudget.sandbox._config import RateLimit
@@ -110,6 +111,89 @@ class Rejection:
     body: dict[str, Any]
 
 
+def _rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dialect_headers(style: str, r: WindowReading) -> dict[str, str]:
+    """Each provider's quota headers on every response, as its documentation shows them."""
+    if style == "openai":
+        return {"x-ratelimit-limit-requests": str(r.limit),
+                "x-ratelimit-remaining-requests": str(r.remaining),
+                "x-ratelimit-reset-requests": f"{r.seconds_to_reset}s"}
+    if style == "anthropic":
+        return {"anthropic-ratelimit-requests-limit": str(r.limit),
+                "anthropic-ratelimit-requests-remaining": str(r.remaining),
+                "anthropic-ratelimit-requests-reset": _rfc3339(r.reset_epoch)}
+    if style == "discord":
+        return {"X-RateLimit-Limit": str(r.limit), "X-RateLimit-Remaining": str(r.remaining),
+                "X-RateLimit-Reset": f"{r.reset_epoch:.3f}",
+                "X-RateLimit-Reset-After": f"{max(r.reset_epoch - r.now, 0.0):.3f}",
+                "X-RateLimit-Bucket": "sandbox-bucket"}
+    if style == "shopify":
+        return {"X-Shopify-Shop-Api-Call-Limit": f"{r.used}/{r.limit}"}
+    if style == "x":
+        return {"x-rate-limit-limit": str(r.limit), "x-rate-limit-remaining": str(r.remaining),
+                "x-rate-limit-reset": str(r.reset_epoch)}
+    if style == "gitlab":
+        return {"RateLimit-Limit": str(r.limit), "RateLimit-Observed": str(r.used),
+                "RateLimit-Remaining": str(r.remaining), "RateLimit-Reset": str(r.reset_epoch)}
+    if style in ("ietf", "cloudflare"):
+        return {"RateLimit": f'"default";r={r.remaining};t={r.seconds_to_reset}',
+                "RateLimit-Policy": f'"default";q={r.limit};w={r.window_s}'}
+    return {}
+
+
+def _dialect_rejection(style: str, headers: dict[str, str], r: WindowReading) -> Rejection:
+    """Each provider's answer over the limit, as its documentation shows it."""
+    wait = r.retry_after_s
+    if style == "stripe":  # no Retry-After (stripe-python dropped it as unused)
+        return Rejection(429, headers, {"error": {"type": "invalid_request_error",
+                                                  "code": "rate_limit", "message": "Too many requests"}})
+    if style == "openai":
+        headers["retry-after-ms"] = str(wait * 1000)
+        return Rejection(429, headers, {"error": {"type": "requests", "code": "rate_limit_exceeded",
+                                                  "message": "Rate limit reached for requests"}})
+    if style == "anthropic":
+        headers["retry-after"] = str(wait)
+        return Rejection(429, headers, {"type": "error", "error": {"type": "rate_limit_error",
+                                                                   "message": "Rate limited"}})
+    if style == "slack":
+        headers["Retry-After"] = str(wait)
+        return Rejection(429, headers, {"ok": False, "error": "ratelimited"})
+    if style == "discord":
+        headers["Retry-After"] = str(wait)
+        headers["X-RateLimit-Scope"] = "user"
+        return Rejection(429, headers, {"message": "You are being rate limited.",
+                                        "retry_after": float(wait), "global": False})
+    if style == "shopify":
+        headers["Retry-After"] = f"{float(wait):.1f}"
+        return Rejection(429, headers, {"errors": "Exceeded 2 calls per second for api client."})
+    if style == "x":
+        return Rejection(429, headers, {"errors": [{"code": 88, "message": "Rate limit exceeded"}]})
+    if style == "aws":
+        headers["x-amz-retry-after"] = str(wait * 1000)
+        return Rejection(400, headers, {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                                        "message": "Rate exceeded"})
+    if style == "google":
+        return Rejection(429, headers, {"error": {
+            "code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                         "retryDelay": f"{wait}s"}]}})
+    if style == "azure":
+        headers["x-ms-retry-after-ms"] = str(wait * 1000)
+        return Rejection(429, headers, {"error": {"code": "TooManyRequests",
+                                                  "message": "Rate limit is exceeded."}})
+    if style == "twilio":
+        return Rejection(429, headers, {"code": 20429, "message": "Too Many Requests",
+                                        "status": 429})
+    headers["Retry-After"] = str(wait)  # gitlab, cloudflare, generic
+    return Rejection(429, headers, {"message": "Rate limit exceeded"})
+
+
+_CLASSIC = frozenset({"github", "ietf", "retry-after", "bare", "none"})
+
+
 def primary_headers(limit: RateLimit, reading: WindowReading) -> dict[str, str]:
     """The quota headers a style sends on every response (none for plain styles)."""
     if limit.style == "github":
@@ -120,12 +204,7 @@ def primary_headers(limit: RateLimit, reading: WindowReading) -> dict[str, str]:
             "x-ratelimit-reset": str(reading.reset_epoch),
             "x-ratelimit-resource": limit.resource,
         }
-    if limit.style == "ietf":
-        return {
-            "RateLimit": f'"default";r={reading.remaining};t={reading.seconds_to_reset}',
-            "RateLimit-Policy": f'"default";q={reading.limit};w={reading.window_s}',
-        }
-    return {}
+    return _dialect_headers(limit.style, reading)
 
 
 def primary_rejection(limit: RateLimit, reading: WindowReading) -> Rejection:
@@ -138,6 +217,8 @@ def primary_rejection(limit: RateLimit, reading: WindowReading) -> Rejection:
             "documentation_url": "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api",
         }
         return Rejection(403, headers, body)
+    if limit.style not in _CLASSIC:
+        return _dialect_rejection(limit.style, headers, reading)
     if limit.style != "bare":
         headers["Retry-After"] = str(reading.retry_after_s)
     return Rejection(429, headers, {"message": message})

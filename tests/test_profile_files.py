@@ -1,0 +1,145 @@
+"""User profiles: derived in code, loaded from TOML, checked by ``retrybudget check --profile``."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from tests.test_cli_support import one_line_error, run_cli
+
+import retrybudget as rb
+from retrybudget import Backoff, Jitter, Kind, Policy, Reason, ResponseSeen, WaitReason
+from retrybudget._profile_file import profile_from_toml
+from retrybudget.core.classify import classify
+from retrybudget.core.profiles import profile_from_mapping
+from retrybudget.testing import ScriptedProvider, json_payload
+
+NOW = 1_800_000_000.0
+OK = {"status": 200, "body": {"available": True}}
+
+ACME = '''
+name = "acme"
+base = "generic"
+transient = [500, 502, 503, 504]
+retry_hint = "x-acme-retry"
+bucket_header = "x-acme-bucket"
+
+[[delay]]
+header = "x-acme-wait-ms"
+unit = "ms"
+
+[[delay]]
+header = "retry-after"
+unit = "seconds"
+
+[[reset]]
+header = "x-ratelimit-reset"
+unit = "epoch"
+
+[[body]]
+pattern = '"code"\\s*:\\s*"SLOW_DOWN"'
+kind = "rate_limited"
+statuses = [400]
+delay = '"wait_s"\\s*:\\s*([0-9.]+)'
+'''
+
+
+def write(tmp_path: Path, text: str, name: str = "acme.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_toml_profile_declares_statuses_delays_hints_body_and_bucket(tmp_path) -> None:
+    acme = rb.load_profile(write(tmp_path, ACME))
+    assert acme.name == "acme"
+    assert acme.delay_headers == (("x-acme-wait-ms", "ms"), ("retry-after", "seconds"))
+    seen = classify(acme, ResponseSeen.of(429, {"x-acme-wait-ms": "2500",
+                                                 "x-acme-bucket": "search"}), NOW)
+    assert seen.hint is not None
+    assert (seen.kind, seen.hint.delay, seen.rate.resource) == (Kind.RATE_LIMITED, 2.5, "search")
+    assert classify(acme, ResponseSeen.of(500, {"x-acme-retry": "false"}), NOW).kind is \
+        Kind.REJECTED
+    assert classify(acme, ResponseSeen.of(400, {"x-acme-retry": "true"}), NOW).kind is \
+        Kind.TRANSIENT
+    body = classify(acme, ResponseSeen.of(400, message='{"code": "SLOW_DOWN", "wait_s": 4}'),
+                    NOW)
+    assert body.kind is Kind.RATE_LIMITED
+    assert body.hint is not None
+    assert body.hint.delay == 4.0
+    reset = classify(acme, ResponseSeen.of(429, {"x-ratelimit-remaining": "0",
+                                                  "x-ratelimit-reset": "130"}), 100.0)
+    assert reset.hint is not None
+    assert reset.hint.delay == 30.0  # an epoch, as the file says, though it is small
+
+
+def test_a_toml_profile_drives_a_real_operation(tmp_path, clock) -> None:
+    acme = rb.load_profile(write(tmp_path, ACME))
+    policy = Policy(profile=acme, validator=json_payload, deadline=60,
+                    backoff=Backoff(base=0.5, jitter=Jitter.NONE))
+    script = [{"status": 503, "headers": {"x-acme-wait-ms": "1500"}}, OK]
+    outcome = rb.Retrier(policy=policy, clock=clock, random=random.Random(0)).call(
+        ScriptedProvider(script, clock))
+    assert outcome.reason is Reason.OK
+    assert [(w.seconds, w.reason, w.source) for w in outcome.waits] == [
+        (1.5, WaitReason.RETRY_AFTER, "x-acme-wait-ms")]
+
+
+def test_a_profile_derived_in_code_equals_the_same_profile_from_toml() -> None:
+    in_code = rb.get_profile("generic").derive(
+        "acme", transient=frozenset({500, 502, 503, 504}),
+        delay_headers=(("x-acme-wait-ms", "ms"),))
+    from_toml = profile_from_toml(
+        'name = "acme"\ntransient = [500, 502, 503, 504]\n'
+        '[[delay]]\nheader = "x-acme-wait-ms"\nunit = "ms"\n')
+    assert in_code == from_toml
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nonsense = 1\n", "unknown key(s) nonsense"),
+        ("transient = [999]\n", "999 is not an HTTP status code"),
+        ('transient = "503"\n', "transient must be a list"),
+        ('[[delay]]\nheader = "x"\nunit = "fortnights"\n', "unknown unit 'fortnights'"),
+        ('[[body]]\npattern = "("\nkind = "rate_limited"\n', "invalid pattern"),
+        ('[[body]]\npattern = "x"\nkind = "maybe"\n', "body signal kind"),
+        ('base = "nobody"\n', "unknown provider profile 'nobody'"),
+        ("x = [\n", "invalid TOML"),
+    ],
+)
+def test_a_bad_profile_file_is_a_typed_error(tmp_path, text, message) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rb.load_profile(write(tmp_path, text, "bad.toml"))
+
+
+def test_a_missing_profile_file_names_itself(tmp_path) -> None:
+    with pytest.raises(ValueError, match="no such profile file"):
+        rb.load_profile(tmp_path / "absent.toml")
+
+
+def test_profile_from_mapping_takes_json_shaped_data_too() -> None:
+    profile = profile_from_mapping({"base": "stripe", "name": "stripe-eu",
+                                    "hosts": ["api.eu.stripe.example"]})
+    assert profile.retry_hint_headers == ("stripe-should-retry",)
+    assert profile.hosts == ("api.eu.stripe.example",)
+
+
+def test_check_refuses_a_bad_profile_file_in_one_line(tmp_path) -> None:
+    path = write(tmp_path, 'transient = ["x"]\n', "bad.toml")
+    line = one_line_error(run_cli("check", "--profile", str(path), "--only", "A01"))
+    assert str(path) in line
+    assert "transient must be a list of status codes" in line
+
+
+def test_check_runs_the_cases_with_a_user_profile(tmp_path) -> None:
+    path = write(tmp_path, ACME)
+    result = run_cli("check", "--profile", str(path), "--only", "A01", "--only", "A07",
+                     "--json", timeout=120)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    document = json.loads(result.stdout)
+    assert document["passed"] is True
+    assert document["policy"] == f"profile {path}"
+    assert {r["id"] for r in document["results"]} == {"A01", "A07"}
