@@ -54,6 +54,7 @@ from .observe import (
     redact_url,
     review_report,
 )
+from .queue import JobQueue, QueueConfig, SqliteQueue
 
 __version__ = "0.1.0"
 
@@ -79,6 +80,7 @@ __all__ = [
     "Interpreter",
     "InvalidPayload",
     "Jitter",
+    "JobQueue",
     "JsonlAuditSink",
     "Kind",
     "MemoryCoordinator",
@@ -89,6 +91,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Profile",
+    "QueueConfig",
     "RateLimitInfo",
     "RateLimitMode",
     "RateLimited",
@@ -100,6 +103,7 @@ __all__ = [
     "RetryBudgetConfig",
     "RetryBudgetError",
     "RetryBudgetRefused",
+    "SqliteQueue",
     "StatsAggregator",
     "SystemClock",
     "UnexpectedResponse",
