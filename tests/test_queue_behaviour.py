@@ -198,3 +198,19 @@ def test_a_queue_success_needs_a_provider_success(qbackend: QueueBackend) -> Non
     for op in q.export():
         assert op.result is not None
         assert op.result["ok"] is (op.result["outcome"] == "ok")
+
+
+def test_requeue_failed_brings_back_failures_but_never_a_success(qbackend: QueueBackend) -> None:
+    q = qbackend.make()
+    for op, reason in (("good", Reason.OK), ("bad", Reason.REJECTED)):
+        q.enqueue(op)
+        lease = q.lease("w")
+        assert lease is not None
+        q.complete(lease, outcome(reason))
+    assert q.requeue() == 0
+    assert q.requeue("good", failed=True) == 0
+    assert q.requeue(failed=True) == 1
+    lease = q.lease("w")
+    assert lease is not None
+    assert lease.op_id == "bad"
+    assert [op.op_id for op in q.export()] == ["good"]

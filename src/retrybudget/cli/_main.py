@@ -102,7 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "example:\n  retrybudget offline-demo --real-time")
     offline.add_argument("--real-time", action="store_true",
                          help="sleep for real instead of on a simulated clock")
+    queue = _add(sub, "queue", "watch a job's queue, requeue its dead letters, export its results",
+                 "Inspect the queue of a fetch job: a state file, or a Redis URL with --job.",
+                 "examples:\n  retrybudget queue status out/rentals.sqlite\n"
+                 "  retrybudget queue requeue redis://127.0.0.1:6379/0 --job rentals\n"
+                 "  retrybudget queue export out/rentals.sqlite --out results.jsonl")
+    _queue_module().add_arguments(queue)
     return parser
+
+
+def _queue_module() -> Any:
+    from . import _queue  # noqa: PLC0415
+
+    return _queue
 
 
 def _server_options(parser: _Parser, module: Callable[[], Any]) -> None:
@@ -192,6 +204,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sandbox": _sandbox,
     "gateway": _gateway,
     "offline-demo": lambda args: offline_demo(real_time=args.real_time),
+    "queue": lambda args: int(_queue_module().run(args)),
 }
 
 

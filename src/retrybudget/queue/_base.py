@@ -170,8 +170,16 @@ class JobQueue(abc.ABC):
         """Store a decision atomically if ``lease`` is still current; False when it is stale."""
 
     @abc.abstractmethod
-    def requeue(self, op_id: str | None = None) -> int:
-        """Return dead-lettered operations (one, or all) to pending; how many moved."""
+    def requeue(self, op_id: str | None = None, *, failed: bool = False) -> int:
+        """Return dead-lettered operations (one, or all) to pending; how many moved.
+
+        With ``failed``, operations that completed as failures go back too (a person decided
+        to try them again); a success is never re-run."""
+
+    @abc.abstractmethod
+    def release_leases(self) -> int:
+        """Return every leased operation to pending at once; how many (for the only owner of
+        a queue restarting after a crash, who knows no lease is alive)."""
 
     @abc.abstractmethod
     def counts(self) -> dict[str, int]:
@@ -184,6 +192,10 @@ class JobQueue(abc.ABC):
     @abc.abstractmethod
     def export(self) -> Iterator[Operation]:
         """Every operation whose outcome is recorded (done or dead), in recording order."""
+
+    @abc.abstractmethod
+    def operations(self) -> list[Operation]:
+        """Every operation, in enqueue order."""
 
     @abc.abstractmethod
     def next_due(self) -> float | None:

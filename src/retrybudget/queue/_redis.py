@@ -107,7 +107,13 @@ return 1
 """
 
 _REQUEUE = """
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= 'dead' then return 0 end
+local st = redis.call('HGET', KEYS[2], ARGV[1])
+if st == 'done' and ARGV[3] == '1' then
+  local record = redis.call('HGET', KEYS[1], 'result')
+  if not record or cjson.decode(record)['ok'] ~= false then return 0 end
+elseif st ~= 'dead' then
+  return 0
+end
 redis.call('HSET', KEYS[2], ARGV[1], 'pending')
 redis.call('HSET', KEYS[1], 'status', 'pending', 'deferrals', 0, 'enqueued_at', ARGV[2],
            'not_before', ARGV[2])
@@ -239,16 +245,23 @@ class RedisQueue(JobQueue):
                 "" if record is None else json.dumps(record, separators=(",", ":")), GROUP]
         return bool(self._complete(keys=keys, args=args))
 
-    def requeue(self, op_id: str | None = None) -> int:
-        """Return dead-lettered operations (one, or all) to pending, deferrals reset."""
+    def requeue(self, op_id: str | None = None, *, failed: bool = False) -> int:
+        """Return dead-lettered (with ``failed``, also failed) operations to pending."""
         self._group()
+        wanted = {"dead", "done"} if failed else {"dead"}
         if op_id is None:
-            ids = [_text(k) for k, v in self._r.hgetall(self._status).items() if _text(v) == "dead"]
+            ids = [_text(k) for k, v in self._r.hgetall(self._status).items()
+                   if _text(v) in wanted]
         else:
             ids = [check_id(op_id)]
         now = repr(self.clock.wall())
         return sum(int(self._requeue(keys=[self._op + i, self._status, self._stream, self._done],
-                                     args=[i, now])) for i in ids)
+                                     args=[i, now, "1" if failed else "0"])) for i in ids)
+
+    def release_leases(self) -> int:
+        """Release nothing: workers on other machines may hold live leases, so a Redis lease
+        ends only by completion or by its visibility timeout. Returns 0."""
+        return 0
 
     def counts(self) -> dict[str, int]:
         """Operations by status (zeros included)."""

@@ -153,15 +153,24 @@ class SqliteQueue(JobQueue):
                            (status, history, dumps(record), done_seq, lease.op_id))
             return True
 
-    def requeue(self, op_id: str | None = None) -> int:
-        """Return dead-lettered operations (one, or all) to pending, deferrals reset."""
+    def requeue(self, op_id: str | None = None, *, failed: bool = False) -> int:
+        """Return dead-lettered (with ``failed``, also failed) operations to pending."""
         now = self.clock.wall()
-        where, args = ("status = 'dead'", ()) if op_id is None else (
-            "status = 'dead' AND id = ?", (check_id(op_id),))
+        where = ("(status = 'dead' OR (status = 'done' AND json_extract(result, '$.ok') = 0))"
+                 if failed else "status = 'dead'")
+        args: tuple[str, ...] = ()
+        if op_id is not None:
+            where, args = where + " AND id = ?", (check_id(op_id),)
         with self._transaction() as db:
             return db.execute(f"UPDATE queue_ops SET status = 'pending', not_before = ?, "  # noqa: S608
                               f"deferrals = 0, enqueued_at = ?, result = NULL, done_seq = NULL "
                               f"WHERE {where}", (now, now, *args)).rowcount
+
+    def release_leases(self) -> int:
+        """Return every leased operation to pending at once; how many."""
+        with self._transaction() as db:
+            return db.execute("UPDATE queue_ops SET status = 'pending', token = NULL, "
+                              "worker = NULL, expires_at = NULL WHERE status = 'leased'").rowcount
 
     def counts(self) -> dict[str, int]:
         """Operations by status (zeros included)."""
