@@ -15,6 +15,10 @@ Two backends store it:
 * :class:`RedisQueue`: Redis Streams with a consumer group, for workers on many machines
   (needs the ``redis`` extra; imported on first use).
 
+Task engines a team already runs get the same rule through :func:`handoff` and the small
+adapters :mod:`retrybudget.queue.celery`, :mod:`retrybudget.queue.dramatiq` and
+:mod:`retrybudget.queue.arq` (each an optional extra).
+
 See docs/queue.md.
 """
 
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ._base import STATUSES, Handler, JobQueue, Lease, Operation, OutcomeLike, QueueError, drain
 from ._decide import FINAL_FAILURES, LATER, Action, Decision, QueueConfig, decide
+from ._handoff import Handoff, Step, handoff
 from ._sqlite import SqliteQueue
 
 if TYPE_CHECKING:
@@ -36,6 +41,7 @@ __all__ = [
     "Action",
     "Decision",
     "Handler",
+    "Handoff",
     "JobQueue",
     "Lease",
     "Operation",
@@ -44,8 +50,10 @@ __all__ = [
     "QueueError",
     "RedisQueue",
     "SqliteQueue",
+    "Step",
     "decide",
     "drain",
+    "handoff",
     "open_queue",
 ]
 
