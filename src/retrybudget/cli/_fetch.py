@@ -21,12 +21,13 @@ from ..queue import QueueConfig
 from ._errors import EXIT_FAILED, EXIT_OK, CliError
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
+from ._jobfile import JobFile, load_job_file, write_job_sidecar
 from ._policy import load_policy, with_overrides
 from ._progress import LiveTally, ProgressView
 from ._state import JobState, Reopened
 
 __all__ = ["JobPaths", "JobReport", "build_policy", "execute", "print_outcome", "queue_options",
-           "redis_coordinator", "run"]
+           "redis_coordinator", "run", "supervise"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,8 @@ def execute(
         sink = JsonlAuditSink(paths.audit, secrets=settings.secrets)
         hooks = (*settings.hooks, tally, AuditHook(sink, policy=settings.policy, clock=clock))
         run_settings = JobSettings(settings.policy, settings.workers, settings.coordinator, hooks,
-                                   settings.secrets, settings.timeout, clock, settings.seed)
+                                   settings.secrets, settings.timeout, clock, settings.seed,
+                                   settings.refuse)
         started = clock.monotonic()
         try:
             if console is None:
@@ -195,8 +197,22 @@ def build_policy(args: argparse.Namespace) -> Policy:
     return policy
 
 
+def supervise(args: argparse.Namespace) -> JobFile | None:
+    """Read ``--job-file`` and let it supply the policy, profile and output paths."""
+    if not args.job_file:
+        return None
+    job = load_job_file(args.job_file)
+    args.policy = job.policy or args.policy
+    args.profile = job.profile or args.profile
+    args.out = args.out or job.outputs.get("results")
+    args.audit = args.audit or job.outputs.get("audit")
+    args.state = args.state or job.outputs.get("state")
+    return job
+
+
 def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLOCK) -> int:
     """Run ``fetch``; every input is checked before the state is touched."""
+    job_file = supervise(args)
     policy = build_policy(args)
     secrets: set[str] = set()
     pairs = [parse_header(h, "--header") for h in args.header]
@@ -210,8 +226,17 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
                      _default(args.audit, stem, ".audit.jsonl"),
                      _default(args.state, stem, ".sqlite"))
     _distinct(Path(args.input), paths)
+    refused = [] if job_file is None else [
+        (op, why) for op in ops if (why := job_file.refusal(op)) is not None]
+    if job_file is not None:
+        write_job_sidecar(paths.audit, job_file, refused)
+    if job_file is not None and refused:
+        console.print(f"refused {len(refused)} operation(s) outside {job_file.path}'s allowed "
+                      f"inputs before any attempt (first: {refused[0][0].id}: {refused[0][1]})",
+                      highlight=False)
     settings = JobSettings(policy, args.workers, coordinator, secrets=tuple(sorted(secrets)),
-                           timeout=args.timeout, clock=clock)
+                           timeout=args.timeout, clock=clock,
+                           refuse=None if job_file is None else job_file.refusal)
     try:
         report = execute(ops, input_name=str(Path(args.input).resolve()), settings=settings,
                          paths=paths, retry_failed=args.retry_failed,

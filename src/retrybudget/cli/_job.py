@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,8 @@ class JobSettings:
         timeout: the httpx timeout of one attempt (the policy clips it to the deadline).
         clock: where time comes from.
         seed: seeds each worker's jitter source (None: unseeded).
+        refuse: why an operation is outside the job's allowed inputs (None: allowed); a
+            refused operation is recorded ``rejected`` with zero attempts, never sent.
     """
 
     policy: Policy
@@ -63,6 +66,7 @@ class JobSettings:
     timeout: float = 30.0
     clock: Clock = SYSTEM_CLOCK
     seed: int | None = None
+    refuse: Callable[[Op], str | None] | None = None
 
 
 class _Outcomes:
@@ -152,8 +156,25 @@ class _Worker:
             self.error = exc
             self.stop.set()
 
+    def _refused(self, op: Op, why: str) -> tuple[Outcome[Any], dict[str, Any]]:
+        """Record an operation outside the allowed inputs: rejected, zero attempts, unsent."""
+        outcome: Outcome[Any] = Outcome(Reason.REJECTED, secrets.token_hex(8), 0, (), 0.0,
+                                        detail=f"refused before any attempt: {why}",
+                                        method="GET", job_id=op.id)
+        request = RequestInfo("GET", "", url=op.safe_url, job_id=op.id)
+        for hook in self.settings.hooks:
+            notify = getattr(hook, "on_outcome", None)
+            if notify is not None:
+                notify(outcome, request)
+        return outcome, result_line(op, outcome, request, None, run=self.state.run,
+                                    finished_at=self.settings.clock.wall(),
+                                    secrets=self.settings.secrets)
+
     def _run(self, client: httpx.Client, lease: Lease) -> tuple[Outcome[Any], dict[str, Any]]:
         op = self.ops[lease.op_id]
+        why = None if self.settings.refuse is None else self.settings.refuse(op)
+        if why is not None:
+            return self._refused(op, why)
         response: httpx.Response | None = None
         error: BaseException | None = None
         try:

@@ -116,6 +116,9 @@ def add_fetch_arguments(parser: argparse.ArgumentParser) -> None:
                             "--redis names another); default: the --state file")
     queue.add_argument("--job", default=None, metavar="NAME",
                        help="the job's name in --queue (default: the input file's name)")
+    queue.add_argument("--job-file", default=None, metavar="FILE",
+                       help="a supervised job (TOML): owner, allowed hosts and methods, outputs, "
+                            "policy and profile; requests outside it are refused unsent")
     queue.add_argument("--max-deferrals", type=non_negative_int, default=5, metavar="N",
                        help="rate-limited deferrals of one operation before it is "
                             "dead-lettered (default: %(default)s)")

@@ -22,6 +22,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.audit}: no such file") from None
     except OSError as exc:
         raise CliError(f"{args.audit}: cannot read: {exc.strerror or exc}") from None
-    json.dump(review_report(log), sys.stdout, indent=2, ensure_ascii=False)
+    from ._review import review_inputs  # noqa: PLC0415 - decisions and owner beside the audit
+
+    decisions, owner = review_inputs(args.audit)
+    json.dump(review_report(log, decisions=decisions, owner=owner), sys.stdout, indent=2,
+              ensure_ascii=False)
     sys.stdout.write("\n")
     return EXIT_OK
