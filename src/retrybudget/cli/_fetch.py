@@ -133,7 +133,9 @@ def execute(
 
 
 def queue_options(args: argparse.Namespace, policy: Policy) -> tuple[str | None, str, QueueConfig]:
-    """``--queue``, ``--job`` and the queue's rules (a lease outlives one operation's deadline).
+    """``--queue``, ``--job`` and the queue's rules: a lease outlives one operation's deadline;
+    deferrals get 50 ms of jitter at most (the shared gate already spreads a herd), and one
+    that names no time backs off from half a second.
 
     Raises:
         CliError: ``--queue`` is not a Redis URL, or ``--job`` is not a usable name.
@@ -147,7 +149,8 @@ def queue_options(args: argparse.Namespace, policy: Policy) -> tuple[str | None,
         raise CliError("--job: expected a printable name of at most 200 characters")
     deadline = policy.deadline if policy.deadline is not None else 60.0
     config = QueueConfig(visibility_timeout=max(30.0, 2 * deadline + 10.0),
-                         max_deferrals=args.max_deferrals)
+                         max_deferrals=args.max_deferrals, jitter=0.05, backoff=0.5,
+                         max_backoff=30.0)
     return queue, job, config
 
 

@@ -221,6 +221,7 @@ class JobQueue(abc.ABC):
         decision = decide(outcome.reason, outcome.retry_at, now=now, deferrals=lease.deferrals,
                           enqueued_at=lease.enqueued_at, config=self.config, jitter=fraction)
         entry = {"at": round(now, 6), "worker": lease.worker, "lease": lease.leases,
+                 "leased_at": round(lease.leased_at, 6), "due": lease.not_before,
                  "outcome": decision.reason.value, "retry_at": outcome.retry_at,
                  "action": decision.action.value, "not_before": decision.at}
         record = None

@@ -198,7 +198,8 @@ class RedisQueue(JobQueue):
         keys = [self._op + op_id, self._status, self._stream, self._deferred, self._order]
         return bool(self._enqueue(keys=keys, args=[op_id, data, repr(now), repr(due), state]))
 
-    def _take(self, worker: str, entry: str, op_id: str, now: float) -> Lease | None:
+    def _take(self, worker: str, entry: str, op_id: str) -> Lease | None:
+        now = self.clock.wall()  # after the read: another process may have promoted the entry
         token = uuid.uuid4().hex
         expires = now + self.config.visibility_timeout
         got = self._begin(keys=[self._op + op_id, self._status, self._stream],
@@ -229,7 +230,7 @@ class RedisQueue(JobQueue):
                 self._r.xack(self._stream, GROUP, entry)
                 continue
             op_id = _text(fields.get(b"id", fields.get("id", b"")))
-            lease = self._take(worker, _text(entry), op_id, now)
+            lease = self._take(worker, _text(entry), op_id)
             if lease is not None:
                 return lease
         return None
