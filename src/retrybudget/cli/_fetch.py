@@ -64,21 +64,14 @@ def redis_coordinator(url: str, option: str = "--redis") -> Coordinator:
     Raises:
         CliError: the URL is invalid or Redis does not answer a PING within a second.
     """
-    import redis  # noqa: PLC0415 - the redis extra is needed only with --redis
+    from ..coordination import RedisCoordinator  # noqa: PLC0415 - the redis extra
+    from ..queue import QueueError  # noqa: PLC0415
+    from ..queue._redis import check_reachable  # noqa: PLC0415
 
-    from ..coordination import RedisCoordinator  # noqa: PLC0415
-
-    shown = url.rsplit("@", 1)[-1]  # never print a password from the URL
     try:
-        probe = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
-        try:
-            probe.ping()
-        finally:
-            probe.close()
-    except ValueError as exc:
-        raise CliError(f"{option} {shown}: invalid Redis URL ({exc})") from None
-    except (redis.RedisError, OSError) as exc:
-        raise CliError(f"{option} {shown}: Redis is unreachable ({type(exc).__name__})") from None
+        check_reachable(url)
+    except QueueError as exc:
+        raise CliError(f"{option} {exc}") from None
     coordinator: Coordinator = RedisCoordinator(url)
     return coordinator
 

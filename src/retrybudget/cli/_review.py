@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..observe import AuditFileError, load_audit
 from ..observe._report import DECISIONS
 from ._errors import EXIT_OK, CliError
 from ._jobfile import sidecar
+from ._report import load
 
 __all__ = ["add_arguments", "review_inputs", "run"]
 
@@ -38,17 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decide.add_argument("--note", default=None, metavar="TEXT", help="why (optional)")
 
 
-def _load(audit: str) -> Any:
-    try:
-        return load_audit(audit)
-    except AuditFileError as exc:
-        raise CliError(str(exc)) from None
-    except FileNotFoundError:
-        raise CliError(f"{audit}: no such file") from None
-    except OSError as exc:
-        raise CliError(f"{audit}: cannot read: {exc.strerror or exc}") from None
-
-
 def _text(value: str | None, what: str, limit: int) -> str | None:
     if value is None:
         return None
@@ -60,7 +49,7 @@ def _text(value: str | None, what: str, limit: int) -> str | None:
 
 def run(args: argparse.Namespace, *, clock: Clock = SYSTEM_CLOCK) -> int:
     """Append one decision; the operation must be in the audit file."""
-    log = _load(args.audit)
+    log = load(args.audit)
     reviewer = _text(args.reviewer, "--reviewer", 200)
     note = _text(args.note, "--note", 2000)
     record = next((r for r in log.records if args.op in (r.get("operation_id"), r.get("job_id"))),
