@@ -163,12 +163,12 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=2000, help="throughput operations")
-    parser.add_argument("--job-ops", type=int, default=200, help="operations of the shared job")
+    parser.add_argument("--job-ops", type=int, default=160, help="operations of the shared job")
     parser.add_argument("--limit", type=int, default=20, help="provider requests per second")
-    parser.add_argument("--deadline", type=float, default=0.3,
+    parser.add_argument("--deadline", type=float, default=1.0,
                         help="each operation's deadline (a longer gate wait defers it)")
     parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=2, help="threads per process")
+    parser.add_argument("--workers", type=int, default=4, help="threads per process")
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))

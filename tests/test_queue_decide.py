@@ -66,3 +66,25 @@ def test_without_retry_at_the_queue_backs_off_doubling_to_a_cap() -> None:
 def test_bad_config_is_a_policy_error(bad: dict[str, float]) -> None:
     with pytest.raises(PolicyError):
         QueueConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_a_pacing_wait_that_does_not_fit_names_when_to_come_back() -> None:
+    from retrybudget import FakeClock, Policy, Retrier
+    from retrybudget.coordination import Coordinator
+    from retrybudget.core.flow import Permit
+    from retrybudget.core.outcome import WaitReason
+
+    class Paced(Coordinator):
+        def acquire(self, key: str, attempt: int) -> Permit:
+            return Permit(wait=7.5, reason=WaitReason.PACING)
+
+    clock = FakeClock()
+    calls: list[int] = []
+    outcome = Retrier(policy=Policy(deadline=2.0), clock=clock, coordinator=Paced()).call(
+        lambda: calls.append(1))
+    assert outcome.reason is Reason.RATE_LIMITED
+    assert calls == []  # nothing was sent
+    assert outcome.retry_at == clock.wall() + 7.5  # the queue defers it to exactly this
+    d = decide(outcome.reason, outcome.retry_at, now=clock.wall(), deferrals=0,
+               enqueued_at=clock.wall(), config=QueueConfig(jitter=0.0))
+    assert d.at == outcome.retry_at
