@@ -27,12 +27,33 @@ Usage::
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
-# Run as a script, this file's directory leads sys.path, and its name would shadow the
-# standard library's queue module (which redis imports): drop the directory first.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+_HERE = Path(__file__).resolve().parent
+
+
+def _without_here() -> list[str]:
+    return [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+
+if __name__ == "queue":
+    # Another script in this directory ran, so this directory leads sys.path and its
+    # ``import queue`` found this file: hand it the standard library's queue instead.
+    del sys.modules["queue"]
+    _saved = sys.path[:]
+    sys.path[:] = _without_here()
+    try:
+        sys.modules["queue"] = importlib.import_module("queue")
+    finally:
+        sys.path[:] = _saved
+    globals().update({k: v for k, v in vars(sys.modules["queue"]).items()
+                      if not k.startswith("__")})
+elif __name__ == "__main__":
+    # Run as a script, this directory leads sys.path and this file's name would shadow the
+    # standard library's queue (which redis imports): drop the directory.
+    sys.path[:] = _without_here()
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402

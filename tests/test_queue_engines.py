@@ -88,7 +88,7 @@ def test_celery_retries_at_retry_at_and_fails_a_rejection_once(
     app.conf.update(broker_connection_retry_on_startup=True, task_default_queue="rb-test")
     script = Script(first)
 
-    @app.task(bind=True, name="rb.sync")
+    @app.task(bind=True, name=f"rb.sync.{uuid.uuid4().hex[:8]}")
     def sync(self: Any) -> Any:
         return settle(self, script.next())
 
