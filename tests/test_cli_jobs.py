@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _done_ids(state: Path) -> set[str]:
     with sqlite3.connect(state) as db:
-        return {row[0] for row in db.execute("SELECT id FROM ops WHERE status = 'done'")}
+        return {row[0] for row in db.execute("SELECT id FROM queue_ops WHERE status IN ('done', 'dead')")}
 
 
 def test_fetch_killed_with_sigkill_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
@@ -84,8 +84,8 @@ def test_fetch_killed_with_sigkill_resumes_without_loss_or_duplicates(tmp_path: 
     assert len(load_audit(tmp_path / "audit.jsonl").records) >= n
 
 
-def test_fetch_rate_limited_operations_resume_after_retry_at(tmp_path: Path) -> None:
-    limit = RateLimit(limit=2, window_s=60, style="retry-after")
+def test_fetch_defers_rate_limited_operations_to_retry_at_and_runs_them_then(tmp_path: Path) -> None:
+    limit = RateLimit(limit=2, window_s=2, style="retry-after")
     with serve_in_thread(SandboxConfig(rentals=5, rate_limit=limit)) as sandbox:
         urls = write_urls(tmp_path / "in.txt", [sandbox.url(f"/rentals/{i}/availability")
                                                 for i in range(1, 5)])
@@ -93,24 +93,22 @@ def test_fetch_rate_limited_operations_resume_after_retry_at(tmp_path: Path) -> 
                  "--audit", str(tmp_path / "a.jsonl")]
         first = run_cli("fetch", str(urls), "--policy", "interactive", "--workers", "1", "--quiet",
                         *files, cwd=tmp_path)
-        assert first.returncode == 1
-        assert "rate-limited: run the same command again after" in first.stdout
-        outcomes = Counter(line["outcome"] for line in read_lines(tmp_path / "r.jsonl"))
-        assert outcomes == {"ok": 2, "rate_limited": 2}
-        sent = sandbox.stats()["count"]  # 3: after the 429 the gate stopped the 4th unsent
-        assert sent in (3, 4)
-        # retry_at is a minute away: a rerun now leaves them done and sends nothing.
-        again = ["fetch", str(urls), "--policy", "interactive", "--quiet", *files]
-        second = run_cli(*again, cwd=tmp_path)
-        assert second.returncode == 1
-        assert sandbox.stats()["count"] == sent
-        # Once retry_at has passed (moved back here), the rerun picks them up.
-        with sqlite3.connect(tmp_path / "s.sqlite") as db:
-            db.execute("UPDATE ops SET retry_at = 1 WHERE reason = 'rate_limited'")
-        third = run_cli(*again, cwd=tmp_path)
-        assert "2 rate-limited now due" in third.stdout
-        assert sent < sandbox.stats()["count"] <= sent + 2
-    assert len(read_lines(tmp_path / "r.jsonl")) == 4
+        assert first.returncode == 0, first.stdout + first.stderr
+        log = sandbox.stats()["requests"]
+    lines = read_lines(tmp_path / "r.jsonl")
+    assert Counter(line["outcome"] for line in lines) == {"ok": 4}  # no person reran it
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        rows = db.execute("SELECT id, history FROM queue_ops").fetchall()
+    deferrals = [(op, h) for op, history in rows for h in json.loads(history)
+                 if h["action"] == "defer"]
+    assert deferrals, "the 429 deferred some operations"
+    paths = {f"line-{i}": f"/rentals/{i}/availability" for i in range(1, 5)}
+    for op, entry in deferrals:
+        assert entry["outcome"] == "rate_limited"
+        assert entry["not_before"] >= entry["retry_at"]
+        later = [r["arrival"] for r in log if r["path"] == paths[op] and r["arrival"] > entry["at"]]
+        assert later, "a deferred operation ran again"
+        assert min(later) >= entry["not_before"]  # never before its retry_at
 
 
 def test_two_fetch_processes_share_one_gate_through_redis(tmp_path: Path) -> None:

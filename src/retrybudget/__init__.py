@@ -56,6 +56,7 @@ from .observe import (
     redact_url,
     review_report,
 )
+from .queue import JobQueue, QueueConfig, SqliteQueue
 
 __version__ = "0.1.0"
 
@@ -86,6 +87,7 @@ __all__ = [
     "Interpreter",
     "InvalidPayload",
     "Jitter",
+    "JobQueue",
     "JsonlAuditSink",
     "Kind",
     "MemoryCoordinator",
@@ -97,6 +99,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Profile",
+    "QueueConfig",
     "RateLimitInfo",
     "RateLimitMode",
     "RateLimited",
@@ -109,6 +112,7 @@ __all__ = [
     "RetryBudgetConfig",
     "RetryBudgetError",
     "RetryBudgetRefused",
+    "SqliteQueue",
     "StatsAggregator",
     "SystemClock",
     "UnexpectedResponse",

@@ -17,15 +17,17 @@ from ..coordination import Coordinator, MemoryCoordinator
 from ..core.policy import Policy
 from ..integrations import json_object
 from ..observe import AuditHook, JsonlAuditSink
+from ..queue import QueueConfig
 from ._errors import EXIT_FAILED, EXIT_OK, CliError
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
+from ._jobfile import JobFile, load_job_file, write_job_sidecar
 from ._policy import load_policy, with_overrides
 from ._progress import LiveTally, ProgressView
 from ._state import JobState, Reopened
 
-__all__ = ["JobPaths", "JobReport", "build_policy", "execute", "print_outcome", "redis_coordinator",
-           "run"]
+__all__ = ["JobPaths", "JobReport", "build_policy", "execute", "print_outcome", "queue_options",
+           "redis_coordinator", "run", "supervise"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,27 +58,20 @@ class JobReport:
     elapsed: float
 
 
-def redis_coordinator(url: str) -> Coordinator:
+def redis_coordinator(url: str, option: str = "--redis") -> Coordinator:
     """A :class:`RedisCoordinator` for ``url``, after checking the server answers.
 
     Raises:
         CliError: the URL is invalid or Redis does not answer a PING within a second.
     """
-    import redis  # noqa: PLC0415 - the redis extra is needed only with --redis
+    from ..coordination import RedisCoordinator  # noqa: PLC0415 - the redis extra
+    from ..queue import QueueError  # noqa: PLC0415
+    from ..queue._redis import check_reachable  # noqa: PLC0415
 
-    from ..coordination import RedisCoordinator  # noqa: PLC0415
-
-    shown = url.rsplit("@", 1)[-1]  # never print a password from the URL
     try:
-        probe = redis.Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
-        try:
-            probe.ping()
-        finally:
-            probe.close()
-    except ValueError as exc:
-        raise CliError(f"--redis {shown}: invalid Redis URL ({exc})") from None
-    except (redis.RedisError, OSError) as exc:
-        raise CliError(f"--redis {shown}: Redis is unreachable ({type(exc).__name__})") from None
+        check_reachable(url)
+    except QueueError as exc:
+        raise CliError(f"{option} {exc}") from None
     coordinator: Coordinator = RedisCoordinator(url)
     return coordinator
 
@@ -90,37 +85,66 @@ def execute(
     retry_failed: bool,
     console: Console | None,
     title: str,
+    queue: str | None = None,
+    job: str = "fetch",
+    queue_config: QueueConfig | None = None,
 ) -> JobReport:
     """Open the state, resume it, run what is pending and report (the state is closed after).
+
+    ``queue`` (a Redis URL) shares the job, named ``job``, with other fetch processes.
 
     Raises:
         CliError: the state belongs to another input, or cannot be opened.
     """
     clock = settings.clock
-    state = JobState(paths.state, input_name)
+    state = JobState(paths.state, input_name, queue=queue, job=job, config=queue_config,
+                     clock=clock)
     try:
         state.sync(ops, pid=os.getpid(), now=clock.wall())
         reopened = state.reopen(clock.wall(), retry_failed=retry_failed)
         state.open_results(paths.results)
-        pending = state.counts().get("pending", 0)
+        pending = state.queue.pending()
         tally = LiveTally(clock)
         sink = JsonlAuditSink(paths.audit, secrets=settings.secrets)
         hooks = (*settings.hooks, tally, AuditHook(sink, policy=settings.policy, clock=clock))
-        job = JobSettings(settings.policy, settings.workers, settings.coordinator, hooks,
-                          settings.secrets, settings.timeout, clock, settings.seed)
+        run_settings = JobSettings(settings.policy, settings.workers, settings.coordinator, hooks,
+                                   settings.secrets, settings.timeout, clock, settings.seed,
+                                   settings.refuse)
         started = clock.monotonic()
         try:
             if console is None:
-                run_job(ops, state, job, on_result=tally)
+                run_job(ops, state, run_settings, on_result=tally)
             else:
                 with ProgressView(console, tally, pending, title, clock) as view:
-                    run_job(ops, state, job, on_result=tally, on_tick=view.tick)
+                    run_job(ops, state, run_settings, on_result=tally, on_tick=view.tick)
         finally:
             sink.close()
         elapsed = clock.monotonic() - started
         return JobReport(reopened, state.counts(), state.results(), tally.done, elapsed)
     finally:
         state.close()
+
+
+def queue_options(args: argparse.Namespace, policy: Policy) -> tuple[str | None, str, QueueConfig]:
+    """``--queue``, ``--job`` and the queue's rules: a lease outlives one operation's deadline;
+    deferrals get 50 ms of jitter at most (the shared gate already spreads a herd), and one
+    that names no time backs off from half a second.
+
+    Raises:
+        CliError: ``--queue`` is not a Redis URL, or ``--job`` is not a usable name.
+    """
+    queue: str | None = args.queue
+    if queue is not None and not queue.startswith(("redis://", "rediss://", "unix://")):
+        raise CliError(f"--queue {queue.rsplit('@', 1)[-1]}: expected a redis://, rediss:// or "
+                       "unix:// URL (without --queue the job's queue is the --state file)")
+    job = args.job or Path(args.input).stem or "fetch"
+    if not job.isprintable() or len(job) > 200:
+        raise CliError("--job: expected a printable name of at most 200 characters")
+    deadline = policy.deadline if policy.deadline is not None else 60.0
+    config = QueueConfig(visibility_timeout=max(30.0, 2 * deadline + 10.0),
+                         max_deferrals=args.max_deferrals, jitter=0.05, backoff=0.5,
+                         max_backoff=30.0)
+    return queue, job, config
 
 
 def _default(path: str | None, stem: str, suffix: str) -> Path:
@@ -169,25 +193,51 @@ def build_policy(args: argparse.Namespace) -> Policy:
     return policy
 
 
+def supervise(args: argparse.Namespace) -> JobFile | None:
+    """Read ``--job-file`` and let it supply the policy, profile and output paths."""
+    if not args.job_file:
+        return None
+    job = load_job_file(args.job_file)
+    args.policy = job.policy or args.policy
+    args.profile = job.profile or args.profile
+    args.out = args.out or job.outputs.get("results")
+    args.audit = args.audit or job.outputs.get("audit")
+    args.state = args.state or job.outputs.get("state")
+    return job
+
+
 def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLOCK) -> int:
     """Run ``fetch``; every input is checked before the state is touched."""
+    job_file = supervise(args)
     policy = build_policy(args)
     secrets: set[str] = set()
     pairs = [parse_header(h, "--header") for h in args.header]
     headers = resolve_headers(pairs, os.environ, "--header", secrets)
     ops = read_ops(args.input, env=os.environ, headers=headers, secrets=secrets)
-    coordinator = redis_coordinator(args.redis) if args.redis else MemoryCoordinator(clock=clock)
+    queue, job, queue_config = queue_options(args, policy)
+    shared, option = (args.redis, "--redis") if args.redis else (queue, "--queue")
+    coordinator = redis_coordinator(shared, option) if shared else MemoryCoordinator(clock=clock)
     stem = Path(args.input).stem or "fetch"
     paths = JobPaths(_default(args.out, stem, ".results.jsonl"),
                      _default(args.audit, stem, ".audit.jsonl"),
                      _default(args.state, stem, ".sqlite"))
     _distinct(Path(args.input), paths)
+    refused = [] if job_file is None else [
+        (op, why) for op in ops if (why := job_file.refusal(op)) is not None]
+    if job_file is not None:
+        write_job_sidecar(paths.audit, job_file, refused)
+    if job_file is not None and refused:
+        console.print(f"refused {len(refused)} operation(s) outside {job_file.path}'s allowed "
+                      f"inputs before any attempt (first: {refused[0][0].id}: {refused[0][1]})",
+                      highlight=False)
     settings = JobSettings(policy, args.workers, coordinator, secrets=tuple(sorted(secrets)),
-                           timeout=args.timeout, clock=clock)
+                           timeout=args.timeout, clock=clock,
+                           refuse=None if job_file is None else job_file.refusal)
     try:
         report = execute(ops, input_name=str(Path(args.input).resolve()), settings=settings,
                          paths=paths, retry_failed=args.retry_failed,
-                         console=None if args.quiet else console, title=f"fetch {args.input}")
+                         console=None if args.quiet else console, title=f"fetch {args.input}",
+                         queue=queue, job=job, queue_config=queue_config)
     finally:
         close = getattr(coordinator, "close", None)
         if close is not None:

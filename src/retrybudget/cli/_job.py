@@ -1,4 +1,4 @@
-"""The fetch job: worker threads that claim operations from the state and GET them.
+"""The fetch job: worker threads that lease operations from the job's queue and GET them.
 
 Every worker sends through its own :class:`~retrybudget.integrations.httpx.RetryTransport`,
 and every transport shares one coordinator (memory or Redis), so the gate, pacing, retry
@@ -10,7 +10,10 @@ outcome is ok. A failed operation never carries a value.
 from __future__ import annotations
 
 import json
+import os
 import random
+import secrets
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from ..errors import RetryBudgetError
 from ..integrations import JOB_ID
 from ..integrations.httpx import RetryTransport
 from ..observe import operation_stats, scrub
+from ..queue import Lease
 from ._inputs import Op
 from ._state import JobState
 
@@ -50,6 +54,8 @@ class JobSettings:
         timeout: the httpx timeout of one attempt (the policy clips it to the deadline).
         clock: where time comes from.
         seed: seeds each worker's jitter source (None: unseeded).
+        refuse: why an operation is outside the job's allowed inputs (None: allowed); a
+            refused operation is recorded ``rejected`` with zero attempts, never sent.
     """
 
     policy: Policy
@@ -60,6 +66,7 @@ class JobSettings:
     timeout: float = 30.0
     clock: Clock = SYSTEM_CLOCK
     seed: int | None = None
+    refuse: Callable[[Op], str | None] | None = None
 
 
 class _Outcomes:
@@ -137,21 +144,37 @@ class _Worker:
                                hooks=(outcomes, *settings.hooks), random=random.Random(seed),
                                method="GET")
         self.error: BaseException | None = None
+        self.name = f"{socket.gethostname()}-{os.getpid()}-{number}"
 
     def __call__(self) -> None:
         try:
             transport = RetryTransport(retrier=self.retrier)
             with httpx.Client(transport=transport, timeout=self.settings.timeout) as client:
-                while not self.stop.is_set():
-                    op_id = self.state.claim()
-                    if op_id is None:
-                        return
-                    self._run(client, self.ops[op_id])
-        except BaseException as exc:  # reported by run_job; the claimed row is recovered next run
+                self.state.work(self.name, lambda lease: self._run(client, lease), self.stop,
+                                self.on_result)
+        except BaseException as exc:  # reported by run_job; the leased operation is recovered
             self.error = exc
             self.stop.set()
 
-    def _run(self, client: httpx.Client, op: Op) -> None:
+    def _refused(self, op: Op, why: str) -> tuple[Outcome[Any], dict[str, Any]]:
+        """Record an operation outside the allowed inputs: rejected, zero attempts, unsent."""
+        outcome: Outcome[Any] = Outcome(Reason.REJECTED, secrets.token_hex(8), 0, (), 0.0,
+                                        detail=f"refused before any attempt: {why}",
+                                        method="GET", job_id=op.id)
+        request = RequestInfo("GET", "", url=op.safe_url, job_id=op.id)
+        for hook in self.settings.hooks:
+            notify = getattr(hook, "on_outcome", None)
+            if notify is not None:
+                notify(outcome, request)
+        return outcome, result_line(op, outcome, request, None, run=self.state.run,
+                                    finished_at=self.settings.clock.wall(),
+                                    secrets=self.settings.secrets)
+
+    def _run(self, client: httpx.Client, lease: Lease) -> tuple[Outcome[Any], dict[str, Any]]:
+        op = self.ops[lease.op_id]
+        why = None if self.settings.refuse is None else self.settings.refuse(op)
+        if why is not None:
+            return self._refused(op, why)
         response: httpx.Response | None = None
         error: BaseException | None = None
         try:
@@ -166,8 +189,7 @@ class _Worker:
                            finished_at=clock.wall(), secrets=self.settings.secrets)
         if response is not None:
             response.close()
-        self.state.complete(op.id, line)
-        self.on_result(line)
+        return outcome, line
 
 
 def run_job(

@@ -102,7 +102,31 @@ def build_parser() -> argparse.ArgumentParser:
                    "example:\n  retrybudget offline-demo --real-time")
     offline.add_argument("--real-time", action="store_true",
                          help="sleep for real instead of on a simulated clock")
+    queue = _add(sub, "queue", "watch a job's queue, requeue its dead letters, export its results",
+                 "Inspect the queue of a fetch job: a state file, or a Redis URL with --job.",
+                 "examples:\n  retrybudget queue status out/rentals.sqlite\n"
+                 "  retrybudget queue requeue redis://127.0.0.1:6379/0 --job rentals\n"
+                 "  retrybudget queue export out/rentals.sqlite --out results.jsonl")
+    _queue_module().add_arguments(queue)
+    review = _add(sub, "review", "record a reviewer's decision about an operation of an audit",
+                  "Append a reviewer decision (accept, reject or retry, with the time) for one "
+                  "operation of an audit file; 'retrybudget report' then reflects it.",
+                  "example:\n  retrybudget review decide out/rentals.audit.jsonl line-3 "
+                  "--decision retry --reviewer dana --note 'provider fixed the record'")
+    _review_module().add_arguments(review)
     return parser
+
+
+def _review_module() -> Any:
+    from . import _review  # noqa: PLC0415
+
+    return _review
+
+
+def _queue_module() -> Any:
+    from . import _queue  # noqa: PLC0415
+
+    return _queue
 
 
 def _server_options(parser: _Parser, module: Callable[[], Any]) -> None:
@@ -192,6 +216,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sandbox": _sandbox,
     "gateway": _gateway,
     "offline-demo": lambda args: offline_demo(real_time=args.real_time),
+    "queue": lambda args: int(_queue_module().run(args)),
+    "review": lambda args: int(_review_module().run(args)),
 }
 
 

@@ -22,10 +22,11 @@ FETCH_EXAMPLE = """examples:
   retrybudget fetch urls.txt --workers 8 --policy background --profile github \\
       --header 'Authorization: env:GITHUB_TOKEN'
   retrybudget fetch jobs.jsonl --state out/jobs.sqlite --redis redis://127.0.0.1:6379/0
+  retrybudget fetch jobs.jsonl --queue redis://127.0.0.1:6379/0 --job nightly
 
 INPUT is one URL per line, or JSON lines {"id": "...", "url": "...", "headers": {...}}.
-Run the same command again to resume: finished operations are skipped, rate-limited ones
-are retried once their retry_at has passed. Exit status: 0 every operation ok, 1 some
+Run the same command again to resume: finished operations are skipped. A rate-limited
+operation is deferred to its retry_at and run then by the same run. Exit status: 0 every operation ok, 1 some
 operation failed (see the results file), 2 bad input (nothing was run)."""
 
 DEMO_EXAMPLE = """examples:
@@ -62,6 +63,7 @@ def _number(kind: Callable[[str], T], valid: Callable[[T], bool], what: str) -> 
 
 positive_int = _number(int, lambda v: v >= 1, "a whole number of at least 1")
 positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number of seconds")
+non_negative_int = _number(int, lambda v: v >= 0, "a whole number of at least 0")
 share = _number(float, lambda v: 0.0 <= v <= 1.0, "a share between 0 and 1")
 _latency = _number(float, lambda v: 0.0 <= v <= 10.0, "seconds between 0 and 10")
 
@@ -106,7 +108,20 @@ def add_fetch_arguments(parser: argparse.ArgumentParser) -> None:
     files.add_argument("--state", default=None, metavar="FILE",
                        help="SQLite state that makes the job resumable")
     parser.add_argument("--retry-failed", action="store_true",
-                        help="run failed operations again too (not only due rate-limited ones)")
+                        help="run failed and dead-lettered operations again too")
+    queue = parser.add_argument_group("queue")
+    queue.add_argument("--queue", default=None, metavar="URL",
+                       help="drain one job with other fetch processes through Redis, e.g. "
+                            "redis://127.0.0.1:6379/0 (also shares the coordinator unless "
+                            "--redis names another); default: the --state file")
+    queue.add_argument("--job", default=None, metavar="NAME",
+                       help="the job's name in --queue (default: the input file's name)")
+    queue.add_argument("--job-file", default=None, metavar="FILE",
+                       help="a supervised job (TOML): owner, allowed hosts and methods, outputs, "
+                            "policy and profile; requests outside it are refused unsent")
+    queue.add_argument("--max-deferrals", type=non_negative_int, default=5, metavar="N",
+                       help="rate-limited deferrals of one operation before it is "
+                            "dead-lettered (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
 
 

@@ -1,25 +1,28 @@
-"""The durable state of a fetch job: one SQLite row per operation.
+"""The durable state of a fetch job: its operations in a :mod:`retrybudget.queue` queue.
+
+By default the queue is the ``--state`` SQLite file (one process per file); with
+``--queue redis://…`` it is a :class:`~retrybudget.queue.RedisQueue` that fetch processes
+on many machines drain together.
 
 The guarantee (docs/cli.md, "Durability"): whenever the process stops, even by SIGKILL,
 the next run over the same state loses no operation and the results file holds no
 duplicate line. It rests on three rules:
 
-1. **The state is the truth; the results file is derived from it.** A result is committed
-   to the state (``status = 'done'``, with its line) *before* its line is appended to the
-   results file. At the start of every run the results file is rewritten from the state
-   (to a temporary file, then renamed over it), so a line lost or torn by a crash comes
-   back, and no line is written twice.
-2. **Work is claimed in transactions.** A worker claims one pending row at a time
-   (``pending -> claimed``). A row still ``claimed`` when a run starts belonged to a run
-   that died: it goes back to ``pending`` and runs again (a GET is safe to repeat; its
-   result was never recorded). A ``done`` row is never run again, except as below.
-3. **Re-opened rows leave the results file first.** Operations that ended ``rate_limited``
-   whose ``retry_at`` has passed (and, with ``--retry-failed``, every failed operation)
-   return to ``pending`` in the same transaction, before the results file is rewritten,
-   so their old line is gone before a new one can be appended.
-
-One process works on a state file at a time (an exclusive lock beside it); workers in
-many processes or machines share the *provider* through ``--redis`` instead.
+1. **The queue is the truth; the results file is derived from it.** An outcome is recorded
+   in the queue (with its line) *before* its line is appended to the results file. At the
+   start and the end of every run the results file is rewritten from the queue's recorded
+   operations (to a temporary file, then renamed over it), so a line lost or torn by a crash
+   comes back, and no line is written twice.
+2. **Work is leased.** A worker leases one due operation at a time. With the SQLite state a
+   lease still held when a run starts belonged to a run that died: it goes back to pending
+   and runs again (a GET is safe to repeat; its result was never recorded). With Redis a
+   lease lapses after its visibility timeout and another worker takes it over. A recorded
+   operation is never run again, except as below.
+3. **Rate-limited work waits in the queue, not in a person's calendar.** An operation that
+   ends ``rate_limited`` (or with another transient reason) is deferred to its ``retry_at``
+   (plus a little jitter) and run then by the same job; after too many deferrals it is
+   dead-lettered. ``--retry-failed`` re-opens failed and dead-lettered operations before
+   the results file is rewritten, so their old line is gone before a new one is appended.
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .._clock import SYSTEM_CLOCK, Clock
+from ..core.outcome import Outcome
+from ..queue import JobQueue, Lease, QueueConfig, QueueError, SqliteQueue, drain, open_queue
 from ._errors import CliError
 from ._inputs import Op
 
@@ -44,27 +50,11 @@ except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
 
 __all__ = ["SCHEMA_VERSION", "JobState", "Reopened"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 """The state file's schema version (stored in its ``meta`` table)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ops (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    line INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'claimed', 'done')),
-    reason TEXT,
-    retry_at REAL,
-    runs INTEGER NOT NULL DEFAULT 0,
-    claimed_by INTEGER,
-    done_seq INTEGER,
-    result TEXT
-);
-CREATE INDEX IF NOT EXISTS ops_status ON ops (status, seq);
-CREATE INDEX IF NOT EXISTS ops_done ON ops (done_seq);
 CREATE TABLE IF NOT EXISTS runs (run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL,
                                  pid INTEGER NOT NULL);
 """
@@ -75,10 +65,10 @@ class Reopened:
     """What a run found when it opened the state.
 
     Attributes:
-        orphans: rows claimed by a run that died (back to pending).
-        rate_limited: rate-limited rows whose ``retry_at`` has passed (back to pending).
-        failed: failed rows re-opened by ``--retry-failed``.
-        waiting: rate-limited rows whose ``retry_at`` is still ahead (left done).
+        orphans: operations leased by a run that died (back to pending).
+        rate_limited: deferred operations whose ``retry_at`` has passed (due now).
+        failed: failed and dead-lettered operations re-opened by ``--retry-failed``.
+        waiting: deferred operations whose ``retry_at`` is still ahead (the run waits).
         next_retry_at: the earliest such ``retry_at``, or None.
     """
 
@@ -90,19 +80,35 @@ class Reopened:
 
 
 class JobState:
-    """A fetch job's SQLite state; thread-safe (one connection behind a lock).
+    """A fetch job's queue and results file; thread-safe.
 
     Args:
-        path: the state file (created with its directory if missing).
+        path: the SQLite state file (created with its directory if missing); unused with
+            ``queue``.
         input_name: the input file the job reads; a state belongs to one input.
+        queue: a ``redis://`` URL to share the job with other processes, or None.
+        job: the job's name in that queue.
+        config: the queue's leases, deferrals and deadline.
+        clock: where time comes from.
     """
 
-    def __init__(self, path: str | Path, input_name: str) -> None:
+    def __init__(self, path: str | Path, input_name: str, *, queue: str | None = None,
+                 job: str = "fetch", config: QueueConfig | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._lock_file: IO[bytes] | None = None
         self._results: IO[str] | None = None
-        self._run = 0
+        self._results_path: Path | None = None
+        self._lines: dict[str, dict[str, Any]] = {}
+        self._run = 1
+        self._db: sqlite3.Connection | None = None
+        if queue is not None:
+            try:
+                self.queue: JobQueue = open_queue(queue, job, config, clock=clock)
+            except QueueError as exc:
+                raise CliError(f"--queue {exc}") from None
+            return
         existed = self.path.exists() and self.path.stat().st_size > 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,10 +126,10 @@ class JobState:
             self._db.execute("PRAGMA synchronous=NORMAL")
             if not existed:
                 self._db.executescript(_SCHEMA)
-                with self._transaction() as db:
-                    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                   [("schema", SCHEMA_VERSION), ("input", input_name)])
-        except sqlite3.DatabaseError as exc:
+                self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                     [("schema", SCHEMA_VERSION), ("input", input_name)])
+            self.queue = SqliteQueue(self.path, config, clock=clock, connection=self._db)
+        except (sqlite3.DatabaseError, QueueError) as exc:
             self.close()
             raise CliError(f"{self.path}: not a retrybudget state file ({exc})") from None
         except BaseException:
@@ -140,7 +146,7 @@ class JobState:
             except OSError:
                 handle.close()
                 raise CliError(f"{self.path}: in use by another fetch process (one process per "
-                               "state file; share the provider across processes with --redis)"
+                               "state file; share a job across processes with --queue)"
                                ) from None
         self._lock_file = handle
 
@@ -150,6 +156,7 @@ class JobState:
             self._lock_file = None
 
     def _check_meta(self, input_name: str) -> None:
+        assert self._db is not None  # noqa: S101 - only the SQLite state has meta
         try:
             rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.OperationalError:
@@ -161,125 +168,113 @@ class JobState:
             raise CliError(f"{self.path}: this state belongs to input {rows.get('input')!r}, not "
                            f"{input_name!r}; pass another --state (or delete it to start over)")
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction under the lock; rolled back on any error."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
     def sync(self, ops: Sequence[Op], *, pid: int, now: float) -> None:
-        """Add the input's new operations and start a run (nothing changes on a mismatch).
+        """Enqueue the input's new operations and start a run (nothing changes on a mismatch).
 
         Raises:
             CliError: an id already in the state now names a different URL, or is gone from
                 the input.
         """
-        with self._transaction() as db:
-            known = dict(db.execute("SELECT id, fingerprint FROM ops").fetchall())
-            fresh = []
-            for op in ops:
-                old = known.get(op.id)
-                if old is None:
-                    fresh.append((op.id, op.line, op.safe_url, op.fingerprint))
-                elif old != op.fingerprint:
-                    raise CliError(f"{self.path}: operation {op.id!r} (input line {op.line}) now "
-                                   "names a different URL than when the state was made; pass "
-                                   "another --state to start a new job")
-            missing = sorted(set(known) - {op.id for op in ops})
-            if missing:
-                raise CliError(f"{self.path}: {len(missing)} operation(s) of this state are no "
-                               f"longer in the input (first: {missing[0]!r}); pass another --state "
-                               "to start a new job")
-            db.executemany("INSERT INTO ops (id, line, url, fingerprint) VALUES (?, ?, ?, ?)", fresh)
-            cursor = db.execute("INSERT INTO runs (started, pid) VALUES (?, ?)", (now, pid))
-            self._run = int(cursor.lastrowid or 0)
+        known = {op.op_id: op.payload.get("fingerprint") for op in self.queue.operations()}
+        for op in ops:
+            old = known.get(op.id)
+            if old is not None and old != op.fingerprint:
+                raise CliError(f"{self._where}: operation {op.id!r} (input line {op.line}) now "
+                               "names a different URL than when the job was made; pass another "
+                               f"{self._option} to start a new job")
+        missing = sorted(set(known) - {op.id for op in ops})
+        if missing:
+            raise CliError(f"{self._where}: {len(missing)} operation(s) of this job are no "
+                           f"longer in the input (first: {missing[0]!r}); pass another "
+                           f"{self._option} to start a new job")
+        for op in ops:
+            if op.id not in known:
+                self.queue.enqueue(op.id, {"line": op.line, "url": op.safe_url,
+                                           "fingerprint": op.fingerprint})
+        if self._db is not None:
+            with self._lock:
+                cursor = self._db.execute("INSERT INTO runs (started, pid) VALUES (?, ?)",
+                                          (now, pid))
+                self._run = int(cursor.lastrowid or 1)
+
+    @property
+    def _where(self) -> str:
+        return str(self.path) if self._db is not None else "--queue"
+
+    @property
+    def _option(self) -> str:
+        return "--state" if self._db is not None else "--job"
 
     def reopen(self, now: float, *, retry_failed: bool) -> Reopened:
-        """Return orphaned, due rate-limited and (optionally) failed rows to pending."""
-        with self._transaction() as db:
-            orphans = db.execute("UPDATE ops SET status = 'pending', claimed_by = NULL "
-                                 "WHERE status = 'claimed'").rowcount
-            due = db.execute("UPDATE ops SET status = 'pending' WHERE status = 'done' AND "
-                             "reason = 'rate_limited' AND COALESCE(retry_at, 0) <= ?",
-                             (now,)).rowcount
-            failed = 0
-            if retry_failed:
-                failed = db.execute("UPDATE ops SET status = 'pending' WHERE status = 'done' "
-                                    "AND reason != 'ok'").rowcount
-            waiting, next_at = db.execute(
-                "SELECT COUNT(*), MIN(retry_at) FROM ops WHERE status = 'done' AND "
-                "reason = 'rate_limited'").fetchone()
-        return Reopened(orphans, due, failed, int(waiting), next_at)
+        """Release a dead run's leases, re-open failures (optionally) and count the deferred."""
+        orphans = self.queue.release_leases()
+        failed = self.queue.requeue(failed=True) if retry_failed else 0
+        deferred = [op.not_before for op in self.queue.operations() if op.status == "deferred"]
+        ahead = [at for at in deferred if at > now]
+        return Reopened(orphans, len(deferred) - len(ahead), failed, len(ahead),
+                        min(ahead) if ahead else None)
 
     # results ---------------------------------------------------------------------------------
 
     def open_results(self, path: str | Path) -> int:
-        """Rewrite the results file from the state, then keep it open to append; lines written."""
+        """Rewrite the results file from the queue, then keep it open to append; lines written."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(target.name + ".tmp")
-        with self._lock:
-            rows = self._db.execute("SELECT result FROM ops WHERE status = 'done' "
-                                    "ORDER BY done_seq").fetchall()
+        lines = [json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+                 for line in self.results()]
+        temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
         with open(temporary, "w", encoding="utf-8") as out:
-            for (line,) in rows:
+            for line in lines:
                 out.write(line + "\n")
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, target)
-        self._results = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        return len(rows)
+        with self._lock:
+            if self._results is not None:
+                self._results.close()
+            os.replace(temporary, target)
+            self._results = open(target, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._results_path = target
+        return len(lines)
 
     # work ------------------------------------------------------------------------------------
 
-    def claim(self) -> str | None:
-        """Claim the next pending operation (in input order); its id, or None when none is left."""
-        with self._transaction() as db:
-            row = db.execute("SELECT seq, id FROM ops WHERE status = 'pending' ORDER BY seq LIMIT 1"
-                             ).fetchone()
-            if row is None:
-                return None
-            db.execute("UPDATE ops SET status = 'claimed', claimed_by = ?, runs = runs + 1 "
-                       "WHERE seq = ?", (self._run, row[0]))
-            return str(row[1])
+    def work(self, worker: str, run: Callable[[Lease], tuple[Outcome[Any], dict[str, Any]]],
+             stop: threading.Event, on_result: Callable[[dict[str, Any]], None]) -> None:
+        """Lease and run operations until the job is drained (waiting for deferred ones)."""
 
-    def complete(self, op_id: str, result: dict[str, Any]) -> None:
-        """Record an operation's result, then append its line to the results file."""
-        line = json.dumps(result, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        with self._transaction() as db:
-            (done_seq,) = db.execute("SELECT COALESCE(MAX(done_seq), 0) + 1 FROM ops").fetchone()
-            db.execute("UPDATE ops SET status = 'done', reason = ?, retry_at = ?, result = ?, "
-                       "done_seq = ?, claimed_by = NULL WHERE id = ? AND status = 'claimed'",
-                       (result["outcome"], result.get("retry_at"), line, done_seq, op_id))
-        with self._lock:  # after the commit: a crash here is repaired by open_results()
-            if self._results is not None:
-                self._results.write(line + "\n")
-                self._results.flush()
+        def handle(lease: Lease) -> tuple[Outcome[Any], Mapping[str, Any]]:
+            outcome, line = run(lease)
+            with self._lock:
+                self._lines[lease.token] = line
+            return outcome, line
+
+        def recorded(lease: Lease, decision: Any) -> None:
+            with self._lock:
+                line = self._lines.pop(lease.token, None)
+                if decision is None or not decision.final or line is None:
+                    return
+                if self._results is not None:  # after the record: a crash here is repaired
+                    self._results.write(json.dumps(line, ensure_ascii=False,
+                                                   separators=(",", ":"), allow_nan=False) + "\n")
+                    self._results.flush()
+            on_result(line)
+
+        drain(self.queue, handle, worker=worker, stop=stop, on_decision=recorded)
 
     def counts(self) -> dict[str, int]:
-        """Rows by status, and done rows by outcome reason (``done:<reason>``)."""
-        with self._lock:
-            rows = self._db.execute("SELECT status, reason, COUNT(*) FROM ops GROUP BY status, reason"
-                                    ).fetchall()
-        out: dict[str, int] = {}
-        for status, reason, n in rows:
-            out[status] = out.get(status, 0) + n
-            if status == "done":
-                out[f"done:{reason}"] = n
+        """Operations by status, and recorded ones by outcome (``done:<reason>``)."""
+        out = dict(self.queue.counts())
+        recorded = [op.result for op in self.queue.export() if op.result is not None]
+        out["done"] = len(recorded)
+        for record in recorded:
+            key = f"done:{record['outcome']}"
+            out[key] = out.get(key, 0) + 1
         return out
 
     def results(self) -> list[dict[str, Any]]:
-        """Every recorded result, in the order they were recorded."""
-        with self._lock:
-            rows = self._db.execute("SELECT result FROM ops WHERE status = 'done' ORDER BY done_seq"
-                                    ).fetchall()
-        return [json.loads(line) for (line,) in rows]
+        """Every recorded result line, in the order they were recorded."""
+        return [dict(op.result["result"]) for op in self.queue.export()
+                if op.result is not None and op.result.get("result") is not None]
 
     @property
     def run(self) -> int:
@@ -287,11 +282,17 @@ class JobState:
         return self._run
 
     def close(self) -> None:
-        """Close the results file, the database and the lock (safe to call twice)."""
+        """Rewrite and close the results file, close the queue and the lock (safe twice)."""
+        with contextlib.suppress(Exception):  # the lines appended so far stay as they are
+            if self._results is not None and self._results_path is not None:
+                self.open_results(self._results_path)  # every worker's lines, in order
         with self._lock:
             if self._results is not None:
                 self._results.close()
                 self._results = None
-            with contextlib.suppress(sqlite3.Error, AttributeError):
+        if hasattr(self, "queue"):
+            self.queue.close()
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
                 self._db.close()
         self._release_lock()

@@ -266,7 +266,10 @@ def operation_flow(
             if step is None:
                 break
             if isinstance(step, Stop):
-                return (yield from finish(step.reason, step.retry_at, step.detail, probe))
+                retry_at = step.retry_at
+                if retry_at is None and step.reason is Reason.RATE_LIMITED:
+                    retry_at = clock.wall() + permit.wait  # the coordinator's instant to return
+                return (yield from finish(step.reason, retry_at, step.detail, probe))
             wait = Wait(step.after, step.reason, step.source, state.attempts)
             yield Sleep(wait)
             state = state.with_wait(wait, step.retry_at)

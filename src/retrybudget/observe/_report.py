@@ -31,7 +31,7 @@ from ..core.policy import SAFE_METHODS
 from ._audit import AuditLog
 from ._schema import validate_audit_record
 
-__all__ = ["CHECKS", "REPORT_KEYS", "review_report"]
+__all__ = ["CHECKS", "DECISIONS", "REPORT_KEYS", "review_report"]
 
 REPORT_KEYS = (
     "observed_facts",
@@ -527,10 +527,66 @@ def _explain(recs: Sequence[_Rec], checks: list[dict[str, Any]], review: bool,
     return "\n".join(lines)
 
 
+DECISIONS = ("accept", "reject", "retry")
+"""What a reviewer may decide about an operation."""
+
+
+def _decided(recs: Sequence[_Rec], decisions: Iterable[Mapping[str, Any]]) -> list[_Rec]:
+    """The records with their latest reviewer decision (by operation or fixture id) merged in."""
+    latest: dict[str, dict[str, Any]] = {}
+    for d in decisions:
+        if isinstance(d.get("operation_id"), str) and d.get("decision") in DECISIONS:
+            latest[d["operation_id"]] = {k: d.get(k) for k in
+                                         ("decision", "reviewer", "note", "decided_at")}
+    out = []
+    for rec in recs:
+        found = latest.get(rec.op or "") or latest.get(rec.job or "")
+        out.append(rec if found is None else
+                   _Rec(rec.index, rec.line, {**rec.data, "reviewer_decision": found}))
+    return out
+
+
+def _open(evidence: Iterable[Mapping[str, Any]], by_record: Mapping[int, _Rec]) -> bool:
+    """True unless every record the evidence names carries a reviewer decision."""
+    named = [by_record.get(e.get("record")) for e in evidence  # type: ignore[arg-type]
+             if isinstance(e.get("record"), int)]
+    return not named or any(r is None or r.data.get("reviewer_decision") is None for r in named)
+
+
+def _handover(recs: Sequence[_Rec], owner: str | None) -> tuple[list[dict[str, Any]], str]:
+    """What failed, why, who owns it and what is proposed next: steps and closing text."""
+    who_owns = owner if owner else "no owner named (give the job file's owner)"
+    steps, lines = [], [f"Handover to {who_owns}:"]
+    for rec in recs:
+        if rec.outcome == "ok":
+            continue
+        decision = rec.data.get("reviewer_decision")
+        template = _STEPS.get(rec.outcome or "", "Investigate {who}; it did not complete.")
+        proposal = template.format(who=rec.who(), key=rec.data.get("key"),
+                                   retry_at=_at(rec.data.get("retry_at")))
+        if isinstance(decision, Mapping) and decision.get("decision") == "retry":
+            proposal = (f"{decision.get('reviewer')} decided to retry it: requeue {rec.op} "
+                        "(retrybudget queue requeue STATE --failed --op ID) and run the job again.")
+        why = str(rec.data.get("detail") or "no detail recorded")
+        step = _step("handover", f"{rec.who()} ended {rec.outcome}: {why}. Owner: {who_owns}. "
+                     f"Proposed: {proposal}", [rec.ref("outcome")])
+        step["owner"] = owner
+        step["reviewer_decision"] = decision
+        steps.append(step)
+        said = "" if decision is None else f" (reviewer: {decision.get('decision')})"
+        lines.append(f"- {rec.who()}: {rec.outcome}{said}. Why: {why}. Proposed next: {proposal}")
+    if len(lines) == 1:
+        lines.append("- nothing failed.")
+    lines.append("Every step above is proposed, not done.")
+    return steps, "\n".join(lines)
+
+
 def review_report(
     records: AuditLog | Iterable[Mapping[str, Any]],
     *,
     tolerance: float = DEFAULT_TOLERANCE,
+    decisions: Iterable[Mapping[str, Any]] = (),
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """Build the review report for a set of audit records.
 
@@ -538,6 +594,11 @@ def review_report(
         records: audit records (dicts), or an :class:`AuditLog` from :func:`load_audit` (its
             line numbers become sources and its skipped lines missing inputs).
         tolerance: seconds of slack when comparing recorded times.
+        decisions: reviewer decisions (``operation_id``, ``decision`` in :data:`DECISIONS`,
+            ``reviewer``, ``note``, ``decided_at``), oldest first; the latest per operation
+            becomes its record's ``reviewer_decision``. A review case or failed check whose
+            records all carry a decision no longer requires review.
+        owner: the job's owner, named in the closing handover.
 
     Returns:
         A JSON-ready dict with exactly the keys of :data:`REPORT_KEYS`. Same records, same
@@ -553,6 +614,8 @@ def review_report(
                      malformed=True)
     else:
         recs = [_Rec(i, None, r) for i, r in enumerate(records)]
+    recs = _decided(recs, decisions)
+    by_record = {rec.index: rec for rec in recs}
     for rec in recs:
         for problem in validate_audit_record(rec.data):
             out.lack(rec.ref(problem.split(":", 1)[0]), f"schema: {problem}", malformed=True)
@@ -579,13 +642,19 @@ def review_report(
                            "missing_inputs where they matter (for the policy, give "
                            "AuditHook(policy=...)).",
                            [m["source"] for m in out.missing]))
-    review = bool(cases) or bool(out.malformed) or any(
-        c["status"] in ("fail", "insufficient_evidence") for c in checks)
+    open_cases = [c for c in cases if _open(c["evidence"], by_record)]
+    review = bool(open_cases) or bool(out.malformed) or any(
+        c["status"] in ("fail", "insufficient_evidence")
+        and _open([f["source"] for f in c["findings"] if f["status"] != "pass"], by_record)
+        for c in checks)
+    handover, closing = _handover(recs, owner)
+    steps.extend(handover)
     return {
         "observed_facts": out.facts,
         "missing_inputs": out.missing,
         "proposed_steps": steps,
         "validation_results": checks,
         "review_required": review,
-        "draft_explanation": _explain(recs, checks, review, len(cases), out.malformed),
+        "draft_explanation": _explain(recs, checks, review, len(open_cases), out.malformed)
+        + "\n" + closing,
     }

@@ -1,0 +1,241 @@
+"""The job queue: operations per second through each backend, and a shared job under a limit.
+
+1. **Throughput**: ``--ops`` operations enqueued, leased and completed (a no-op provider:
+   each operation "succeeds" at once) by one process, through SQLite (a file) and through
+   Redis (a redis-server this script starts on a unix socket). Reported: enqueue/s and
+   lease+complete/s.
+2. **Four processes against the sandbox's rate limit**: ``retrybudget fetch --queue redis://``
+   run as 4 processes, each in its own working directory with its own copy of the input,
+   drain one job of ``--job-ops`` GETs against the sandbox provider (fixed windows of
+   ``--limit`` requests per second, x-ratelimit-* headers on every answer, 429 + Retry-After over the limit),
+   sharing the coordinator through the same Redis. Each operation's deadline is short
+   (``--deadline``), so a gate wait that does not fit ends it ``rate_limited`` and the queue
+   defers it to its ``retry_at``. Reported, with the targets of the issue:
+
+   - job time (first provider request to last) against the provider's capacity time
+     (operations / limit x window): target <= 1.10 x;
+   - provider requests per operation: target <= 1.02;
+   - how late each deferred operation was leased after the instant it was due
+     (``retry_at`` plus jitter): target <= 100 ms (max and p95).
+
+Bounded: every process has a time limit; the sandbox and redis-server are stopped at the end.
+
+Usage::
+
+    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _without_here() -> list[str]:
+    return [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+
+if __name__ == "queue":
+    # Another script in this directory ran, so this directory leads sys.path and its
+    # ``import queue`` found this file: hand it the standard library's queue instead.
+    del sys.modules["queue"]
+    _saved = sys.path[:]
+    sys.path[:] = _without_here()
+    try:
+        sys.modules["queue"] = importlib.import_module("queue")
+    finally:
+        sys.path[:] = _saved
+    globals().update({k: v for k, v in vars(sys.modules["queue"]).items()
+                      if not k.startswith("__")})
+elif __name__ == "__main__":
+    # Run as a script, this directory leads sys.path and this file's name would shadow the
+    # standard library's queue (which redis imports): drop the directory.
+    sys.path[:] = _without_here()
+
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server on a unix socket in ``directory`` (no persistence); its URL."""
+    server = shutil.which("redis-server")
+    if server is None:
+        raise SystemExit("redis-server is not installed")
+    socket = directory / "redis.sock"
+    proc = subprocess.Popen([server, "--port", "0", "--unixsocket", str(socket), "--save", "",
+                             "--appendonly", "no", "--dir", str(directory)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import redis
+
+    client = redis.Redis(unix_socket_path=str(socket))
+    for _ in range(250):
+        try:
+            if client.ping():
+                break
+        except (redis.RedisError, OSError):
+            time.sleep(0.02)
+    else:
+        proc.kill()
+        raise SystemExit("redis-server did not start within 5 s")
+    client.close()
+    return proc, f"unix://{socket}"
+
+
+def throughput(name: str, queue: Any, ops: int) -> dict[str, Any]:
+    """Enqueue, then lease and complete, ``ops`` operations with a no-op provider."""
+    from retrybudget.core.outcome import Outcome, Reason
+
+    ok: Outcome[Any] = Outcome(Reason.OK, "op", 1, (), 0.0)
+    started = time.perf_counter()
+    for n in range(ops):
+        queue.enqueue(f"op{n}", {"n": n})
+    enqueued = time.perf_counter()
+    done = 0
+    while True:
+        lease = queue.lease("bench")
+        if lease is None:
+            break
+        queue.complete(lease, ok, {"n": done})
+        done += 1
+    finished = time.perf_counter()
+    assert done == ops, (done, ops)
+    return {"backend": name, "ops": ops,
+            "enqueue_per_s": round(ops / (enqueued - started)),
+            "lease_complete_per_s": round(ops / (finished - enqueued))}
+
+
+def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: float,
+               processes: int, workers: int) -> dict[str, Any]:
+    """``processes`` fetch processes drain one job through Redis against a limited sandbox."""
+    from retrybudget.queue import RedisQueue
+    from retrybudget.sandbox import RateLimit, SandboxConfig, serve_in_thread
+
+    config = SandboxConfig(rentals=ops, rate_limit=RateLimit(limit=limit, window_s=1,
+                                                             style="retry-after"))
+    with serve_in_thread(config) as sandbox:
+        urls = "".join(sandbox.url(f"/rentals/{i}/availability") + "\n"
+                       for i in range(1, ops + 1))
+        procs = []
+        for p in range(processes):
+            home = directory / f"host-{p}"
+            home.mkdir()
+            (home / "rentals.txt").write_text(urls, "utf-8")
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "retrybudget", "fetch", "rentals.txt", "--quiet",
+                 "--queue", url, "--workers", str(workers), "--policy", "background",
+                 "--profile", "generic", "--deadline", str(deadline), "--max-deferrals", "20"],
+                cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        codes = []
+        for proc in procs:
+            try:
+                proc.communicate(timeout=max(120, 4 * ops / limit))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            codes.append(proc.returncode)
+        log = sandbox.stats()["requests"]
+    queue = RedisQueue(url, "rentals")
+    exported = list(queue.export())
+    queue.close()
+    if os.environ.get("RB_BENCH_DUMP"):
+        Path(os.environ["RB_BENCH_DUMP"]).write_text(
+            json.dumps([op.as_dict() for op in exported], indent=1), "utf-8")
+    arrivals = sorted(r["arrival"] for r in log)
+    job_time = arrivals[-1] - arrivals[0] if arrivals else math.nan
+    capacity = ops / limit
+    late = []
+    for op in exported:
+        history = list(op.history)
+        for before, after in itertools.pairwise(history):
+            if before["action"] == "defer":
+                late.append(after["leased_at"] - before["not_before"])
+    ok = sum(1 for op in exported if op.result and op.result["ok"])
+    late_ms = sorted(1000 * x for x in late)
+    return {
+        "processes": processes, "workers_each": workers, "ops": ops, "limit_per_s": limit,
+        "exit_codes": codes, "recorded": len(exported), "ok": ok,
+        "provider_requests": len(log),
+        "requests_per_op": round(len(log) / ops, 4),
+        "capacity_time_s": round(capacity, 3), "job_time_s": round(job_time, 3),
+        "job_time_ratio": round(job_time / capacity, 4),
+        "deferred_runs": len(late),
+        "deferred_late_ms_max": round(max(late_ms), 1) if late_ms else None,
+        "deferred_late_ms_p95": round(late_ms[int(0.95 * (len(late_ms) - 1))], 1)
+        if late_ms else None,
+        "deferred_late_ms_median": round(statistics.median(late_ms), 1) if late_ms else None,
+        "deferred_early": sum(1 for x in late if x < 0),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", type=int, default=2000, help="throughput operations")
+    parser.add_argument("--job-ops", type=int, default=160, help="operations of the shared job")
+    parser.add_argument("--limit", type=int, default=20, help="provider requests per second")
+    parser.add_argument("--deadline", type=float, default=1.0,
+                        help="each operation's deadline (a longer gate wait defers it)")
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=4, help="threads per process")
+    parser.add_argument("--json", default=None, help="write the figures here too")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    from retrybudget.queue import RedisQueue, SqliteQueue
+
+    results: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="rb-queue-bench-") as tmp:
+        directory = Path(tmp)
+        redis_proc, url = start_redis(directory)
+        try:
+            rows = [throughput("sqlite", SqliteQueue(directory / "bench.sqlite"), args.ops),
+                    throughput("redis", RedisQueue(url, "bench"), args.ops)]
+            results["throughput"] = rows
+            for row in rows:
+                print(f"{row['backend']:7} enqueue {row['enqueue_per_s']:>7}/s   "
+                      f"lease+complete {row['lease_complete_per_s']:>7}/s   ({row['ops']} ops)")
+            job = shared_job(url, directory, ops=args.job_ops, limit=args.limit,
+                             deadline=args.deadline, processes=args.processes,
+                             workers=args.workers)
+            results["shared_job"] = job
+        finally:
+            redis_proc.kill()
+            redis_proc.wait(5)
+    verdict = {
+        "job_time": job["job_time_ratio"] <= 1.10,
+        "requests_per_op": job["requests_per_op"] <= 1.02,
+        "deferred_start": job["deferred_late_ms_max"] is not None
+        and job["deferred_late_ms_max"] <= 100 and job["deferred_early"] == 0,
+    }
+    results["met"] = verdict
+    print(f"shared job: {job['processes']} processes x {job['workers_each']} workers, "
+          f"{job['ops']} ops at {job['limit_per_s']}/s; exit codes {job['exit_codes']}; "
+          f"{job['recorded']} recorded, {job['ok']} ok")
+    print(f"  job time {job['job_time_s']} s vs capacity {job['capacity_time_s']} s = "
+          f"{job['job_time_ratio']} x (target <= 1.10: "
+          f"{'MET' if verdict['job_time'] else 'NOT MET'})")
+    print(f"  provider requests per operation {job['requests_per_op']} (target <= 1.02: "
+          f"{'MET' if verdict['requests_per_op'] else 'NOT MET'})")
+    print(f"  deferred runs {job['deferred_runs']}: leased after due by median "
+          f"{job['deferred_late_ms_median']} ms, p95 {job['deferred_late_ms_p95']} ms, max "
+          f"{job['deferred_late_ms_max']} ms, early {job['deferred_early']} (target <= 100 ms: "
+          f"{'MET' if verdict['deferred_start'] else 'NOT MET'})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""``retrybudget queue status|requeue|export QUEUE``: watch a job, requeue its dead letters,
+export its results.
+
+QUEUE is a fetch state file (the SQLite queue) or a Redis URL with ``--job NAME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from typing import IO
+
+from ..queue import JobQueue, QueueError, SqliteQueue, open_queue
+from ._errors import EXIT_OK, CliError
+
+__all__ = ["add_arguments", "open_named", "run"]
+
+_REDIS = ("redis://", "rediss://", "unix://")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``queue`` subcommands and their options."""
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True,
+                                parser_class=type(parser))
+    for name, help_ in (("status", "operations by status and the next deferred instant (JSON)"),
+                        ("requeue", "return dead-lettered (and with --failed, failed) "
+                                    "operations to pending"),
+                        ("export", "every recorded operation, one JSON line each")):
+        action = sub.add_parser(name, help=help_, description=help_)
+        action.add_argument("queue", metavar="QUEUE",
+                            help="a fetch state file, or a Redis URL (with --job)")
+        action.add_argument("--job", default=None, metavar="NAME",
+                            help="the job's name in a Redis queue (fetch's default: the input "
+                                 "file's name)")
+        if name == "requeue":
+            action.add_argument("--op", action="append", default=[], metavar="ID",
+                                help="only this operation (repeatable)")
+            action.add_argument("--failed", action="store_true",
+                                help="failed operations too (a success is never re-run)")
+        if name == "export":
+            action.add_argument("--out", default=None, metavar="FILE",
+                                help="write here instead of standard output")
+
+
+def open_named(target: str, job: str | None) -> JobQueue:
+    """The queue ``target`` names; refuses a missing file or a file that holds no queue.
+
+    Raises:
+        CliError: the file or Redis cannot be used, or ``--job`` is missing for Redis.
+    """
+    if target.startswith(_REDIS):
+        if not job:
+            raise CliError(f"{target.rsplit('@', 1)[-1]}: a Redis queue needs --job NAME")
+        try:
+            return open_queue(target, job)
+        except QueueError as exc:
+            raise CliError(str(exc)) from None
+    path = Path(target.removeprefix("sqlite://"))
+    if not path.is_file():
+        raise CliError(f"{path}: no such file")
+    try:
+        probe = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            found = probe.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                  "name = 'queue_ops'").fetchone()
+        finally:
+            probe.close()
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"{path}: not a queue ({exc})") from None
+    if found is None:
+        raise CliError(f"{path}: not a queue (no queue_ops table)")
+    try:
+        return SqliteQueue(path)
+    except QueueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _export(queue: JobQueue, out: IO[str]) -> int:
+    n = 0
+    for op in queue.export():
+        out.write(json.dumps(op.as_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
+        n += 1
+    return n
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one ``queue`` action."""
+    queue = open_named(args.queue, args.job)
+    try:
+        if args.action == "status":
+            counts = queue.counts()
+            report = {"queue": args.queue.rsplit("@", 1)[-1], "job": args.job, "counts": counts,
+                      "unfinished": queue.pending(), "next_due": queue.next_due()}
+            json.dump(report, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        elif args.action == "requeue":
+            ids = args.op or [None]
+            moved = sum(queue.requeue(op, failed=args.failed) for op in ids)
+            print(f"requeued {moved} operation(s)")
+        elif args.out is None:
+            _export(queue, sys.stdout)
+        else:
+            try:
+                with open(args.out, "w", encoding="utf-8") as out:
+                    n = _export(queue, out)
+            except OSError as exc:
+                raise CliError(f"--out {args.out}: {exc.strerror or exc}") from None
+            print(f"exported {n} operation(s) to {args.out}")
+    except QueueError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        with contextlib.suppress(Exception):
+            queue.close()
+    return EXIT_OK

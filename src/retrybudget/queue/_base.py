@@ -1,0 +1,287 @@
+"""The queue's interface, its records, and the worker loop every backend shares.
+
+A backend stores; :meth:`JobQueue.complete` asks :func:`~retrybudget.queue._decide.decide`
+what an outcome means and hands the backend the decision to store in one atomic step,
+conditional on the lease still being the caller's. A lease that expired and was taken by
+another worker is stale: completing it records nothing (and says so), which is how an
+outcome is recorded exactly once.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .._clock import SYSTEM_CLOCK, Clock
+from ..core.outcome import Reason
+from ._decide import Decision, QueueConfig, decide
+
+__all__ = ["STATUSES", "Handler", "JobQueue", "Lease", "Operation", "OutcomeLike", "QueueError",
+           "check_id", "check_payload", "drain", "dumps"]
+
+STATUSES = ("pending", "leased", "deferred", "done", "dead")
+"""Where an operation can be: waiting, held by a worker, waiting for its time, recorded, or
+dead-lettered (recorded, and back to pending only by :meth:`JobQueue.requeue`)."""
+
+
+class QueueError(Exception):
+    """A queue was used wrongly (a bad id or payload) or its store cannot be used."""
+
+
+class OutcomeLike(Protocol):
+    """What :meth:`JobQueue.complete` reads from an outcome (an :class:`Outcome` has both)."""
+
+    @property
+    def reason(self) -> Reason:
+        """Why the operation ended."""
+        ...
+
+    @property
+    def retry_at(self) -> float | None:
+        """When the provider said to come back, if it did."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One worker's hold on one operation, until ``expires_at``.
+
+    Attributes:
+        op_id: the operation's stable id.
+        token: this lease's identity; only its holder can complete the operation.
+        payload: what was enqueued (JSON data).
+        deferrals: how many times the operation was deferred before this run.
+        leases: how many times it was leased, this one included.
+        enqueued_at: when it was first enqueued (epoch seconds).
+        not_before: the instant it became due (its ``retry_at`` for a deferred run).
+        leased_at: when this lease began (epoch seconds, the queue's clock).
+        expires_at: when this lease lapses (epoch seconds, the queue's clock).
+        worker: the worker's name.
+    """
+
+    op_id: str
+    token: str
+    payload: Mapping[str, Any]
+    deferrals: int
+    leases: int
+    enqueued_at: float
+    not_before: float
+    leased_at: float
+    expires_at: float
+    worker: str
+    backend_ref: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """An operation as stored (what :meth:`JobQueue.get` and :meth:`JobQueue.export` return).
+
+    Attributes:
+        op_id: its stable id.
+        status: one of :data:`STATUSES`.
+        payload: what was enqueued.
+        deferrals: deferrals so far.
+        leases: leases so far.
+        enqueued_at: when it was enqueued.
+        not_before: when it is (or was) due.
+        history: one entry per outcome reported for it (time, worker, reason, action).
+        result: the final record (``outcome``, ``ok``, the caller's ``result``) once recorded.
+    """
+
+    op_id: str
+    status: str
+    payload: Mapping[str, Any]
+    deferrals: int
+    leases: int
+    enqueued_at: float
+    not_before: float
+    history: tuple[Mapping[str, Any], ...] = ()
+    result: Mapping[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return {"id": self.op_id, "status": self.status, "payload": dict(self.payload),
+                "deferrals": self.deferrals, "leases": self.leases,
+                "enqueued_at": self.enqueued_at, "not_before": self.not_before,
+                "history": [dict(h) for h in self.history],
+                "result": None if self.result is None else dict(self.result)}
+
+
+def dumps(value: object) -> str:
+    """Compact JSON (the one encoding every backend stores)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def check_id(op_id: object) -> str:
+    """An operation id: a non-empty string of at most 200 printable characters."""
+    if not isinstance(op_id, str) or not op_id or len(op_id) > 200 or not op_id.isprintable():
+        raise QueueError(f"an operation id is a non-empty printable string of at most 200 "
+                         f"characters, not {op_id!r}")
+    return op_id
+
+
+def check_payload(payload: Mapping[str, Any] | None) -> str:
+    """The payload as JSON (a mapping of JSON data)."""
+    if payload is None:
+        return "{}"
+    if not isinstance(payload, Mapping):
+        raise QueueError(f"a payload is a mapping, not {type(payload).__name__}")
+    try:
+        return dumps(dict(payload))
+    except (TypeError, ValueError) as exc:
+        raise QueueError(f"a payload must be JSON data ({exc})") from None
+
+
+class JobQueue(abc.ABC):
+    """A durable queue of logical operations (the interface both backends implement).
+
+    Args:
+        config: leases, deferrals, deadline and jitter.
+        clock: where time comes from (its wall clock: instants are epoch seconds).
+        random: draws the jitter of deferrals.
+    """
+
+    def __init__(self, config: QueueConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 random: random.Random | None = None) -> None:
+        self.config = config if config is not None else QueueConfig()
+        self.clock = clock
+        self._random = random if random is not None else _random_source()
+        self._random_lock = threading.Lock()
+
+    # what a backend implements ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def enqueue(self, op_id: str, payload: Mapping[str, Any] | None = None, *,
+                at: float | None = None) -> bool:
+        """Add an operation (due at ``at``, default now); False if the id is already queued."""
+
+    @abc.abstractmethod
+    def lease(self, worker: str) -> Lease | None:
+        """Lease the next due operation for ``config.visibility_timeout``; None when none is due."""
+
+    @abc.abstractmethod
+    def _store(self, lease: Lease, decision: Decision, entry: dict[str, Any],
+               record: dict[str, Any] | None) -> bool:
+        """Store a decision atomically if ``lease`` is still current; False when it is stale."""
+
+    @abc.abstractmethod
+    def requeue(self, op_id: str | None = None, *, failed: bool = False) -> int:
+        """Return dead-lettered operations (one, or all) to pending; how many moved.
+
+        With ``failed``, operations that completed as failures go back too (a person decided
+        to try them again); a success is never re-run."""
+
+    @abc.abstractmethod
+    def release_leases(self) -> int:
+        """Return every leased operation to pending at once; how many (for the only owner of
+        a queue restarting after a crash, who knows no lease is alive)."""
+
+    @abc.abstractmethod
+    def counts(self) -> dict[str, int]:
+        """Operations by status (every status of :data:`STATUSES`, zeros included)."""
+
+    @abc.abstractmethod
+    def get(self, op_id: str) -> Operation | None:
+        """One operation, or None."""
+
+    @abc.abstractmethod
+    def export(self) -> Iterator[Operation]:
+        """Every operation whose outcome is recorded (done or dead), in recording order."""
+
+    @abc.abstractmethod
+    def operations(self) -> list[Operation]:
+        """Every operation, in enqueue order."""
+
+    @abc.abstractmethod
+    def next_due(self) -> float | None:
+        """The earliest instant a deferred operation becomes due, or None."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection (safe to call twice)."""
+
+    # shared -----------------------------------------------------------------------------------
+
+    def complete(self, lease: Lease, outcome: OutcomeLike,
+                 result: Mapping[str, Any] | None = None) -> Decision | None:
+        """Report the outcome of a leased operation; the decision stored, or None if stale.
+
+        The decision (:func:`~retrybudget.queue.decide`) completes, defers or dead-letters
+        the operation. ``result`` (JSON data) is kept with a final outcome. None means the
+        lease lapsed and another worker holds or finished the operation: nothing was stored.
+        """
+        now = self.clock.wall()
+        with self._random_lock:
+            fraction = self._random.random()
+        decision = decide(outcome.reason, outcome.retry_at, now=now, deferrals=lease.deferrals,
+                          enqueued_at=lease.enqueued_at, config=self.config, jitter=fraction)
+        entry = {"at": round(now, 6), "worker": lease.worker, "lease": lease.leases,
+                 "leased_at": round(lease.leased_at, 6), "due": lease.not_before,
+                 "outcome": decision.reason.value, "retry_at": outcome.retry_at,
+                 "action": decision.action.value, "not_before": decision.at}
+        record = None
+        if decision.final:
+            record = {"id": lease.op_id, "outcome": decision.reason.value, "ok": decision.ok,
+                      "action": decision.action.value, "why": decision.why,
+                      "retry_at": outcome.retry_at, "recorded_at": round(now, 6),
+                      "result": None if result is None else dict(result)}
+            check_payload(record)
+        return decision if self._store(lease, decision, entry, record) else None
+
+    def pending(self) -> int:
+        """Operations not yet recorded (pending, leased or deferred)."""
+        c = self.counts()
+        return c["pending"] + c["leased"] + c["deferred"]
+
+    def __enter__(self) -> JobQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _random_source() -> random.Random:
+    return random.Random()
+
+
+Handler = Callable[[Lease], tuple[OutcomeLike, Mapping[str, Any] | None]]
+"""Runs one leased operation: its outcome and the result data to keep with it."""
+
+
+def drain(
+    queue: JobQueue,
+    handler: Handler,
+    *,
+    worker: str,
+    poll: float = 0.05,
+    stop: threading.Event | None = None,
+    on_decision: Callable[[Lease, Decision | None], None] | None = None,
+) -> int:
+    """Run operations until none is left unrecorded (or ``stop`` is set); how many ran.
+
+    A deferred operation is waited for: the loop sleeps (on the queue's clock) until the
+    earliest ``not_before``, at most ``poll`` seconds at a time, so it starts at its
+    ``retry_at`` rather than when a person reruns the job.
+    """
+    ran = 0
+    while stop is None or not stop.is_set():
+        lease = queue.lease(worker)
+        if lease is None:
+            if queue.pending() == 0:
+                return ran
+            due = queue.next_due()
+            wait = poll if due is None else min(poll, max(0.0, due - queue.clock.wall()))
+            queue.clock.sleep(max(wait, 0.001))
+            continue
+        outcome, result = handler(lease)
+        decision = queue.complete(lease, outcome, result)
+        ran += 1
+        if on_decision is not None:
+            on_decision(lease, decision)
+    return ran
+

@@ -1,0 +1,132 @@
+"""The supervised workflow end to end from the CLI: a job file's owner and allowed inputs,
+refusal before any attempt, reviewer decisions, and the report's handover."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.test_cli_support import one_line_error, read_lines, run_cli, write_urls
+
+from retrybudget.core.outcome import Outcome, Reason
+from retrybudget.observe import review_report
+from retrybudget.observe._audit import audit_record
+from retrybudget.sandbox import SandboxConfig, serve_in_thread
+
+
+def _job_file(tmp_path: Path, hosts: list[str]) -> Path:
+    path = tmp_path / "job.toml"
+    path.write_text(f'''owner = "Dana Example <dana@example.com>"
+policy = "interactive"
+profile = "generic"
+
+[inputs]
+hosts = {json.dumps(hosts)}
+methods = ["GET"]
+
+[outputs]
+results = "{tmp_path / 'out' / 'r.jsonl'}"
+audit = "{tmp_path / 'out' / 'a.jsonl'}"
+state = "{tmp_path / 'out' / 's.sqlite'}"
+''', "utf-8")
+    return path
+
+
+def _report(audit: Path) -> dict[str, Any]:
+    result = run_cli("report", str(audit))
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def test_a_supervised_job_refuses_outside_inputs_records_decisions_and_hands_over(
+        tmp_path: Path) -> None:
+    with serve_in_thread(SandboxConfig(rentals=2)) as sandbox:
+        host = sandbox.url("/").split("/")[2]
+        urls = write_urls(tmp_path / "in.txt", [
+            sandbox.url("/rentals/1/availability"),      # ok
+            sandbox.url("/rentals/404/availability"),    # not_found
+            "http://203.0.113.9/rentals/1/availability",  # outside the allowed hosts
+        ])
+        job = _job_file(tmp_path, [host])
+        fetched = run_cli("fetch", str(urls), "--job-file", str(job), "--quiet", cwd=tmp_path)
+        sent = sandbox.stats()["count"]
+    assert fetched.returncode == 1, fetched.stdout + fetched.stderr
+    assert "refused 1 operation(s)" in fetched.stdout
+    assert sent == 2  # nothing went out for the refused one (and it was never tried)
+    lines = {line["id"]: line for line in read_lines(tmp_path / "out" / "r.jsonl")}
+    assert lines["line-3"]["outcome"] == "rejected"
+    assert lines["line-3"]["attempts"] == 0
+    assert "refused before any attempt" in lines["line-3"]["detail"]
+    audit = tmp_path / "out" / "a.jsonl"
+    sidecar = json.loads((tmp_path / "out" / "a.jsonl.job.json").read_text("utf-8"))
+    assert sidecar["owner"] == "Dana Example <dana@example.com>"
+    assert [r["id"] for r in sidecar["refused"]] == ["line-3"]
+
+    before = _report(audit)
+    handover = [s for s in before["proposed_steps"] if s["action"] == "handover"]
+    assert {s["evidence"][0]["job_id"] for s in handover} == {"line-2", "line-3"}
+    assert all(s["owner"] == "Dana Example <dana@example.com>" for s in handover)
+    assert all(s["status"] == "proposed" for s in before["proposed_steps"])
+    tail = before["draft_explanation"].split("\nHandover to ")[1]
+    assert tail.startswith("Dana Example")
+    assert tail.endswith("Every step above is proposed, not done.")
+
+    decided = run_cli("review", "decide", str(audit), "line-2", "--decision", "retry",
+                      "--reviewer", "dana", "--note", "record restored upstream")
+    assert decided.returncode == 0, decided.stderr
+    assert "recorded retry" in decided.stdout
+    after = _report(audit)
+    [decision] = [f["value"] for f in after["observed_facts"]
+                  if f["source"]["field"] == "reviewer_decision"]
+    assert decision["decision"] == "retry"
+    assert decision["reviewer"] == "dana"
+    assert decision["decided_at"] > 0
+    [step] = [s for s in after["proposed_steps"] if s["action"] == "handover"
+              and s["evidence"][0]["job_id"] == "line-2"]
+    assert step["reviewer_decision"]["decision"] == "retry"
+    assert "requeue" in step["description"]
+    reviews = (tmp_path / "out" / "a.jsonl.reviews.jsonl").read_text("utf-8").splitlines()
+    assert len(reviews) == 1  # appended, one line per decision
+
+
+def _conflicted() -> dict[str, Any]:
+    outcome: Outcome[Any] = Outcome(Reason.RATE_LIMITED, "op-1", 1, (), 0.1, retry_at=2e9,
+                                    conflicts=("retry-after+x-ratelimit-reset: they disagree",),
+                                    job_id="A07", method="GET")
+    return audit_record(outcome, recorded_at=1.9e9)
+
+
+def test_a_decision_on_every_conflicting_record_clears_review_required() -> None:
+    record = _conflicted()
+    assert review_report([record])["review_required"] is True
+    other = {"operation_id": "someone-else", "decision": "accept", "reviewer": "x"}
+    assert review_report([record], decisions=[other])["review_required"] is True
+    decision = {"operation_id": "op-1", "decision": "accept", "reviewer": "dana",
+                "note": None, "decided_at": 1.95e9}
+    report = review_report([record], decisions=[decision])
+    assert report["review_required"] is False
+    by_fixture = {**decision, "operation_id": "A07"}
+    assert review_report([record], decisions=[by_fixture])["review_required"] is False
+    assert report["draft_explanation"].endswith("Every step above is proposed, not done.")
+    assert "no owner named" in report["draft_explanation"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["review", "decide", "missing.jsonl", "op", "--decision", "accept", "--reviewer", "a"],
+    ["review", "decide", "a.jsonl", "nope", "--decision", "accept", "--reviewer", "a"],
+    ["review", "decide", "a.jsonl", "op-1", "--decision", "maybe", "--reviewer", "a"],
+    ["review", "decide", "a.jsonl", "op-1", "--decision", "accept", "--reviewer", " "],
+    ["review", "decide", "a.jsonl", "op-1", "--decision", "accept"],
+    ["fetch", "in.txt", "--job-file", "missing.toml"],
+    ["fetch", "in.txt", "--job-file", "bad.toml"],
+])
+def test_bad_review_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str]) -> None:
+    (tmp_path / "a.jsonl").write_text(json.dumps(_conflicted()) + "\n", "utf-8")
+    (tmp_path / "bad.toml").write_text('policy = "background"\n', "utf-8")  # no owner
+    write_urls(tmp_path / "in.txt", ["http://127.0.0.1:9/x"])
+    result = run_cli(*argv, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert one_line_error(result)

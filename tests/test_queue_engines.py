@@ -1,0 +1,187 @@
+"""The Celery, Dramatiq and arq hand-offs against real brokers (a redis-server per test;
+Celery keeps its results in memory: its worker runs in this process).
+
+A ``rate_limited`` outcome becomes the engine's own delayed retry, run no earlier than its
+``retry_at``; a non-retryable outcome fails the task after one run. The clocks are real
+(the engines schedule on them): retry_at is one second ahead and the bounds are generous.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retrybudget import SYSTEM_CLOCK, RetryBudgetError
+from retrybudget.core.outcome import Outcome, Reason
+from retrybudget.queue import QueueConfig, Step, handoff
+from test_coordination_support import RedisServer
+
+pytest_plugins = ("test_coordination_support",)
+
+AHEAD = 1.0
+"""How far ahead each test's retry_at lies."""
+
+
+def _ended(reason: Reason, retry_at: float | None = None, value: Any = None) -> Outcome[Any]:
+    return Outcome(reason, "op", 1, (), 0.0, retry_at=retry_at, value=value)
+
+
+class Script:
+    """A task body: the first run is throttled (or rejected), the next succeeds; every run's
+    start time is kept."""
+
+    def __init__(self, first: Reason) -> None:
+        self.first = first
+        self.starts: list[float] = []
+        self.retry_at: float | None = None
+        self.lock = threading.Lock()
+
+    def next(self) -> Outcome[Any]:
+        now = SYSTEM_CLOCK.wall()
+        with self.lock:
+            self.starts.append(now)
+            if len(self.starts) == 1:
+                self.retry_at = now + AHEAD
+                return _ended(self.first, self.retry_at)
+        return _ended(Reason.OK, value="done")
+
+
+def _assert_deferred_once(script: Script) -> None:
+    assert len(script.starts) == 2
+    assert script.retry_at is not None
+    assert script.starts[1] >= script.retry_at  # the engine's retry ran no earlier
+
+
+def test_handoff_is_the_queue_rule() -> None:
+    now = 1000.0
+    assert handoff(_ended(Reason.OK), retries=0, now=now).step is Step.DONE
+    assert handoff(_ended(Reason.NOT_FOUND), retries=0, now=now).step is Step.FAIL
+    step = handoff(_ended(Reason.RATE_LIMITED, now + 30), retries=0, now=now,
+                   config=QueueConfig(jitter=0.0))
+    assert (step.step, step.at, step.delay) == (Step.RETRY, now + 30, 30.0)
+    spent = handoff(_ended(Reason.RATE_LIMITED, now + 30), retries=5, now=now)
+    assert spent.step is Step.FAIL
+
+
+def _wait(predicate: Any, limit: float = 60.0) -> None:
+    waited = 0.0
+    while not predicate() and waited < limit:
+        SYSTEM_CLOCK.sleep(0.05)
+        waited += 0.05
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_celery_retries_at_retry_at_and_fails_a_rejection_once(
+        own_redis: RedisServer, first: Reason) -> None:
+    from celery import Celery
+    from celery.contrib.testing.worker import start_worker
+
+    from retrybudget.queue.celery import settle
+
+    url = f"redis+socket://{own_redis.socket}"
+    app = Celery(f"t{uuid.uuid4().hex[:6]}", broker=url, backend="cache+memory://")
+    app.conf.update(broker_connection_retry_on_startup=True, task_default_queue="rb-test")
+    script = Script(first)
+
+    @app.task(bind=True, name=f"rb.sync.{uuid.uuid4().hex[:8]}")
+    def sync(self: Any) -> Any:
+        return settle(self, script.next())
+
+    import celery.contrib.testing.tasks  # noqa: F401 - the ping task start_worker expects
+
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        result = sync.delay()
+        if first is Reason.RATE_LIMITED:
+            assert result.get(timeout=60) == "done"
+            _assert_deferred_once(script)
+        else:
+            with pytest.raises(RetryBudgetError):
+                result.get(timeout=60)
+            SYSTEM_CLOCK.sleep(AHEAD + 0.5)  # a retry, had one been scheduled, would be due
+            assert len(script.starts) == 1
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_dramatiq_retries_with_a_delay_and_fails_a_rejection_once(
+        own_redis: RedisServer, first: Reason) -> None:
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+    from dramatiq.middleware import CurrentMessage
+
+    from retrybudget.queue.dramatiq import ACTOR_OPTIONS, settle
+
+    broker = RedisBroker(unix_socket_path=str(own_redis.socket))
+    broker.add_middleware(CurrentMessage())
+    dramatiq.set_broker(broker)
+    script = Script(first)
+    finished = threading.Event()
+
+    @dramatiq.actor(broker=broker, queue_name="rb-test", **ACTOR_OPTIONS)
+    def sync() -> None:
+        try:
+            settle(script.next())
+            finished.set()
+        except RetryBudgetError:
+            finished.set()
+            raise
+
+    worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=50)
+    worker.start()
+    try:
+        sync.send()
+        assert finished.wait(60)
+        if first is Reason.RATE_LIMITED:
+            _assert_deferred_once(script)
+        else:
+            SYSTEM_CLOCK.sleep(AHEAD + 0.5)  # a retry, had one been scheduled, would be due
+            assert len(script.starts) == 1
+    finally:
+        worker.stop()
+        broker.close()
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_arq_defers_a_retry_and_fails_a_rejection_once(own_redis: RedisServer, first: Reason,
+                                                       tmp_path: Path) -> None:
+    from arq import create_pool
+    from arq.connections import RedisSettings
+    from arq.jobs import JobStatus
+    from arq.worker import Worker, func
+
+    from retrybudget.queue.arq import settle
+
+    script = Script(first)
+
+    async def sync(ctx: dict[str, Any]) -> Any:
+        return settle(ctx, script.next())
+
+    async def main() -> None:
+        settings = RedisSettings(unix_socket_path=str(own_redis.socket))
+        pool = await create_pool(settings)
+        job = await pool.enqueue_job("sync", _job_id=uuid.uuid4().hex)
+        assert job is not None
+        worker = Worker(functions=[func(sync, name="sync")], redis_settings=settings, burst=True, max_tries=6,
+                        poll_delay=0.05, handle_signals=False)
+        await worker.async_run()
+        await worker.close()
+        info = await job.result_info()
+        assert await job.status() is JobStatus.complete
+        assert info is not None
+        if first is Reason.RATE_LIMITED:
+            assert info.success, info.result
+            assert info.result == "done"
+        else:
+            assert not info.success
+            assert isinstance(info.result, RetryBudgetError)
+        await pool.aclose()
+
+    asyncio.run(main())
+    if first is Reason.RATE_LIMITED:
+        _assert_deferred_once(script)
+    else:
+        assert len(script.starts) == 1
