@@ -266,9 +266,10 @@ def operation_flow(
             if step is None:
                 break
             if isinstance(step, Stop):
-                retry_at = step.retry_at
-                if retry_at is None and step.reason is Reason.RATE_LIMITED:
-                    retry_at = clock.wall() + permit.wait  # the coordinator's instant to return
+                # A rate-limited stop names when to come back: the coordinator's instant.
+                retry_at = (clock.wall() + permit.wait
+                            if step.retry_at is None and step.reason is Reason.RATE_LIMITED
+                            else step.retry_at)
                 return (yield from finish(step.reason, retry_at, step.detail, probe))
             wait = Wait(step.after, step.reason, step.source, state.attempts)
             yield Sleep(wait)
