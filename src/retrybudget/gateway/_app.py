@@ -31,9 +31,11 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
@@ -48,7 +50,7 @@ from ._config import GatewayConfig
 from ._logging import LOGGER_NAME
 from ._metrics import CONTENT_TYPE, GatewayMetrics
 from ._payload import RENTAL_ID, idempotency_key_problem, read_availability, read_reservation
-from ._store import ClaimKind, FactStore, StoredFact
+from ._store import ClaimKind, FactStore, StoredFact, key_digest
 
 __all__ = ["Gateway", "create_app"]
 
@@ -163,7 +165,7 @@ def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
 
 
 def _key_hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:12]
+    return key_digest(key)[:12]  # the log's short form of what the store keeps
 
 
 class Gateway:
@@ -459,6 +461,28 @@ class Gateway:
         return run
 
 
+class _NoStore:
+    """Marks every answer of the app ``Cache-Control: no-store``: its own 404s and 405s, the
+    health and metrics pages and the problems alike (availability is only ever live)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_no_store(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(name, value) for name, value in message.get("headers", [])
+                           if name.lower() != b"cache-control"]
+                message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+            await send(message)
+
+        await self.app(scope, receive, send_no_store)
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error: %s", type(exc).__name__, extra={"event": "internal_error"})
     return problem(500, "internal_error", "the gateway failed; nothing was committed",
@@ -503,7 +527,7 @@ def create_app(
         Route("/metrics", gateway.metrics_page, methods=["GET"]),
         Route("/healthz", gateway.health, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_NoStore)],
                     exception_handlers={Exception: _internal_error})
     app.state.gateway = gateway
     return app
