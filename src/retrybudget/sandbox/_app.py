@@ -76,6 +76,9 @@ _MAX_LIST = 1000
 _JSON = "application/json"
 
 
+_SLOW_BODY = "retrybudget.sandbox.slow_body"
+
+
 class _ResetConnection(Exception):  # a control-flow signal, not an error
     """Raised by a handler to reset the connection instead of answering."""
 
@@ -172,6 +175,33 @@ class _DateHeader:
             await send(message)
 
         await self.app(scope, receive, send_dated)
+
+
+class _SlowBody:
+    """Sends the body of an answer drawn ``slow_body`` one byte at a time (the head at once)."""
+
+    def __init__(self, app: ASGIApp, clock: Clock) -> None:
+        self.app = app
+        self.clock = clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_slowly(message: Message) -> None:
+            seconds = scope.get("state", {}).get(_SLOW_BODY)
+            body: bytes = message.get("body", b"")
+            if message["type"] != "http.response.body" or not seconds or not body:
+                await send(message)
+                return
+            more = message.get("more_body", False)
+            for index in range(len(body)):
+                await self.clock.async_sleep(seconds / len(body))
+                await send({"type": "http.response.body", "body": body[index:index + 1],
+                            "more_body": more or index < len(body) - 1})
+
+        await self.app(scope, receive, send_slowly)
 
 
 class _Recorder:
@@ -297,6 +327,8 @@ class _Provider:
             return JSONResponse(body, draw.status, headers), {}
         if draw.kind == "malformed":
             return Response(MALFORMED_BODY, 200, headers, media_type="text/html"), {}
+        if draw.kind == "slow_body":
+            request.scope.setdefault("state", {})[_SLOW_BODY] = self.config.faults.slow_body_s
         return None, headers
 
     def _rental_id(self, request: Request) -> int | None:
@@ -446,7 +478,8 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(_DateHeader, clock=clock), Middleware(_Recorder, state=state)],
+        middleware=[Middleware(_DateHeader, clock=clock), Middleware(_Recorder, state=state),
+                    Middleware(_SlowBody, clock=clock)],
         exception_handlers={HTTPException: _http_error},
     )
     app.state.sandbox = state
