@@ -26,8 +26,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -134,6 +136,12 @@ async def _client(http: httpx.AsyncClient, base: str, until: float, tally: Tally
             tally.confirmed.add(rental)
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -146,6 +154,11 @@ async def _memory(pid: int, until: float, samples: list[tuple[float, int]],
     while CLOCK.monotonic() < until:
         samples.append((CLOCK.monotonic() - origin, _rss_kib(pid)))
         await CLOCK.async_sleep(1.0)
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _mean(values: Sequence[int]) -> float:
@@ -203,13 +216,13 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dic
                "--slow-body-seconds", "3", "--seed", "11", "--limit", str(limit),
                "--window", "1", "--style", "github", "--rentals", str(RENTALS)]
     db = directory / "soak.sqlite3"
-    with process(sandbox) as (provider, _):
+    pids: list[int] = []
+    with process(sandbox, pids) as (provider, _):
         gateway = ["retrybudget.gateway", "--provider", provider, "--db", str(db), "--port",
                    "0", "--log-level", "warning", "--deadline", str(DEADLINE),
                    "--breaker-cool-down", str(COOL_DOWN)]
-        pids: list[int] = []
         with process(gateway, pids) as (base, _):
-            pid = pids[0]
+            pid = pids[1]
             # idle connections expire before the server's 5 s keep-alive closes them
             limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients,
                                   keepalive_expiry=3.0)
@@ -221,10 +234,14 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dic
                 until = origin + seconds
                 memory: list[tuple[float, int]] = []
                 rngs = [random.Random(n) for n in range(clients)]
+                before = [_cpu_s(p) for p in pids] + [_own_cpu_s()]
                 await asyncio.gather(_memory(pid, until, memory, origin),
                                      *(_client(http, base, until, tally, rngs[n])
                                        for n in range(clients)))
                 elapsed = CLOCK.monotonic() - origin
+                after = [_cpu_s(p) for p in pids] + [_own_cpu_s()]
+                cpu = {name: round(b - a, 1) for name, a, b in
+                       zip(("sandbox", "gateway", "clients"), before, after, strict=True)}
                 settled = await _settled(http, base)
     rss_half, rss_end, growth = _memory_growth(memory, seconds)
     store = _store(db, tally.confirmed | set(settled.pop("settle_served")))
@@ -243,6 +260,9 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dic
         "rss_kib_half": round(rss_half), "rss_kib_end": round(rss_end),
         "rss_growth": round(growth, 4),
         "memory_samples": len(memory),
+        "cpu_s": cpu,
+        "gateway_cpu_ms_per_answer": round(cpu["gateway"] * 1000 / tally.answers, 2)
+        if tally.answers else None,
         **settled, "store": store,
     }
 

@@ -101,6 +101,22 @@ def test_a_trickled_exchange_ends_within_the_deadline(
     assert answer == rb.Reason.DEADLINE.value, answer
 
 
+def test_requests_reads_a_final_body_inside_the_budget_unless_streamed(
+    trickle: TrickleServer,
+) -> None:
+    # No validator: the adapter reads a final 200 only because the session would read it next.
+    with requests.Session() as session:
+        session.mount("http://", RetryAdapter(policy=rb.Policy(max_attempts=3, deadline=DEADLINE)))
+        started = time.monotonic()
+        with pytest.raises(rb.RetryBudgetError) as caught:
+            session.get(trickle.url("/body/80/120/200"), timeout=5.0)
+        assert time.monotonic() - started <= DEADLINE + SLACK
+        assert caught.value.reason is rb.Reason.DEADLINE
+        streamed = session.get(trickle.url("/body/80/120/200"), timeout=5.0, stream=True)
+        assert streamed.status_code == 200  # handed over unread: outside the budget
+        streamed.close()
+
+
 @pytest.mark.parametrize("driver", sorted(DRIVERS))
 def test_a_quick_answer_is_still_read_whole(trickle: TrickleServer, driver: str) -> None:
     # 1 ms between bytes: about 0.12 s of trickle fits the deadline, the answer is the 200.

@@ -356,6 +356,8 @@ class RetryAdapter(HTTPAdapter):
                     response = HTTPAdapter.send(self, request, stream, op.timeout_for(attempt),
                                                 verify, cert, proxies)
                     body = response.content if op.wants_body(response, attempt) else None
+                    if not stream:  # the session reads it next: read it inside the budget
+                        response.content  # noqa: B018 - requests caches what it read
                 return op.seen(response, body)
             except Exception as exc:
                 return op.failed(_timed_out(exc, deadline))

@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from email.utils import formatdate
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -149,59 +150,56 @@ async def _pause(clock: Clock, seconds: float, receive: Receive) -> bool:
     return slept
 
 
-class _DateHeader:
+class _SendFilter:
+    """An ASGI middleware that passes every outgoing message of an HTTP answer through
+    :meth:`send`; other scopes go through untouched."""
+
+    def __init__(self, app: ASGIApp, clock: Clock) -> None:
+        self.app = app
+        self.clock = clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, partial(self.send, scope, send))
+
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        """Send ``message`` (changed, split or delayed) with ``send``."""
+        await send(message)
+
+
+class _DateHeader(_SendFilter):
     """Adds a ``Date`` header from the app's clock unless the response already has one.
 
     The server's own ``Date`` header is turned off, so placeholders, quota windows and
     ``Date`` all come from the same clock (a fake one included).
     """
 
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
-        self.app = app
-        self.clock = clock
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_dated(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                if not any(name.lower() == b"date" for name, _ in headers):
-                    date = formatdate(self.clock.wall(), usegmt=True).encode("latin-1")
-                    headers.append((b"date", date))
-                    message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_dated)
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            if not any(name.lower() == b"date" for name, _ in headers):
+                date = formatdate(self.clock.wall(), usegmt=True).encode("latin-1")
+                headers.append((b"date", date))
+                message = {**message, "headers": headers}
+        await send(message)
 
 
-class _SlowBody:
+class _SlowBody(_SendFilter):
     """Sends the body of an answer drawn ``slow_body`` one byte at a time (the head at once)."""
 
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
-        self.app = app
-        self.clock = clock
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        seconds = scope.get("state", {}).get(_SLOW_BODY)
+        body: bytes = message.get("body", b"")
+        if message["type"] != "http.response.body" or not seconds or not body:
+            await send(message)
             return
-
-        async def send_slowly(message: Message) -> None:
-            seconds = scope.get("state", {}).get(_SLOW_BODY)
-            body: bytes = message.get("body", b"")
-            if message["type"] != "http.response.body" or not seconds or not body:
-                await send(message)
-                return
-            more = message.get("more_body", False)
-            for index in range(len(body)):
-                await self.clock.async_sleep(seconds / len(body))
-                await send({"type": "http.response.body", "body": body[index:index + 1],
-                            "more_body": more or index < len(body) - 1})
-
-        await self.app(scope, receive, send_slowly)
+        more = message.get("more_body", False)
+        for index in range(len(body)):
+            await self.clock.async_sleep(seconds / len(body))
+            await send({"type": "http.response.body", "body": body[index:index + 1],
+                        "more_body": more or index < len(body) - 1})
 
 
 class _Recorder:
