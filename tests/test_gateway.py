@@ -670,3 +670,20 @@ def test_every_answer_of_the_router_is_no_store(scripted: Scripted, client: http
     assert [a.status_code for a in answers] == [200, 400, 404, 405, 200, 200]
     for answer in answers:
         assert answer.headers.get_list("cache-control") == ["no-store"], answer.request.url
+
+
+def test_a_busy_store_never_holds_a_failure_answer_past_the_deadline(
+    scripted: Scripted, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gateway = scripted.server.app.state.gateway
+
+    async def stuck(rental_id: str) -> None:
+        await asyncio.sleep(30)  # a store queue far longer than any deadline
+
+    monkeypatch.setattr(gateway.store, "stored_fact", stuck)
+    scripted.script([{"status": 404}])
+    response, elapsed = lookup(scripted, client, "busy-store")
+    assert response.status_code == 404
+    assert response.json()["stored"] is None  # not read in time: none shown, none invented
+    # real clock, real server: generous (the deadline is 2 s, the stuck read 30 s)
+    assert elapsed < scripted.config.deadline + 2.0

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -61,6 +62,8 @@ T = TypeVar("T")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _MAX_BODY = 16 * 1024
 _LOOKUP, _RESERVE = "logical_lookups", "logical_operations"
+_STORE_FLOOR = 0.1
+"""Seconds a failure answer may wait for the stored fact once the deadline has passed."""
 
 
 class _Slot:
@@ -260,22 +263,33 @@ class Gateway:
 
     # answers -----------------------------------------------------------------------
 
-    async def _stored(self, rental_id: str) -> StoredFact | None:
+    async def _stored(self, rental_id: str, answer_by: float) -> StoredFact | None:
+        """The stored fact, or None if the store fails or cannot answer by ``answer_by``
+        (the lookup's deadline, at least :data:`_STORE_FLOOR` from now): a busy store never
+        holds a failure answer past the deadline."""
+        wait = max(_STORE_FLOOR, answer_by - self.clock.monotonic())
         try:
-            return await self.store.stored_fact(rental_id)
+            with anyio.fail_after(wait):
+                return await self.store.stored_fact(rental_id)
+        except TimeoutError:
+            log.warning("stored fact not read in time", extra={"event": "store_slow"})
+            return None
         except sqlite3.Error as exc:
             log.warning("stored fact unreadable", extra={"event": "store_error",
                                                           "error": type(exc).__name__})
             return None
 
     async def _provider_failure(self, request: Request, result: _Result[Any], logical: str,
-                                rental_id: str, extra: Mapping[str, Any] | None = None) -> Answer:
-        """The problem for a failed provider operation, with the stored fact if one exists."""
+                                rental_id: str, extra: Mapping[str, Any] | None = None,
+                                answer_by: float = 0.0) -> Answer:
+        """The problem for a failed provider operation, with the stored fact if one exists
+        (a lookup's is read by ``answer_by``, see :meth:`_stored`)."""
         outcome, reason = result.outcome, result.reason
         status, code = GATEWAY_MAPPING[reason]
         code = code or "provider_unexpected"
         now = self.clock.wall()
-        stored = stored_view(await self._stored(rental_id), now) if logical == _LOOKUP else None
+        stored = (stored_view(await self._stored(rental_id, answer_by), now)
+                  if logical == _LOOKUP else None)
         body: dict[str, Any] = {"rental_id": rental_id, **(extra or {})}
         if logical == _LOOKUP:
             body["stored"] = stored
@@ -305,12 +319,14 @@ class Gateway:
         if not RENTAL_ID.match(rental_id):
             return self._local_problem(request, 400, "invalid_rental_id",
                                        "rental ids are 1 to 64 URL-safe characters", _LOOKUP)
+        answer_by = self.clock.monotonic() + self.config.deadline
         url = self.config.url(self.config.availability_path, rental_id)
         reader = functools.partial(read_availability, rental_id=rental_id)
         result = await self._call(request, "GET", url, reader)
         fact, outcome = result.value, result.outcome
         if fact is None:
-            return await self._provider_failure(request, result, _LOOKUP, rental_id)
+            return await self._provider_failure(request, result, _LOOKUP, rental_id,
+                                                answer_by=answer_by)
         confirmed_at = self.clock.wall()
         recorded = True
         try:
