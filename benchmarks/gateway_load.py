@@ -54,10 +54,15 @@ class Sample:
 
 
 @contextmanager
-def process(args: Sequence[str]) -> Iterator[tuple[str, float]]:
-    """Run ``python -m ...args`` until its "listening on URL" line; yield the URL and the time."""
+def process(args: Sequence[str], pids: list[int] | None = None) -> Iterator[tuple[str, float]]:
+    """Run ``python -m ...args`` until its "listening on URL" line; yield the URL and the time.
+
+    ``pids``, when given, receives the process id (to watch the process from outside).
+    """
     proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -205,6 +205,29 @@ def test_secrets_never_reach_results_audit_state_or_terminal(tmp_path: Path,
     assert by_id["one"]["url"].endswith("access_token=[REDACTED]")
 
 
+def test_credentials_of_any_spelling_never_reach_fetch_output(tmp_path: Path,
+                                                               sandbox: SandboxServer) -> None:
+    names = ("accessToken", "apiToken", "authToken", "clientSecret", "refreshToken",
+             "sessionToken", "privateKey", "authorization", "Api-Key", "CLIENT_SECRET")
+    secrets = {name: f"Sx{index}q7Lm{index}Zr0Pw{index}" for index, name in enumerate(names)}
+    query = "&".join(f"{name}={value}" for name, value in secrets.items())
+    url = sandbox.url(f"/rentals/1/availability?page=2&{query}")
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps({"id": "one", "url": url}) + "\n")
+    result = run_cli("fetch", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    (audit,) = (p for p in out.iterdir() if p.name.endswith("audit.jsonl"))
+    report = run_cli("report", str(audit))
+    assert report.returncode == 0, report.stderr
+    written = b"".join(p.read_bytes() for p in out.iterdir())
+    for value in secrets.values():
+        assert value.encode() not in written
+        assert value not in result.stdout + result.stderr + report.stdout + report.stderr
+    (line,) = read_lines(out / "in.results.jsonl")
+    assert "?page=2&" in line["url"]  # a non-secret parameter survives
+
+
 def test_report_names_the_bad_line(tmp_path: Path) -> None:
     audit = tmp_path / "a.jsonl"
     audit.write_text('{"schema": "nope"}\n')

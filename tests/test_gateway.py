@@ -28,6 +28,7 @@ from starlette.applications import Starlette
 from retrybudget import SYSTEM_CLOCK, PolicyError
 from retrybudget.gateway import GatewayConfig, JsonLogFormatter, serve_in_thread
 from retrybudget.gateway.__main__ import build_parser, main
+from retrybudget.gateway._store import key_digest
 from retrybudget.sandbox import Faults, SandboxConfig, SandboxServer, is_available
 from retrybudget.sandbox import serve_in_thread as serve_sandbox
 from test_gateway_support import Scripted, available, keys_named, reserved, unique
@@ -336,8 +337,20 @@ def reserve(gateway: Scripted, client: httpx.Client, rental_id: str, key: str | 
 
 
 def reservation_state(gateway: Scripted, key: str) -> str | None:
-    rows = gateway.query("SELECT state FROM reservations WHERE idempotency_key = ?", key)
+    rows = gateway.query("SELECT state FROM reservations WHERE idempotency_key = ?",
+                         key_digest(key))
     return rows[0][0] if rows else None
+
+
+def test_idempotency_keys_are_stored_hashed(scripted: Scripted, client: httpx.Client) -> None:
+    key = "idem-" + unique("Kx9")
+    scripted.script([reserved("7")])
+    assert reserve(scripted, client, "7", key).status_code == 201
+    assert reserve(scripted, client, "7", key).headers["Idempotent-Replayed"] == "true"
+    assert reservation_state(scripted, key) == "confirmed"
+    stored = b"".join(path.read_bytes() for path in Path(scripted.config.db_path).parent.iterdir()
+                      if path.name.startswith(Path(scripted.config.db_path).name))
+    assert key.encode() not in stored
 
 
 def test_reservation_replay_returns_the_first_result_and_the_provider_sees_one_post(
@@ -642,3 +655,35 @@ def test_the_gateway_package_exports_documented_names() -> None:
         value = getattr(package, name)
         if callable(value):
             assert (value.__doc__ or "").strip(), name
+
+
+def test_every_answer_of_the_router_is_no_store(scripted: Scripted, client: httpx.Client) -> None:
+    scripted.script([available("5")])
+    answers = [
+        client.get(scripted.url("/rentals/5/availability")),  # a live answer
+        client.get(scripted.url("/rentals/%20/availability")),  # a local problem
+        client.get(scripted.url("/no/such/route")),  # the router's own 404
+        client.delete(scripted.url("/rentals/5/availability")),  # the router's own 405
+        client.get(scripted.url("/healthz")),
+        client.get(scripted.url("/metrics")),
+    ]
+    assert [a.status_code for a in answers] == [200, 400, 404, 405, 200, 200]
+    for answer in answers:
+        assert answer.headers.get_list("cache-control") == ["no-store"], answer.request.url
+
+
+def test_a_busy_store_never_holds_a_failure_answer_past_the_deadline(
+    scripted: Scripted, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gateway = scripted.server.app.state.gateway
+
+    async def stuck(rental_id: str) -> None:
+        await asyncio.sleep(30)  # a store queue far longer than any deadline
+
+    monkeypatch.setattr(gateway.store, "stored_fact", stuck)
+    scripted.script([{"status": 404}])
+    response, elapsed = lookup(scripted, client, "busy-store")
+    assert response.status_code == 404
+    assert response.json()["stored"] is None  # not read in time: none shown, none invented
+    # real clock, real server: generous (the deadline is 2 s, the stuck read 30 s)
+    assert elapsed < scripted.config.deadline + 2.0

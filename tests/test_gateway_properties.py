@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from retrybudget.gateway._store import key_digest
 from retrybudget.sandbox import serve_in_thread as serve_sandbox
 from test_gateway_support import Scripted, keys_named, unique
 
@@ -174,7 +175,7 @@ def test_a_reservation_is_committed_only_after_the_provider_confirmed_it(
     assert len(seen) == body["attempts"] == 1  # sent once: never replayed automatically
     assert seen[0]["idempotency_key"] == key
     rows = scripted.query("SELECT state, reservation_id FROM reservations WHERE idempotency_key = ?",
-                          key)
+                          key_digest(key))
     if confirms_reservation(scripted.steps[0], rental):
         assert response.status_code == 201
         assert body["reserved"] is True

@@ -60,6 +60,30 @@ def _credential_like(text: str) -> bool:
 
 STATUSES = st.sampled_from([200, 401, 403, 407, 429, 500, 502, 503])
 
+CREDENTIAL_WORDS = [("access", "token"), ("api", "token"), ("auth", "token"),
+                    ("client", "secret"), ("refresh", "token"), ("session", "token"),
+                    ("private", "key"), ("authorization",), ("api", "key"), ("id", "token")]
+
+
+def _spell(words: tuple[str, ...], style: str) -> str:
+    if style == "camel":
+        return words[0] + "".join(word.title() for word in words[1:])
+    if style == "pascal":
+        return "".join(word.title() for word in words)
+    if style == "kebab":
+        return "-".join(words)
+    if style == "upper":
+        return "_".join(words).upper()
+    return "_".join(words)
+
+
+SPELLINGS = sorted({_spell(words, style) for words in CREDENTIAL_WORDS
+                    for style in ("camel", "pascal", "kebab", "snake", "upper")})
+"""Every credential name of the issue, in every spelling: accessToken, Access-Token…"""
+
+credential_names = st.sampled_from(SPELLINGS)
+plain_params = st.sampled_from(["page", "per_page", "q", "sort", "cursor", "limit", "lang"])
+
 
 # Unit tests ---------------------------------------------------------------------------------
 
@@ -94,7 +118,8 @@ def test_token_like_query_parameters(param: str) -> None:
     ("https://h.example/p?ACCESS_TOKEN=t", f"https://h.example/p?ACCESS_TOKEN={REDACTED}"),
     ("https://h.example/p?acc%65ss_token=t", f"https://h.example/p?acc%65ss_token={REDACTED}"),
     ("https://h.example/cb#access_token=t&x=1", f"https://h.example/cb#{REDACTED}"),
-    ("http://[::1/x?token=t", "http://[::1/x"),
+    ("http://[::1/x?token=t&page=2", f"http://[::1/x?token={REDACTED}&page=2"),
+    (f"https://{REDACTED}@h.example/p?page=2", f"https://{REDACTED}@h.example/p?page=2"),
     ("https://h.example/p?key", "https://h.example/p?key"),
 ])
 def test_urls(url: str, expected: str) -> None:
@@ -126,6 +151,65 @@ def test_known_secrets_are_removed_raw_and_percent_encoded() -> None:
     assert redact_text(text, [secret]) == f"a {REDACTED} b {REDACTED} c {REDACTED}"
     assert scrub({"k": [secret, (1, f"x{secret}")]}, [secret]) == {
         "k": [REDACTED, [1, f"x{REDACTED}"]]}
+
+
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_credential_names_are_read_by_meaning_in_every_channel(name: str) -> None:
+    value = "Zq81xYw0Lm55Tt"
+    assert is_secret_header(name)
+    assert redact_headers({name: value}) == [(name, REDACTED)]
+    url = f"https://api.example.com/v1?page=2&{name}={value}"
+    assert redact_url(url) == f"https://api.example.com/v1?page=2&{name}={REDACTED}"
+    assert redact_text(f"{name}={value}&page=2") == f"{name}={REDACTED}&page=2"  # a form
+    for text in (json.dumps({"message": "denied", name: value, "page": 2}),  # a JSON body
+                 f"{name}: {value}"):  # a header echoed in a message
+        assert value not in redact_text(text), text
+
+
+@pytest.mark.parametrize("name", ["page", "per_page", "keyword", "monkey", "X-RateLimit-Reset",
+                                  "Retry-After", "Content-Type", "tokens_used"])
+def test_ordinary_names_are_not_credentials(name: str) -> None:
+    assert not is_secret_header(name)
+    assert redact_url(f"https://h.example/?{name}=7") == f"https://h.example/?{name}=7"
+
+
+urls = st.builds(
+    lambda scheme, user, host, path, params, fragment: (
+        f"{scheme}{user}{host}{path}" + ("?" + "&".join(f"{k}={v}" for k, v in params)
+                                         if params else "") + fragment),
+    st.sampled_from(["https://", "http://", ""]),
+    st.sampled_from(["", "user@", "user:pw@", f"{REDACTED}@", "a:b:c@"]),
+    st.sampled_from(["h.example", "h.example:8443", "[::1]", "[::1"]),
+    st.sampled_from(["", "/", "/v1/items", "/users/@me", "/a;b"]),
+    st.lists(st.tuples(credential_names | plain_params | st.sampled_from(sorted(SECRET_PARAMS)),
+                       st.text(ALPHABET, min_size=1, max_size=12)), max_size=4),
+    st.sampled_from(["", "#top", "#access_token=x", f"#{REDACTED}"]),
+)
+
+
+@given(urls | st.text())
+def test_redact_url_is_idempotent(url: str) -> None:
+    once = redact_url(url)
+    assert redact_url(once) == once
+
+
+@given(host=st.sampled_from(["https://h.example", f"https://{REDACTED}@h.example",
+                             "https://u:p@h.example"]),
+       plain=st.lists(st.tuples(plain_params, st.text(ALPHABET, min_size=1, max_size=8)),
+                      min_size=1, max_size=3),
+       secret_params=st.lists(st.tuples(credential_names, secrets()), min_size=1, max_size=3))
+def test_no_generated_secret_survives_and_plain_parameters_do(
+    host: str, plain: list[tuple[str, str]], secret_params: list[tuple[str, str]]
+) -> None:
+    pairs = [*plain, *secret_params]
+    url = f"{host}/v1?" + "&".join(f"{k}={v}" for k, v in pairs)
+    redacted = redact_url(url)
+    for name, value in plain:
+        assert f"{name}={value}" in redacted
+    for _, value in secret_params:
+        assert value not in redacted
+        assert value not in redact_text(f"GET {url} failed")
+    assert redact_url(redacted) == redacted
 
 
 @given(st.text())
@@ -179,7 +263,8 @@ def run_scenario(secret: str, status: int, param: str, raise_error: bool,
               "Retry-After": "1", "X-Request-Token": secret}
     if echo_evidence:
         echoed["x-ratelimit-resource"] = secret
-    body = json.dumps({"message": f"bad credentials {secret}", "echo": sent})
+    body = json.dumps({"message": f"bad credentials {secret}", "echo": sent,
+                       param: secret, "form": f"{param}={secret}&page=2"})
 
     def provider() -> ScriptedResponse:
         if raise_error:
@@ -231,7 +316,8 @@ def run_scenario(secret: str, status: int, param: str, raise_error: bool,
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
-@given(secret=secrets(), status=STATUSES, param=st.sampled_from(sorted(SECRET_PARAMS)),
+@given(secret=secrets(), status=STATUSES,
+       param=st.sampled_from(sorted(SECRET_PARAMS)) | credential_names,
        raise_error=st.booleans())
 def test_no_secret_reaches_records_logs_errors_or_reprs(
     secret: str, status: int, param: str, raise_error: bool

@@ -549,6 +549,25 @@ def test_seeded_faults_are_reproducible() -> None:
     assert stats["by_status"].get("reset", 0) == first.count("reset")
 
 
+def test_a_slow_body_arrives_whole_one_byte_at_a_time(client: httpx.Client) -> None:
+    clock = FakeClock()
+    config = SandboxConfig(faults=Faults(slow_body_rate=1.0, slow_body_s=3.0))
+    with serve_in_thread(config, clock=clock) as sandbox:
+        with client.stream("GET", sandbox.url("/rentals/1/availability")) as response:
+            chunks = list(response.iter_raw())
+    body = b"".join(chunks)
+    assert response.status_code == 200
+    assert json.loads(body)["rental_id"] == 1
+    # every byte waited for its share of slow_body_s on the app's clock
+    assert len(clock.sleeps) == len(body)
+    assert sum(clock.sleeps) == pytest.approx(3.0)
+
+
+def test_fault_rates_with_slow_bodies_must_not_exceed_one() -> None:
+    with pytest.raises(ValueError, match="slow_body_rate"):
+        Faults(error_rate=0.5, slow_body_rate=0.6)
+
+
 def test_outage_windows(client: httpx.Client) -> None:
     clock = FakeClock()
     config = SandboxConfig(faults=Faults(outages=((10.0, 20.0),)))

@@ -29,11 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import anyio
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
@@ -48,7 +51,7 @@ from ._config import GatewayConfig
 from ._logging import LOGGER_NAME
 from ._metrics import CONTENT_TYPE, GatewayMetrics
 from ._payload import RENTAL_ID, idempotency_key_problem, read_availability, read_reservation
-from ._store import ClaimKind, FactStore, StoredFact
+from ._store import ClaimKind, FactStore, StoredFact, key_digest
 
 __all__ = ["Gateway", "create_app"]
 
@@ -59,6 +62,8 @@ T = TypeVar("T")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _MAX_BODY = 16 * 1024
 _LOOKUP, _RESERVE = "logical_lookups", "logical_operations"
+_STORE_FLOOR = 0.1
+"""Seconds a failure answer may wait for the stored fact once the deadline has passed."""
 
 
 class _Slot:
@@ -163,7 +168,7 @@ def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
 
 
 def _key_hash(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()[:12]
+    return key_digest(key)[:12]  # the log's short form of what the store keeps
 
 
 class Gateway:
@@ -258,22 +263,33 @@ class Gateway:
 
     # answers -----------------------------------------------------------------------
 
-    async def _stored(self, rental_id: str) -> StoredFact | None:
+    async def _stored(self, rental_id: str, answer_by: float) -> StoredFact | None:
+        """The stored fact, or None if the store fails or cannot answer by ``answer_by``
+        (the lookup's deadline, at least :data:`_STORE_FLOOR` from now): a busy store never
+        holds a failure answer past the deadline."""
+        wait = max(_STORE_FLOOR, answer_by - self.clock.monotonic())
         try:
-            return await self.store.stored_fact(rental_id)
+            with anyio.fail_after(wait):
+                return await self.store.stored_fact(rental_id)
+        except TimeoutError:
+            log.warning("stored fact not read in time", extra={"event": "store_slow"})
+            return None
         except sqlite3.Error as exc:
             log.warning("stored fact unreadable", extra={"event": "store_error",
                                                           "error": type(exc).__name__})
             return None
 
     async def _provider_failure(self, request: Request, result: _Result[Any], logical: str,
-                                rental_id: str, extra: Mapping[str, Any] | None = None) -> Answer:
-        """The problem for a failed provider operation, with the stored fact if one exists."""
+                                rental_id: str, extra: Mapping[str, Any] | None = None,
+                                answer_by: float = 0.0) -> Answer:
+        """The problem for a failed provider operation, with the stored fact if one exists
+        (a lookup's is read by ``answer_by``, see :meth:`_stored`)."""
         outcome, reason = result.outcome, result.reason
         status, code = GATEWAY_MAPPING[reason]
         code = code or "provider_unexpected"
         now = self.clock.wall()
-        stored = stored_view(await self._stored(rental_id), now) if logical == _LOOKUP else None
+        stored = (stored_view(await self._stored(rental_id, answer_by), now)
+                  if logical == _LOOKUP else None)
         body: dict[str, Any] = {"rental_id": rental_id, **(extra or {})}
         if logical == _LOOKUP:
             body["stored"] = stored
@@ -303,12 +319,14 @@ class Gateway:
         if not RENTAL_ID.match(rental_id):
             return self._local_problem(request, 400, "invalid_rental_id",
                                        "rental ids are 1 to 64 URL-safe characters", _LOOKUP)
+        answer_by = self.clock.monotonic() + self.config.deadline
         url = self.config.url(self.config.availability_path, rental_id)
         reader = functools.partial(read_availability, rental_id=rental_id)
         result = await self._call(request, "GET", url, reader)
         fact, outcome = result.value, result.outcome
         if fact is None:
-            return await self._provider_failure(request, result, _LOOKUP, rental_id)
+            return await self._provider_failure(request, result, _LOOKUP, rental_id,
+                                                answer_by=answer_by)
         confirmed_at = self.clock.wall()
         recorded = True
         try:
@@ -459,6 +477,28 @@ class Gateway:
         return run
 
 
+class _NoStore:
+    """Marks every answer of the app ``Cache-Control: no-store``: its own 404s and 405s, the
+    health and metrics pages and the problems alike (availability is only ever live)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_no_store(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(name, value) for name, value in message.get("headers", [])
+                           if name.lower() != b"cache-control"]
+                message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+            await send(message)
+
+        await self.app(scope, receive, send_no_store)
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.error("unhandled error: %s", type(exc).__name__, extra={"event": "internal_error"})
     return problem(500, "internal_error", "the gateway failed; nothing was committed",
@@ -503,7 +543,7 @@ def create_app(
         Route("/metrics", gateway.metrics_page, methods=["GET"]),
         Route("/healthz", gateway.health, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_NoStore)],
                     exception_handlers={Exception: _internal_error})
     app.state.gateway = gateway
     return app

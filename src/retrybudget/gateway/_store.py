@@ -4,7 +4,8 @@ Two tables:
 
 - ``rentals``: the last availability the provider confirmed for each rental, with the
   gateway's time of confirmation and its source. Written only after a payload validated.
-- ``reservations``: one row per idempotency key. ``pending`` while the provider call is
+- ``reservations``: one row per idempotency key, stored as its SHA-256 (:func:`key_digest`:
+  the caller's key is a credential of sorts, never written in clear). ``pending`` while the provider call is
   in flight (with a lease), ``confirmed`` once the provider confirmed it (with the answer
   to replay), ``unconfirmed`` after any other result. Only ``confirmed`` is a committed
   reservation; a CHECK constraint refuses a confirmed row without the provider's id.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
 import json
 import os
 import secrets
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-__all__ = ["Claim", "ClaimKind", "FactStore", "StoredFact"]
+__all__ = ["Claim", "ClaimKind", "FactStore", "StoredFact", "key_digest"]
 
 T = TypeVar("T")
 
@@ -58,6 +60,11 @@ CREATE TABLE IF NOT EXISTS reservations (
     CHECK (state != 'confirmed' OR (reservation_id IS NOT NULL AND response_body IS NOT NULL))
 );
 """
+
+
+def key_digest(key: str) -> str:
+    """The SHA-256 (hex) of an idempotency key: what the store keeps, never the key."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,16 +196,16 @@ class FactStore:
     async def claim_reservation(self, key: str, rental_id: str, fingerprint: str, now: float,
                                 lease_until: float) -> Claim:
         """Take ``key`` for a provider call, or say why not (see :class:`ClaimKind`)."""
-        return await self._run(_claim, key, rental_id, fingerprint, now, lease_until)
+        return await self._run(_claim, key_digest(key), rental_id, fingerprint, now, lease_until)
 
     async def confirm_reservation(self, key: str, reservation_id: str, status: int,
                                   body: dict[str, Any], now: float) -> None:
         """Commit the reservation the provider confirmed under ``key``."""
-        await self._run(_confirm, key, reservation_id, status, body, now)
+        await self._run(_confirm, key_digest(key), reservation_id, status, body, now)
 
     async def release_reservation(self, key: str, token: str, outcome: str, now: float) -> None:
         """Record a result that is not a confirmation; the key may be forwarded again."""
-        await self._run(_release, key, token, outcome, now)
+        await self._run(_release, key_digest(key), token, outcome, now)
 
 
 # The statements, each run in a pool thread on that thread's connection ------------------------

@@ -3,18 +3,26 @@
 An integration (httpx's two transports, requests' adapter) only sends, reads and closes.
 Everything else is here: the provider key, the request's description for the flow, the
 method rules and idempotency keys, reading a response into an observation (with the
-payload validator), and turning an outcome into what the caller gets: the final response
-with the operation's stats attached, or a typed error that is also the HTTP library's own.
+payload validator), the attempt's absolute end that bounds the whole exchange (connect,
+status line, headers and the body read), and turning an outcome into what the caller gets:
+the final response with the operation's stats attached, or a typed error that is also the
+HTTP library's own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import heapq
+import itertools
 import re
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, Protocol, cast
 
+from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier, validation_error
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
 from ..core.flow import Attempt, AttemptResult, RequestInfo
@@ -33,15 +41,20 @@ __all__ = [
     "STATS",
     "STATS_ATTRIBUTE",
     "VALIDATOR",
+    "Alarm",
+    "Deadline",
     "Engine",
     "ErrorTable",
     "Operation",
     "ResponseLike",
+    "bounded",
+    "current_deadline",
     "evidence",
     "key_of_url",
     "outcome_of",
     "provider_key",
     "stats_of",
+    "watchdog",
 ]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -143,6 +156,143 @@ def outcome_of(response: object) -> Outcome[object] | None:
     return found if isinstance(found, Outcome) else None
 
 
+class Deadline:
+    """An attempt's absolute end: the deadline the whole exchange is read against.
+
+    Per-read timeouts bound each read, not the exchange: a provider that sends one byte just
+    inside every read timeout would hold an attempt without bound. The drivers read the
+    status line, the headers and the body against this end instead (its ``remaining()``
+    shrinks with every read), so an attempt ends at ``end`` however the bytes trickle in.
+
+    Args:
+        clock: the retrier's clock.
+        timeout: the attempt's timeout (already clipped to the operation's deadline).
+    """
+
+    __slots__ = ("alarms", "clock", "end")
+
+    def __init__(self, clock: Clock, timeout: float) -> None:
+        self.clock = clock
+        self.end = clock.monotonic() + timeout
+        self.alarms: list[Alarm] = []
+
+    def remaining(self) -> float:
+        """Seconds left until the attempt's end (negative once it has passed)."""
+        return self.end - self.clock.monotonic()
+
+    def clip(self, timeout: float | None) -> float:
+        """``timeout`` cut to what is left; raises :class:`TimeoutError` once nothing is."""
+        left = self.remaining()
+        if left <= 0:
+            raise TimeoutError("the attempt's deadline passed")
+        return left if timeout is None or timeout > left else timeout
+
+    def watch(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (close the connection) at the end, unless the attempt ended first."""
+        self.alarms.append(watchdog.arm(max(0.0, self.remaining()), action))
+
+    def release(self) -> None:
+        """The attempt's exchange is over: disarm what :meth:`watch` armed."""
+        for alarm in self.alarms:
+            alarm.cancel()
+        self.alarms.clear()
+
+    @classmethod
+    def of(cls, clock: Clock, attempt: Attempt) -> Deadline | None:
+        """The end of ``attempt`` (None when the policy sets no time limit)."""
+        return None if attempt.timeout is None else cls(clock, attempt.timeout)
+
+
+_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "retrybudget_exchange_deadline", default=None)
+
+
+def current_deadline() -> Deadline | None:
+    """The end of the attempt whose exchange runs in this thread or task, or None."""
+    return _DEADLINE.get()
+
+
+@contextlib.contextmanager
+def bounded(deadline: Deadline | None) -> Iterator[None]:
+    """Run the block's network reads and writes against ``deadline``; disarm on leaving."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+        if deadline is not None:
+            deadline.release()
+
+
+class Alarm:
+    """One armed watchdog action; :meth:`cancel` disarms it (safe from any thread)."""
+
+    __slots__ = ("action", "active", "at")
+
+    def __init__(self, at: float, action: Callable[[], None]) -> None:
+        self.at = at
+        self.action = action
+        self.active = True
+
+    def cancel(self) -> None:
+        """Disarm: the action will not run (it may already have run)."""
+        self.active = False
+
+
+class _Watchdog:
+    """One daemon thread that runs actions at their instants (closing a stalled socket).
+
+    Sync HTTP libraries read the status line and headers inside one blocking call that
+    per-read timeouts cannot cut short; the watchdog closes the connection at the attempt's
+    end, which makes that call fail at once. A heap of alarms, one thread for the process.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Alarm]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, delay: float, action: Callable[[], None]) -> Alarm:
+        """Run ``action`` in ``delay`` seconds unless the returned alarm is cancelled first."""
+        alarm = Alarm(self.clock.monotonic() + delay, action)
+        with self._lock:
+            heapq.heappush(self._heap, (alarm.at, next(self._order), alarm))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="retrybudget-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is alarm:
+                self._lock.notify()
+        return alarm
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while self._heap and not self._heap[0][2].active:
+                    heapq.heappop(self._heap)  # cancelled alarms leave at the front
+                if not self._heap:
+                    self._lock.wait(timeout=1.0)
+                    if not self._heap:
+                        self._thread = None
+                        return
+                    continue
+                wait = self._heap[0][0] - self.clock.monotonic()
+                if wait > 0:
+                    self._lock.wait(timeout=wait)
+                    continue
+                alarm = heapq.heappop(self._heap)[2]
+            if alarm.active:
+                alarm.active = False
+                with contextlib.suppress(Exception):  # a socket already gone is the goal
+                    alarm.action()
+
+
+watchdog = _Watchdog(SYSTEM_CLOCK)
+"""The process's watchdog (real time: it guards real sockets)."""
+
+
 class Engine:
     """The shared half of an integration: its retrier, its rules and its error table.
 
@@ -161,6 +311,7 @@ class Engine:
 
     __slots__ = (
         "attach",
+        "clock",
         "errors",
         "failure_kind",
         "generate_keys",
@@ -190,6 +341,7 @@ class Engine:
             policy = policy.replace(profile=profile.with_ok(REDIRECTS))
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
+        self.clock = retrier.clock
         self.policy = policy
         self.max_attempts = policy.max_attempts
         self.generate_keys = bool(generate_idempotency_keys)
@@ -207,6 +359,10 @@ class Engine:
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
+
+    def deadline(self, attempt: Attempt) -> Deadline | None:
+        """The absolute end of ``attempt`` on the retrier's clock (None: no time limit)."""
+        return Deadline.of(self.clock, attempt)
 
     def error(self, outcome: Outcome[object], request: object) -> RetryBudgetError:
         """The typed error for an outcome with no response to return (bound to ``request``)."""

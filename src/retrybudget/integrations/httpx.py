@@ -14,7 +14,10 @@
 :class:`RetryTransport` and :class:`AsyncRetryTransport` wrap any inner transport
 (``httpx.HTTPTransport()`` / ``httpx.AsyncHTTPTransport()`` by default). Each request is
 one operation: its attempts, waits and per-attempt timeouts come out of one budget, and
-the final response carries the operation's stats. The client above follows redirects, so
+the final response carries the operation's stats. The whole exchange of an attempt (connect,
+status line, headers and any body the transport reads) ends at the attempt's absolute end: the
+async transport reads it under a cancel scope, the sync one clips every socket read and write
+of an ``httpx.HTTPTransport`` to what is left. The client above follows redirects, so
 each hop is an operation of its own. Outcomes with no response to hand over raise the
 errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx errors::
 
@@ -34,8 +37,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+import anyio
+import httpcore
 import httpx
 
 from .. import errors
@@ -53,6 +58,8 @@ from ._common import (
     VALIDATOR,
     Engine,
     Operation,
+    bounded,
+    current_deadline,
     key_of_url,
 )
 
@@ -165,6 +172,83 @@ def _evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
     ])
 
 
+def _clip(timeout: float | None, error: type[Exception]) -> float | None:
+    """A socket operation's timeout cut to the running attempt's end; ``error`` once it passed."""
+    deadline = current_deadline()
+    if deadline is None:
+        return timeout
+    try:
+        return deadline.clip(timeout)
+    except TimeoutError as exc:
+        raise error(str(exc)) from None
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    """A connection whose every read and write ends by the attempt's absolute end.
+
+    httpcore reads a response in many socket reads, each with the same read timeout; a
+    trickle keeps each one short. Cutting each read to what is left bounds the sum.
+    """
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _clip(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._stream.start_tls(
+            ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _BoundedBackend(httpcore.NetworkBackend):
+    """httpcore's network backend with every connection bounded by the attempt's end."""
+
+    def __init__(self, backend: httpcore.NetworkBackend) -> None:
+        self._backend = backend
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None, socket_options: Any = None,
+                    ) -> httpcore.NetworkStream:
+        return _BoundedStream(self._backend.connect_tcp(
+            host, port, _clip(timeout, httpcore.ConnectTimeout), local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        return _BoundedStream(self._backend.connect_unix_socket(
+            path, _clip(timeout, httpcore.ConnectTimeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _bound_sockets(transport: httpx.BaseTransport) -> None:
+    """Give an ``httpx.HTTPTransport``'s connection pool the bounded network backend.
+
+    httpx builds its httpcore pool itself and exposes no backend option, so the pool's
+    backend is wrapped in place (once). Other transports read as their own timeouts say.
+    """
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.NetworkBackend) and not isinstance(backend, _BoundedBackend):
+        pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+
+
+def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
+    return httpx.ReadTimeout("the attempt's deadline passed before the exchange ended",
+                             request=request)
+
+
 class _Operation(Operation):
     """An httpx request's operation: clips each attempt's timeouts through the extension."""
 
@@ -215,6 +299,8 @@ class _Base(Generic[T]):
         generate_idempotency_keys: bool = False,
     ) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
+        if isinstance(self._transport, httpx.BaseTransport):
+            _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
@@ -252,8 +338,9 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         try:
-            response = self._transport.handle_request(op.begin(attempt))
-            body = response.read() if op.wants_body(response, attempt) else None
+            with bounded(self._engine.deadline(attempt)):
+                response = self._transport.handle_request(op.begin(attempt))
+                body = response.read() if op.wants_body(response, attempt) else None
             return op.seen(response, body)
         except Exception as exc:
             return op.failed(exc)
@@ -285,12 +372,27 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         return op.hand_over(await self._engine.retrier.arun(partial(self._attempt, op), op.info))
 
     async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
+        deadline = self._engine.deadline(attempt)
+        if deadline is None:
+            return await self._exchange(op, attempt)
+        # A cancel scope bounds the whole exchange, whatever the inner transport reads.
+        with anyio.move_on_after(max(0.0, deadline.remaining())):
+            return await self._exchange(op, attempt)
+        return op.failed(_deadline_error(op.request))  # cancelled at the attempt's end
+
+    async def _exchange(self, op: _Operation, attempt: Attempt) -> AttemptResult:
+        response: httpx.Response | None = None
         try:
             response = await self._transport.handle_async_request(op.begin(attempt))
             body = await response.aread() if op.wants_body(response, attempt) else None
             return op.seen(response, body)
         except Exception as exc:
             return op.failed(exc)
+        except BaseException:  # cancelled at the attempt's end: release the connection
+            if response is not None:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+            raise
 
     async def aclose(self) -> None:
         """Close the inner transport."""

@@ -14,8 +14,10 @@
 :class:`RetryAdapter` is an ``HTTPAdapter`` with urllib3's own retries turned off: each
 request is one operation whose attempts, waits and per-attempt timeouts come out of one
 budget, with the same rules, the same stats and the same outcome → caller mapping as the
-httpx transports. The session above follows redirects, so each hop is an operation of its
-own. Outcomes with no response to hand over raise the errors below, which are both
+httpx transports. The whole exchange of an attempt (connect, status line, headers and any
+body the adapter reads) ends at the attempt's absolute end: a watchdog closes a connection
+still busy at that instant. The session above follows redirects, so each hop is an operation
+of its own. Outcomes with no response to hand over raise the errors below, which are both
 :class:`retrybudget.RetryBudgetError` and requests errors::
 
     AdapterRateLimited         RateLimited + requests.ConnectionError
@@ -32,12 +34,17 @@ own. Outcomes with no response to hand over raise the errors below, which are bo
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import requests
 import urllib3
 from requests.adapters import DEFAULT_POOLBLOCK, DEFAULT_POOLSIZE, HTTPAdapter
+from urllib3 import connection as u3_connection
+from urllib3 import connectionpool as u3_pool
 from urllib3 import exceptions as u3
 
 from .. import errors
@@ -47,7 +54,17 @@ from ..core.classify import FailureKind
 from ..core.flow import Attempt, AttemptResult
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
-from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, evidence, key_of_url
+from ._common import (
+    OUTCOME_ATTRIBUTE,
+    STATS_ATTRIBUTE,
+    Deadline,
+    Engine,
+    Operation,
+    bounded,
+    current_deadline,
+    evidence,
+    key_of_url,
+)
 from ._native import urllib3_failure_kind
 
 __all__ = [
@@ -176,6 +193,73 @@ def _clip(given: Any, limit: float | None) -> Any:
     return limit if given is None or given > limit else given
 
 
+class _Guarded:
+    """A urllib3 connection that the watchdog closes at the end of the attempt using it.
+
+    http.client reads the status line and headers inside one blocking call; a read timeout
+    bounds each socket read, not that call. Each request on the connection arms the running
+    attempt's watchdog; the watchdog shuts the socket down only while that attempt still owns
+    the connection (the next request on it takes the ownership first, under the lock).
+    """
+
+    sock: socket.socket | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._guard = threading.Lock()
+        self._owner: Deadline | None = None
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        deadline = current_deadline()
+        with self._guard:
+            self._owner = deadline
+        if deadline is not None:
+            deadline.watch(partial(_shut, self, deadline))
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+def _shut(connection: _Guarded, deadline: Deadline) -> None:
+    with connection._guard:
+        sock = connection.sock
+        if connection._owner is deadline and sock is not None:
+            # The plain socket's shutdown (an SSL socket's own would reset its TLS state
+            # under the reading thread); the blocked read then ends at once.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _HTTPConnection(_Guarded, u3_connection.HTTPConnection):
+    """An HTTP connection the watchdog guards."""
+
+
+class _HTTPSConnection(_Guarded, u3_connection.HTTPSConnection):
+    """An HTTPS connection the watchdog guards."""
+
+
+class _HTTPPool(u3_pool.HTTPConnectionPool):
+    """An HTTP pool of guarded connections."""
+
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(u3_pool.HTTPSConnectionPool):
+    """An HTTPS pool of guarded connections."""
+
+    ConnectionCls = _HTTPSConnection
+
+
+_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+def _timed_out(error: Exception, deadline: Deadline | None) -> Exception:
+    """An error raised once the attempt's end passed is its timeout (the watchdog's doing)."""
+    if deadline is None or deadline.remaining() > 0 or isinstance(error, requests.Timeout):
+        return error
+    timeout = requests.exceptions.ReadTimeout("the attempt's deadline passed before the "
+                                              "exchange ended")
+    timeout.__cause__ = error
+    return timeout
+
+
 class _Operation(Operation):
     """A requests request's operation: clips each attempt's ``timeout=``."""
 
@@ -235,6 +319,18 @@ class RetryAdapter(HTTPAdapter):
         """The retrier every request runs under (its profile also accepts 3xx as final)."""
         return self._engine.retrier
 
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        """As ``HTTPAdapter``'s, with connections the attempt's watchdog can close."""
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        """As ``HTTPAdapter``'s; an HTTP(S) proxy's connections are guarded too."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if isinstance(manager, urllib3.ProxyManager):
+            manager.pool_classes_by_scheme = _POOLS
+        return manager
+
     def send(
         self,
         request: requests.PreparedRequest,
@@ -248,13 +344,17 @@ class RetryAdapter(HTTPAdapter):
         op = _Operation(self._engine, request, self._key, timeout)
 
         def perform(attempt: Attempt) -> AttemptResult:
+            deadline = self._engine.deadline(attempt)
             try:
-                response = HTTPAdapter.send(self, request, stream, op.timeout_for(attempt),
-                                            verify, cert, proxies)
-                body = response.content if op.wants_body(response, attempt) else None
+                with bounded(deadline):
+                    response = HTTPAdapter.send(self, request, stream, op.timeout_for(attempt),
+                                                verify, cert, proxies)
+                    body = response.content if op.wants_body(response, attempt) else None
+                    if not stream:  # the session reads it next: read it inside the budget
+                        response.content  # noqa: B018 - requests caches what it read
                 return op.seen(response, body)
             except Exception as exc:
-                return op.failed(exc)
+                return op.failed(_timed_out(exc, deadline))
 
         final: requests.Response = op.finish(self._engine.retrier.run(perform, op.info), request)
         return final

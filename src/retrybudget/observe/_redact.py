@@ -3,7 +3,11 @@
 Secrets are request headers that carry credentials (``Authorization``,
 ``Proxy-Authorization``, ``Cookie``/``Set-Cookie``, API-key-like names), token-like
 query parameters, and userinfo in URLs. Those are removed by *structure*
-(:func:`redact_headers`, :func:`redact_url`). :func:`redact_text` is the last line of
+(:func:`redact_headers`, :func:`redact_url`), and names are read by *meaning*: case and
+separators do not matter (``accessToken``, ``access-token``, ``ACCESS_TOKEN`` and
+``AccessToken`` are one name), and a name whose last word is ``token``, ``secret``, ``key``,
+``password``, ``signature`` or ``credential`` is a credential's (``privateKey``,
+``x-session-token``). :func:`redact_text` is the last line of
 defence that every audit sink applies to every string it writes: it removes the secret
 values the application registered, and text that looks like a credential (bearer and
 basic credentials, ``token=…`` pairs, userinfo, well-known token formats).
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote_plus
 
 __all__ = [
     "REDACTED",
@@ -41,24 +45,26 @@ SECRET_PARAMS = frozenset({
     "access_token", "token", "key", "api_key", "apikey", "signature", "sig", "client_secret",
     "password", "passwd", "pwd", "code", "secret", "refresh_token", "id_token", "auth", "jwt",
     "session", "sessionid", "assertion", "client_assertion", "credential", "credentials",
-    "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "authorization",
 })
-"""Query parameter names whose values are secrets."""
+"""Query parameter names whose values are secrets (any case or separator: see the module)."""
 
-_SECRET_SUFFIXES = tuple(
-    sep + word
-    for word in ("token", "secret", "key", "password", "signature", "credential")
-    for sep in ("-", "_")
-)
-"""A header or parameter whose name ends in one of these carries a secret (``x-foo-token``)."""
+_SECRET_WORDS = frozenset({"token", "secret", "key", "password", "passwd", "signature",
+                           "credential", "credentials"})
+"""A name of two words or more whose last word is one of these carries a secret."""
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-_LEADING_USERINFO = re.compile(r"^[^/?#\s]*@")
+_SECRET_ENDINGS = ("token", "secret", "password", "passwd", "signature", "credential",
+                   "credentials")
+"""A name run together (``APITOKEN``) that ends in one of these carries a secret too."""
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
+
 _QUERY_SEPARATORS = re.compile(r"([&;])")
 
 _CREDENTIAL_NAMES = (
-    r"access_token|refresh_token|id_token|client_secret|api_key|apikey|token|signature"
-    r"|password|passwd|secret|jwt|[\w-]*[-_](?:token|secret|key|password|signature|credential)"
+    r"apikey|jwt|authorization|[\w-]*(?:token|secret|password|passwd|signature|credentials?)"
+    r"|[\w-]*(?:[-_]key|(?-i:[a-z0-9]K(?:ey|EY)))"
 )
 """Names whose value is a secret in ``name=value`` and ``name: value`` text alike."""
 
@@ -72,8 +78,8 @@ _TEXT_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(://)[^/@\s\"'<>]+(?=@)"),
     # Authorization-like header lines: "Authorization: Bearer abc", "Cookie: a=b; c=d"
     re.compile(
-        r"(?i)\b((?:(?:proxy-)?authorization|set-cookie|cookie|x-api-key|api[-_]?key)"
-        r"\"?\s*:\s*)[^\r\n]+"
+        r"(?i)\b((?:(?:proxy-)?authorization|set-cookie|cookie)\"?\s*:\s*"
+        r"|(?:x-api-key|api[-_]?key)\s*:\s*)[^\r\n]+"
     ),
     # Bearer / Basic credentials wherever they stand
     re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]+=*"),
@@ -92,19 +98,34 @@ _TEXT_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
+def _words(name: str) -> list[str]:
+    """A name's words, lower case: ``accessToken``, ``Access-Token`` → ``[access, token]``."""
+    return [word for word in _NOT_WORD.split(_CAMEL.sub(" ", name).lower()) if word]
+
+
+def _compact(names: frozenset[str]) -> frozenset[str]:
+    return frozenset("".join(_words(name)) for name in names)
+
+
+_HEADER_NAMES = _compact(SECRET_HEADERS)
+_PARAM_NAMES = _compact(SECRET_PARAMS)
+
+
 def _is_secret_name(name: str, exact: frozenset[str]) -> bool:
-    n = name.strip().lower()
-    return n in exact or n.endswith(_SECRET_SUFFIXES)
+    words = _words(name)
+    compact = "".join(words)
+    return bool(words) and (compact in exact or compact.endswith(_SECRET_ENDINGS)
+                            or (len(words) > 1 and words[-1] in _SECRET_WORDS))
 
 
 def is_secret_header(name: str) -> bool:
-    """True for a header name that carries credentials."""
-    return _is_secret_name(name, SECRET_HEADERS)
+    """True for a header name that carries credentials (any case, any separator)."""
+    return _is_secret_name(name, _HEADER_NAMES)
 
 
 def is_secret_param(name: str) -> bool:
-    """True for a query parameter whose value is a secret."""
-    return _is_secret_name(name, SECRET_PARAMS)
+    """True for a query or form parameter whose value is a secret (any case, any separator)."""
+    return _is_secret_name(name, _PARAM_NAMES)
 
 
 def redact_headers(
@@ -131,28 +152,29 @@ def _redact_query(query: str) -> str:
 def redact_url(url: object) -> str:
     """A URL with userinfo and token-like query parameters redacted; never raises.
 
-    A fragment holding ``=`` (an OAuth implicit-flow token, say) is dropped whole. Secrets
-    inside the path (a webhook URL's token segment) are not recognised by structure: register
-    such values with the sinks (:func:`redact_text`'s ``secrets``).
+    Idempotent: ``redact_url(redact_url(u)) == redact_url(u)``; every byte that is not a
+    secret is kept as it was (``?page=2`` survives). A fragment holding ``=`` (an OAuth
+    implicit-flow token, say) is dropped whole. Secrets inside the path (a webhook URL's
+    token segment) are not recognised by structure: register such values with the sinks
+    (:func:`redact_text`'s ``secrets``).
     """
     try:
         text = str(url)
     except Exception:  # a hostile __str__ must not break redaction
         return REDACTED
-    try:
-        parts = urlsplit(text)
-        if not parts.netloc and _LEADING_USERINFO.match(text):
-            # "user:pass@host/path" without a scheme: urlsplit reads "user" as the scheme
-            parts = urlsplit(_LEADING_USERINFO.sub(f"{REDACTED}@", text, count=1))
-    except ValueError:
-        head = re.split(r"[?#]", text, maxsplit=1)[0]
-        return _LEADING_USERINFO.sub(f"{REDACTED}@", _USERINFO.sub(f"{REDACTED}@", head))
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
-    query = _redact_query(parts.query) if parts.query else ""
-    fragment = REDACTED if "=" in parts.fragment else parts.fragment
-    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+    rest, hash_, fragment = text.partition("#")
+    head, mark, query = rest.partition("?")
+    scheme, slashes, after = head.partition("://")
+    if not slashes:
+        scheme, after = "", head
+    authority, slash, path = after.partition("/")
+    if "@" in authority and (slashes or not authority.startswith(("/", "\\"))):
+        authority = f"{REDACTED}@{authority.rpartition('@')[2]}"
+    if query:
+        query = _redact_query(query)
+    if "=" in fragment:
+        fragment = REDACTED
+    return f"{scheme}{slashes}{authority}{slash}{path}{mark}{query}{hash_}{fragment}"
 
 
 def _secret_forms(secrets: Iterable[str]) -> list[str]:

@@ -76,6 +76,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     faults.add_argument("--fault-statuses", type=_statuses, default=(503,), help="5xx statuses, e.g. 502,503")
     faults.add_argument("--fault-reset", type=float, default=0.0, help="share of reset connections")
     faults.add_argument("--fault-malformed", type=float, default=0.0, help="share of malformed 200 bodies")
+    faults.add_argument("--fault-slow-body", type=float, default=0.0,
+                        help="share of answers whose body trickles in one byte at a time")
+    faults.add_argument("--slow-body-seconds", type=float, default=3.0,
+                        help="how long a slow body takes (default: %(default)s)")
     faults.add_argument("--latency", type=float, default=0.0, help="added latency in seconds")
     faults.add_argument("--latency-jitter", type=float, default=0.0, help="extra random latency in seconds")
     faults.add_argument(
@@ -108,6 +112,8 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         latency_jitter_s=args.latency_jitter,
         reset_rate=args.fault_reset,
         malformed_rate=args.fault_malformed,
+        slow_body_rate=args.fault_slow_body,
+        slow_body_s=args.slow_body_seconds,
         outages=tuple(args.outage),
     )
     return SandboxConfig(

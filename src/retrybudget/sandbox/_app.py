@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from email.utils import formatdate
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -74,6 +75,9 @@ connection is gone. :class:`~retrybudget.sandbox.SandboxH11Protocol` implements 
 _ID = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
 _MAX_LIST = 1000
 _JSON = "application/json"
+
+
+_SLOW_BODY = "retrybudget.sandbox.slow_body"
 
 
 class _ResetConnection(Exception):  # a control-flow signal, not an error
@@ -146,12 +150,9 @@ async def _pause(clock: Clock, seconds: float, receive: Receive) -> bool:
     return slept
 
 
-class _DateHeader:
-    """Adds a ``Date`` header from the app's clock unless the response already has one.
-
-    The server's own ``Date`` header is turned off, so placeholders, quota windows and
-    ``Date`` all come from the same clock (a fake one included).
-    """
+class _SendFilter:
+    """An ASGI middleware that passes every outgoing message of an HTTP answer through
+    :meth:`send`; other scopes go through untouched."""
 
     def __init__(self, app: ASGIApp, clock: Clock) -> None:
         self.app = app
@@ -161,17 +162,44 @@ class _DateHeader:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.app(scope, receive, partial(self.send, scope, send))
 
-        async def send_dated(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                if not any(name.lower() == b"date" for name, _ in headers):
-                    date = formatdate(self.clock.wall(), usegmt=True).encode("latin-1")
-                    headers.append((b"date", date))
-                    message = {**message, "headers": headers}
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        """Send ``message`` (changed, split or delayed) with ``send``."""
+        await send(message)
+
+
+class _DateHeader(_SendFilter):
+    """Adds a ``Date`` header from the app's clock unless the response already has one.
+
+    The server's own ``Date`` header is turned off, so placeholders, quota windows and
+    ``Date`` all come from the same clock (a fake one included).
+    """
+
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            if not any(name.lower() == b"date" for name, _ in headers):
+                date = formatdate(self.clock.wall(), usegmt=True).encode("latin-1")
+                headers.append((b"date", date))
+                message = {**message, "headers": headers}
+        await send(message)
+
+
+class _SlowBody(_SendFilter):
+    """Sends the body of an answer drawn ``slow_body`` one byte at a time (the head at once)."""
+
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        seconds = scope.get("state", {}).get(_SLOW_BODY)
+        body: bytes = message.get("body", b"")
+        if message["type"] != "http.response.body" or not seconds or not body:
             await send(message)
-
-        await self.app(scope, receive, send_dated)
+            return
+        more = message.get("more_body", False)
+        for index in range(len(body)):
+            await self.clock.async_sleep(seconds / len(body))
+            await send({"type": "http.response.body", "body": body[index:index + 1],
+                        "more_body": more or index < len(body) - 1})
 
 
 class _Recorder:
@@ -297,6 +325,8 @@ class _Provider:
             return JSONResponse(body, draw.status, headers), {}
         if draw.kind == "malformed":
             return Response(MALFORMED_BODY, 200, headers, media_type="text/html"), {}
+        if draw.kind == "slow_body":
+            request.scope.setdefault("state", {})[_SLOW_BODY] = self.config.faults.slow_body_s
         return None, headers
 
     def _rental_id(self, request: Request) -> int | None:
@@ -446,7 +476,8 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(_DateHeader, clock=clock), Middleware(_Recorder, state=state)],
+        middleware=[Middleware(_DateHeader, clock=clock), Middleware(_Recorder, state=state),
+                    Middleware(_SlowBody, clock=clock)],
         exception_handlers={HTTPException: _http_error},
     )
     app.state.sandbox = state

@@ -101,6 +101,9 @@ class Faults:
         latency_jitter_s: extra latency, uniform in ``[0, latency_jitter_s)``.
         reset_rate: share of requests whose connection is reset without an answer.
         malformed_rate: share of requests answered 200 with ``<html>maintenance</html>``.
+        slow_body_rate: share of requests whose answer (its head at once) sends its body one
+            byte at a time, spread over ``slow_body_s``: every read is quick, the whole is not.
+        slow_body_s: how long a slow body takes to arrive.
         outages: ``(start_s, end_s)`` windows, in seconds since the app was created,
             during which every record request is answered 503 at once.
     """
@@ -112,14 +115,20 @@ class Faults:
     latency_jitter_s: float = 0.0
     reset_rate: float = 0.0
     malformed_rate: float = 0.0
+    slow_body_rate: float = 0.0
+    slow_body_s: float = 3.0
     outages: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         _check_rate("error_rate", self.error_rate)
         _check_rate("reset_rate", self.reset_rate)
         _check_rate("malformed_rate", self.malformed_rate)
-        if self.error_rate + self.reset_rate + self.malformed_rate > 1.0 + 1e-9:
-            raise ValueError("error_rate + reset_rate + malformed_rate must not exceed 1")
+        _check_rate("slow_body_rate", self.slow_body_rate)
+        if (self.error_rate + self.reset_rate + self.malformed_rate + self.slow_body_rate
+                > 1.0 + 1e-9):
+            raise ValueError("error_rate + reset_rate + malformed_rate + slow_body_rate "
+                             "must not exceed 1")
+        _check_seconds("slow_body_s", self.slow_body_s)
         if not self.error_statuses or any(not 500 <= s <= 599 for s in self.error_statuses):
             raise ValueError(f"error_statuses must be 5xx statuses, got {self.error_statuses!r}")
         _check_seconds("latency_s", self.latency_s)
@@ -137,6 +146,7 @@ class Faults:
             self.error_rate
             or self.reset_rate
             or self.malformed_rate
+            or self.slow_body_rate
             or self.latency_s
             or self.latency_jitter_s
         )

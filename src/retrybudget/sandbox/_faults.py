@@ -13,7 +13,7 @@ __all__ = ["MALFORMED_BODY", "FaultDraw", "FaultKind", "draw_fault", "fault_rng"
 MALFORMED_BODY = "<html>maintenance</html>"
 """The body of a malformed-payload fault (sent with status 200)."""
 
-FaultKind = Literal["none", "reset", "error", "malformed"]
+FaultKind = Literal["none", "reset", "error", "malformed", "slow_body"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,9 @@ def draw_fault(faults: Faults, rng: random.Random) -> FaultDraw:
         kind = "error"
     elif band < faults.reset_rate + faults.error_rate + faults.malformed_rate:
         kind = "malformed"
+    elif band < (faults.reset_rate + faults.error_rate + faults.malformed_rate
+                 + faults.slow_body_rate):
+        kind = "slow_body"
     return FaultDraw(kind=kind, status=status if kind == "error" else 200, latency_s=latency)
 
 
