@@ -23,6 +23,7 @@ from ..sandbox import Faults, RateLimit, SandboxConfig, serve_in_thread
 from ._chart import render_chart
 from ._errors import EXIT_OK, CliError
 from ._fetch import JobPaths, execute
+from ._hints import program
 from ._inputs import read_ops
 from ._job import JobSettings
 from ._summary import Capacity, render_summary, summarize
@@ -98,5 +99,5 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
     (out / "demo-summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
     console.print(f"\nresults: {paths.results}\naudit:   {paths.audit}\nchart:   {chart}\n"
                   f"summary: {out / 'demo-summary.json'}\n"
-                  f"review the audit with: retrybudget report {paths.audit}")
+                  f"review the audit with: {program()} report {paths.audit}")
     return EXIT_OK
