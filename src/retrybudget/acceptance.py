@@ -1,7 +1,7 @@
 """The public acceptance cases: load them, build their policies, judge results.
 
 A case scripts what a provider answers and states what a correct client must do
-(DESIGN.md section 5). This module runs no I/O of its own: :func:`run_offline`
+(docs/design.md). This module runs no I/O of its own: :func:`run_offline`
 plays a case against the in-process :class:`~retrybudget.testing.ScriptedProvider`,
 and the HTTP checklist plays the same cases against the sandbox provider; both
 judge the result with :func:`judge`.

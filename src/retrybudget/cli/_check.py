@@ -91,7 +91,7 @@ RULES: dict[str, str] = {
     "R07": "workers coordinated, rate limits honoured", "R08": "audit without secrets",
     "R09": "bad input is data",
 }
-"""The rule of the contract (DESIGN.md section 1) each case and scenario stands for."""
+"""The rule of the contract (docs/design.md) each case and scenario stands for."""
 
 
 class Overrun(Exception):

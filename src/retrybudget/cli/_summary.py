@@ -1,6 +1,6 @@
 """The end-of-job report: per-operation counters summed, set against what the provider saw.
 
-Every total is a sum of the per-operation stats in the result lines (DESIGN.md rule 8);
+Every total is a sum of the per-operation stats in the result lines (contract rule 8);
 the provider's side (requests seen, rejections, the busiest window) comes from the sandbox.
 """
 

@@ -2,7 +2,7 @@
 
 Every duration accepts ``float`` seconds or a :class:`datetime.timedelta`. A section set to
 ``None`` in :class:`CoordinationConfig` switches that mechanism off; the rate-limit gate is
-always on (DESIGN.md rule 10).
+always on (contract rule 10).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ class RetryBudgetConfig:
 
 @dataclass(frozen=True, slots=True)
 class BreakerConfig:
-    """A circuit breaker per key, counting logical operations (DESIGN.md rule 9).
+    """A circuit breaker per key, counting logical operations (contract rule 9).
 
     It opens after ``consecutive_failures`` failed operations in a row, or when at least
     ``min_operations`` of the last ``window`` counted operations were seen and the failed

@@ -1,6 +1,6 @@
 """Outcome reasons, wait records and the per-operation result.
 
-An operation ends in exactly one :class:`Reason` (DESIGN.md section 2). Its
+An operation ends in exactly one :class:`Reason` (docs/design.md). Its
 :class:`Outcome` carries the per-operation counters: one logical operation, the
 attempts it made, every wait with its reason and source, and ``retry_at`` when
 the provider named a time to come back.
@@ -226,4 +226,4 @@ GATEWAY_MAPPING: dict[Reason, tuple[int, str | None]] = {
     Reason.INVALID_PAYLOAD: (502, "provider_invalid_payload"),
     Reason.NOT_RETRIED: (503, "provider_unavailable"),
 }
-"""DESIGN.md section 2: the HTTP status and problem code a gateway answers for each reason."""
+"""The HTTP status and problem code a gateway answers for each reason."""

@@ -5,7 +5,7 @@ A :class:`Profile` is a frozen value. Derive your own from an existing one with
 
     internal = GENERIC.derive("internal", transient=GENERIC.transient | {500})
 
-The figures come from PROVIDERS.md: each provider's documentation and the
+The figures come from each provider's published documentation and the
 behaviour of its official SDK.
 """
 
@@ -111,7 +111,7 @@ class Profile:
 
 
 GENERIC = Profile("generic")
-"""DESIGN.md's contract: 429 rate limit; 502/503/504 transient; 400/401/403 rejected; 404 not found."""
+"""The default contract: 429 rate limit; 502/503/504 transient; 400/401/403 rejected; 404 not found."""
 
 GITHUB = Profile(
     "github",

@@ -1,7 +1,7 @@
 """The reference gateway: a rental availability service built on retrybudget.
 
 One ``GET /rentals/{id}/availability`` is one logical lookup at the provider under the
-interactive contract (DESIGN.md section 4); ``POST /rentals/{id}/reservations`` is a write
+interactive contract (docs/design.md); ``POST /rentals/{id}/reservations`` is a write
 with an ``Idempotency-Key``, never replayed automatically and committed locally only once
 the provider confirmed it. Stored facts live in SQLite; ``/metrics`` and ``/healthz`` serve
 operations. Run it with::

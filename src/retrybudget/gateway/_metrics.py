@@ -3,7 +3,7 @@
 The registry holds two families: the library's operation metrics
 (:class:`~retrybudget.observe.PrometheusHook`: ``retrybudget_operations_total``,
 ``retrybudget_attempts_total``, waits, breaker rejections…, each a sum of per-operation
-counters, DESIGN.md rule 8) and the gateway's own answers by route, status and code, with
+counters, contract rule 8, docs/design.md) and the gateway's own answers by route, status and code, with
 their latency.
 """
 

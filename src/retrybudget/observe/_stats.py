@@ -4,7 +4,7 @@
 its reason and source, the outcome, ``retry_at``, and what the coordinator's gate,
 pacing and concurrency cap, the shared retry budget and the circuit breaker decided.
 :class:`StatsAggregator` is a hook that adds those per-operation stats into global
-totals (DESIGN.md rule 8: global metrics are sums of per-operation counters, never
+totals (contract rule 8, docs/design.md: global metrics are sums of per-operation counters, never
 the reverse).
 """
 
