@@ -93,7 +93,7 @@ def test_duplicate_id(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "fragments"), [
     (("--header", "Authorization: env:RB_TEST_UNSET_TOKEN"), ("RB_TEST_UNSET_TOKEN", "not set")),
-    (("--profile", "gitlab"), ("unknown provider profile 'gitlab'", "github")),
+    (("--profile", "gitlab"), ("--profile gitlab: unknown provider profile", "github")),
     (("--redis", "unix:///nonexistent/no-such.sock"), ("Redis is unreachable",)),
     (("--workers", "0"), ("--workers", "at least 1")),
     (("--deadline", "nan"), ("--deadline", "positive number of seconds")),

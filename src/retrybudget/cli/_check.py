@@ -689,7 +689,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     try:
         cases = load_cases(args.fixtures)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"--fixtures {exc}" if args.fixtures else str(exc)) from None
     user = load_policy(args.policy) if args.policy else None
     verdicts = run_checklist(cases, user, time_limit=args.time_limit, only=args.only)
     failed = any(v.status == "fail" for v in verdicts)

@@ -26,6 +26,7 @@ from ._fetch import JobPaths, execute
 from ._hints import program
 from ._inputs import read_ops
 from ._job import JobSettings
+from ._paths import os_reason
 from ._summary import Capacity, render_summary, summarize
 
 __all__ = ["run"]
@@ -56,12 +57,16 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
     chart = out / "demo-requests.html"
     urls_file = out / "demo-urls.txt"
     config = _config(args)
+    blocker = next((p for p in (out, *out.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        shown = "not a directory" if blocker == out else f"{blocker} is not a directory"
+        raise CliError(f"--out {out}: {shown}")
     try:
         out.mkdir(parents=True, exist_ok=True)
         for stale in (paths.results, paths.audit, paths.state, chart, urls_file):
             stale.unlink(missing_ok=True)
     except OSError as exc:
-        raise CliError(f"{out}: cannot write there: {exc.strerror or exc}") from None
+        raise CliError(f"--out {out}: cannot write there: {os_reason(exc)}") from None
     policy = background(
         profile="github", max_attempts=5, deadline=args.deadline,
         backoff=Backoff(base=0.25, cap=4.0, multiplier=2.0, jitter=Jitter.FULL),

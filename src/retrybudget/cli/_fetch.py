@@ -20,6 +20,7 @@ from ..observe import AuditHook, JsonlAuditSink
 from ._errors import EXIT_FAILED, EXIT_OK, CliError
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
+from ._paths import check_new_file, check_sqlite_file
 from ._policy import load_policy, with_overrides
 from ._progress import LiveTally, ProgressView
 from ._state import JobState, Reopened
@@ -182,6 +183,9 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
                      _default(args.audit, stem, ".audit.jsonl"),
                      _default(args.state, stem, ".sqlite"))
     _distinct(Path(args.input), paths)
+    for option, path in (("--out", paths.results), ("--audit", paths.audit), ("--state", paths.state)):
+        check_new_file(path, option, create_dirs=True)
+    check_sqlite_file(paths.state, "--state", "a retrybudget state file")
     settings = JobSettings(policy, args.workers, coordinator, secrets=tuple(sorted(secrets)),
                            timeout=args.timeout, clock=clock)
     try:
