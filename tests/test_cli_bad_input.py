@@ -79,7 +79,8 @@ ROWS = [
     Row("sandbox-limit-negative", ("sandbox", "--port", "0", "--limit", "-3"), ("--limit", "-3")),
     Row("sandbox-fault-share", ("sandbox", "--port", "0", "--fault-5xx", "7"),
         ("--fault-5xx", "between 0 and 1")),
-    Row("sandbox-fault-shares-add-up", ("sandbox", "--port", "0", "--fault-5xx", "0.6", "--fault-reset", "0.6"),
+    Row("sandbox-fault-shares-add-up",
+        ("sandbox", "--port", "0", "--fault-5xx", "0.6", "--fault-reset", "0.6"),
         ("--fault-5xx + --fault-reset", "must not exceed 1")),
     # gateway
     Row("gateway-db-missing-directory", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
