@@ -93,8 +93,10 @@ def test_fetch_rate_limited_operations_resume_after_retry_at(tmp_path: Path) -> 
                  "--audit", str(tmp_path / "a.jsonl")]
         first = run_cli("fetch", str(urls), "--policy", "interactive", "--workers", "1", "--quiet",
                         *files, cwd=tmp_path)
-        assert first.returncode == 1
-        assert "rate-limited: run the same command again after" in first.stdout
+        assert first.returncode == 3  # left to do
+        assert "2 operations recorded (ok 2, rate_limited 2)" not in first.stdout
+        assert "4 operations recorded (ok 2, rate_limited 2)" in first.stdout
+        assert "2 rate-limited, left to do: run the same command again after" in first.stdout
         outcomes = Counter(line["outcome"] for line in read_lines(tmp_path / "r.jsonl"))
         assert outcomes == {"ok": 2, "rate_limited": 2}
         sent = sandbox.stats()["count"]  # 3: after the 429 the gate stopped the 4th unsent
@@ -102,7 +104,7 @@ def test_fetch_rate_limited_operations_resume_after_retry_at(tmp_path: Path) -> 
         # retry_at is a minute away: a rerun now leaves them done and sends nothing.
         again = ["fetch", str(urls), "--policy", "interactive", "--quiet", *files]
         second = run_cli(*again, cwd=tmp_path)
-        assert second.returncode == 1
+        assert second.returncode == 3
         assert sandbox.stats()["count"] == sent
         # Once retry_at has passed (moved back here), the rerun picks them up.
         with sqlite3.connect(tmp_path / "s.sqlite") as db:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "CliError"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_LEFT_TO_DO", "EXIT_OK", "CliError"]
 
 EXIT_OK = 0
 """Everything ran and every operation (or check) succeeded."""
@@ -12,6 +12,9 @@ EXIT_FAILED = 1
 
 EXIT_BAD_INPUT = 2
 """Bad input (a file, a URL, an option, a policy, an unreachable Redis): nothing was run."""
+
+EXIT_LEFT_TO_DO = 3
+"""``fetch``: operations are left to do (rate-limited until a later time); run it again."""
 
 
 class CliError(Exception):

@@ -100,17 +100,19 @@ def result_line(
     """The results-file line of one operation (scrubbed of ``secrets``).
 
     The per-operation stats (:func:`~retrybudget.observe._stats.operation_stats`) plus the
-    input id, the redacted URL, ``ok``, the last HTTP status, the run number and, only when
-    the outcome is ok, the payload as ``value``.
+    input id, the redacted URL, ``ok``, the last HTTP status (or the class of the error when
+    no response came, as ``error``), the run number and, only when the outcome is ok, the
+    payload as ``value``.
     """
     info = request if request is not None else RequestInfo("GET", outcome.key, url=op.safe_url)
     line: dict[str, Any] = {"id": op.id, "url": op.safe_url}
     line.update(operation_stats(outcome, info))
     ok = outcome.reason is Reason.OK
     status = outcome.history[-1].status if outcome.history else None
+    error = outcome.history[-1].error if outcome.history else None
     value = _payload(response) if ok and response is not None else None
-    line.update({"url": op.safe_url, "ok": ok, "status": status, "value": value, "run": run,
-                 "finished_at": round(finished_at, 3)})
+    line.update({"url": op.safe_url, "ok": ok, "status": status, "error": error, "value": value,
+                 "run": run, "finished_at": round(finished_at, 3)})
     cleaned = scrub(line, secrets)
     assert isinstance(cleaned, dict)  # noqa: S101 - scrub keeps a dict a dict
     return cleaned
@@ -137,6 +139,8 @@ class _Worker:
                                hooks=(outcomes, *settings.hooks), random=random.Random(seed),
                                method="GET")
         self.error: BaseException | None = None
+        self.busy = False
+        """Whether an operation is in flight (read by run_job when Ctrl-C comes)."""
 
     def __call__(self) -> None:
         try:
@@ -146,7 +150,11 @@ class _Worker:
                     op_id = self.state.claim()
                     if op_id is None:
                         return
-                    self._run(client, self.ops[op_id])
+                    self.busy = True
+                    try:
+                        self._run(client, self.ops[op_id])
+                    finally:
+                        self.busy = False
         except BaseException as exc:  # reported by run_job; the claimed row is recovered next run
             self.error = exc
             self.stop.set()
@@ -178,6 +186,7 @@ def run_job(
     on_result: ResultHook,
     on_tick: Callable[[], None] = lambda: None,
     tick: float = 0.1,
+    on_interrupt: Callable[[int], None] = lambda in_flight: None,
 ) -> None:
     """Run every pending operation of ``state`` with ``settings.workers`` threads.
 
@@ -206,6 +215,7 @@ def run_job(
             alive = [t for t in alive if t.is_alive()]
     except KeyboardInterrupt:
         stop.set()
+        on_interrupt(sum(w.busy for w in workers))
         for thread in threads:
             thread.join()
         raise
