@@ -160,7 +160,7 @@ def test_report_prints_the_review_json(tmp_path: Path, sandbox: SandboxServer) -
     # workers append results as operations finish, so the order of the two lines may vary
     outcomes = sorted(line["outcome"] for line in read_lines(tmp_path / "r.jsonl"))
     assert outcomes == ["not_found", "ok"]
-    result = run_cli("report", str(audit))
+    result = run_cli("report", str(audit), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert tuple(report) == REPORT_KEYS

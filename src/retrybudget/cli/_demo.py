@@ -89,15 +89,16 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
         report = execute(ops, input_name=str(urls_file.resolve()), settings=settings, paths=paths,
                          retry_failed=False, console=console, title="lookups")
         provider = sandbox.stats()
-    capacity = Capacity(args.limit, float(args.window))
+    capacity = Capacity(args.limit, float(args.window), started_wall)
     summary = summarize(report.lines, elapsed=report.elapsed, provider=provider, capacity=capacity)
     render_summary(console, summary, "What happened")
     notes = [f"{summary['logical_operations']} lookups, {summary['attempts']} attempts, "
              f"{summary['retries']} retries; outcomes: "
              + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()),
              f"{args.workers} workers shared one gate; the job took {report.elapsed:.1f} s against "
-             f"an ideal of {capacity.ideal_seconds(summary['logical_operations']):.1f} s "
-             f"(lookups ÷ {args.limit} x {args.window} s)."]
+             f"an ideal of {capacity.ideal_seconds(summary['logical_operations']):.1f} s (the least "
+             f"any client could take: the first window's {args.limit} requests at once, then "
+             f"{args.limit} per {args.window} s window)."]
     html = render_chart(provider["requests"], start=started_wall, limit=args.limit,
                         window_s=float(args.window), title="Requests the provider saw", notes=notes)
     chart.write_text(html, "utf-8")

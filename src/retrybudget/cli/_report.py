@@ -1,4 +1,8 @@
-"""``retrybudget report AUDIT.jsonl``: the review report of an audit file, as JSON."""
+"""``retrybudget report AUDIT.jsonl``: the review report of an audit file.
+
+A short human summary by default; ``--json`` prints the whole report (JSON), ``--html FILE``
+writes a self-contained HTML report (a timeline and a table per operation).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,19 @@ import json
 import sys
 
 from ..observe import AuditFileError, load_audit, review_report
+from ..observe._report_text import review_summary
 from ._errors import EXIT_OK, CliError
-from ._paths import os_reason
+from ._hints import program
+from ._paths import check_new_file, os_reason
 
 __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the review report of ``args.audit``; a malformed file names its line."""
+    """Print the review of ``args.audit``; a malformed file names its line."""
+    html = getattr(args, "html", None)
+    if html is not None:
+        check_new_file(html, "--html", create_dirs=False)
     try:
         log = load_audit(args.audit)
     except AuditFileError as exc:
@@ -27,6 +36,20 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.audit}: cannot read: {os_reason(exc)}") from None
     if not log.records and not log.bad_lines:
         raise CliError(f"{args.audit}: empty, no audit records to review")
-    json.dump(review_report(log), sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    report = review_report(log)
+    if html is not None:
+        from ..observe._report_html import render_html  # noqa: PLC0415 - only for --html
+
+        try:
+            with open(html, "w", encoding="utf-8") as out:
+                out.write(render_html(log.records, report, title=f"Review of {args.audit}"))
+        except OSError as exc:
+            raise CliError(f"--html {html}: cannot write: {os_reason(exc)}") from None
+        print(f"wrote {html}")
+    elif getattr(args, "json", False):
+        json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(review_summary(log.records, report, str(args.audit)))
+        sys.stdout.write(f"\nthe whole report: {program()} report {args.audit} --json\n")
     return EXIT_OK
