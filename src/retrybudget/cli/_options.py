@@ -40,8 +40,18 @@ DEMO_EXAMPLE = """examples:
   retrybudget demo
   retrybudget demo --size 300 --workers 16 --limit 30 --window 2 --fault-5xx 0.1
 
-Writes DIR/demo-results.jsonl, DIR/demo-audit.jsonl and DIR/demo-requests.html (a chart of
-the provider's requests per second against its limit), then prints where they went."""
+A third of the way in, another client of the same account spends what is left of a window
+(--no-other-client: nobody does): the first worker to meet the throttled answer closes the
+gate and every worker waits for the provider's reset. Writes, in DIR (replacing an earlier
+demo's files):
+  demo-urls.txt          the lookups' URLs (the job's input)
+  demo-results.jsonl     one result line per lookup
+  demo-audit.jsonl       one audit record per lookup (retrybudget report reads it)
+  demo-state.sqlite      the job's durable state (and demo-state.sqlite.lock while it runs)
+  demo-summary.json      the summary printed at the end, as JSON
+  demo-requests.html     a chart: requests per provider window against its limit, throttled
+                         answers and gate waits
+then prints where they went."""
 
 CHECK_EXAMPLE = """examples:
   retrybudget check
@@ -161,6 +171,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each lookup's budget, waits included (default: %(default)s)")
     parser.add_argument("--out", default="out", metavar="DIR",
                         help="where the files go (default: %(default)s)")
+    parser.add_argument("--no-other-client", action="store_true",
+                        help="no other client spends the quota during the run")
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
