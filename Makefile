@@ -28,7 +28,8 @@ demo: $(CLI)
 	$(BIN)/retrybudget demo $(ARGS)
 	@echo ""
 	@echo "Try next (each line runs as printed; or run '. $(BIN)/activate' once and drop the '$(BIN)/'):"
-	@echo "  $(BIN)/retrybudget report out/demo-audit.jsonl     # what happened and why"
+	@echo "  $(BIN)/retrybudget report out/demo-audit.jsonl     # what happened and why, in a short table"
+	@echo "  $(BIN)/retrybudget report out/demo-audit.jsonl --html out/review.html   # a page with a timeline"
 	@echo "  $(BIN)/retrybudget check                           # the acceptance checklist over loopback HTTP"
 	@echo "  $(BIN)/retrybudget demo --style retry-after        # the same job behind plain Retry-After limits"
 	@echo "  $(BIN)/retrybudget --help                          # every command, with examples"

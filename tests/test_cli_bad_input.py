@@ -67,6 +67,8 @@ ROWS = [
     Row("report-empty", ("report", "empty.jsonl"), ("empty.jsonl", "empty")),
     Row("report-not-json", ("report", "notdb.sqlite"), ("notdb.sqlite", "line 1", "JSON")),
     Row("report-directory", ("report", "."), (".", "directory")),
+    Row("report-html-missing-directory", ("report", "notdb.sqlite", "--html", "nodir/r.html"),
+        ("--html", "nodir", "does not exist")),
     # sandbox
     Row("sandbox-port-out-of-range", ("sandbox", "--port", "99999"), ("--port", "99999", "0 to 65535")),
     Row("sandbox-port-negative", ("sandbox", "--port", "-1"), ("--port", "0 to 65535")),

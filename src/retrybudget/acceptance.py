@@ -20,6 +20,7 @@ from typing import Any
 
 from ._clock import Clock, FakeClock
 from ._drivers import Retrier
+from ._files import read_user_text
 from .coordination._base import Coordinator
 from .core.flow import Admission
 from .core.outcome import GATEWAY_MAPPING, Outcome, Reason
@@ -101,19 +102,10 @@ def load_cases(path: str | Path | None = None) -> list[Case]:
             words, for an unreadable or malformed file.
     """
     name = str(path) if path is not None else "acceptance.json (packaged)"
-    try:
-        if path is None:
-            text = resources.files("retrybudget.data").joinpath("acceptance.json").read_text("utf-8")
-        else:
-            text = Path(path).read_text("utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{name}: is a directory, not a file") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{name}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ValueError(f"{name}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    if path is None:
+        text = resources.files("retrybudget.data").joinpath("acceptance.json").read_text("utf-8")
+    else:
+        text = read_user_text(path, name)
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
+from .._files import os_reason
 from ._errors import CliError
 
-__all__ = ["SQLITE_MAGIC", "check_new_file", "check_sqlite_file", "os_reason"]
+__all__ = ["SQLITE_MAGIC", "cannot_listen", "check_new_file", "check_sqlite_file", "os_reason"]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file."""
 
-_REASONS = {
-    errno.ENOENT: "no such file or directory",
-    errno.EEXIST: "a file of that name is in the way",
-    errno.ENOTDIR: "not a directory",
-    errno.EISDIR: "is a directory",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EROFS: "the file system is read-only",
-    errno.ENOSPC: "the disk is full",
-}
-
-
-def os_reason(exc: OSError) -> str:
-    """What went wrong, in a user's words (never Python's ``[Errno N]`` form)."""
-    if exc.errno in _REASONS:
-        return _REASONS[exc.errno]
-    return (exc.strerror or type(exc).__name__).lower()
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """The one-line message for an address a server command cannot bind."""
+    return f"--port {port}: cannot listen on {host}:{port}: {os_reason(exc)}"
 
 
 def _first_existing(path: Path) -> Path:

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from .._files import unreadable
 from ..observe import AuditFileError, load_audit, review_report
 from ..observe._report_text import review_summary
 from ._errors import EXIT_OK, CliError
@@ -28,12 +29,8 @@ def run(args: argparse.Namespace) -> int:
         log = load_audit(args.audit)
     except AuditFileError as exc:
         raise CliError(str(exc)) from None
-    except FileNotFoundError:
-        raise CliError(f"{args.audit}: no such file") from None
-    except IsADirectoryError:
-        raise CliError(f"{args.audit}: is a directory, not an audit file") from None
     except OSError as exc:
-        raise CliError(f"{args.audit}: cannot read: {os_reason(exc)}") from None
+        raise CliError(unreadable(str(args.audit), exc)) from None
     if not log.records and not log.bad_lines:
         raise CliError(f"{args.audit}: empty, no audit records to review")
     report = review_report(log)

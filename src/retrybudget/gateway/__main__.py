@@ -11,16 +11,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sqlite3
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 
-from ..cli._errors import CliError
+from ..cli._errors import CliError, in_option_words, report_bad_input
 from ..cli._options import log_level, port, positive_float, seconds
-from ..cli._paths import check_new_file, check_sqlite_file, os_reason
+from ..cli._paths import cannot_listen, check_new_file, check_sqlite_file, os_reason
 from ..core.policy import PolicyError
 from ._app import create_app
 from ._config import GatewayConfig
@@ -128,17 +127,17 @@ def run(args: argparse.Namespace) -> int:
         if args.audit is not None:
             check_new_file(args.audit, "--audit", create_dirs=False)
     except (PolicyError, ValueError, CliError) as exc:
-        return _bad(prog, _in_option_words(str(exc)))
+        return report_bad_input(prog, in_option_words(str(exc), _OPTIONS))
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
-        return _bad(prog, f"--port {args.port}: cannot listen on {args.host}:{args.port}: {os_reason(exc)}")
+        return report_bad_input(prog, cannot_listen(args.host, args.port, exc))
     try:
         app = create_app(config)
     except (sqlite3.Error, OSError) as exc:
         sock.close()
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        return _bad(prog, f"--db {args.db}: cannot open the database: {why}")
+        return report_bad_input(prog, f"--db {args.db}: cannot open the database: {why}")
     configure_logging(args.log_level, args.log_format, secrets=tuple(config.provider_headers.values()))
     print("gateway listening on http://{}:{}".format(*sock.getsockname()[:2]), flush=True)
     with contextlib.closing(sock), contextlib.suppress(KeyboardInterrupt):
@@ -151,18 +150,6 @@ _OPTIONS = {"provider": "--provider", "db_path": "--db", "deadline": "--deadline
             "max_attempts": "--attempts", "attempt_timeout": "--attempt-timeout",
             "breaker_failures": "--breaker-failures", "breaker_cool_down": "--breaker-cool-down",
             "provider header": "--provider-header", "audit_path": "--audit"}
-
-
-def _in_option_words(message: str) -> str:
-    """A configuration error with the option names a user typed instead of the field names."""
-    for field, option in _OPTIONS.items():
-        message = re.sub(rf"(?<![-\w]){field}\b", option, message)
-    return message
-
-
-def _bad(prog: str, message: str) -> int:
-    print(f"{prog}: {' '.join(message.split())}", file=sys.stderr)
-    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

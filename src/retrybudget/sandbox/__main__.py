@@ -9,14 +9,14 @@ Example::
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 
+from retrybudget.cli._errors import in_option_words, report_bad_input
 from retrybudget.cli._options import count, log_level, port, positive_int, seconds, share
-from retrybudget.cli._paths import os_reason
+from retrybudget.cli._paths import cannot_listen, os_reason
 from retrybudget.sandbox._app import create_app
 from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
 from retrybudget.sandbox._fixtures import FixtureError, load_fixture_file
@@ -131,18 +131,6 @@ _OPTIONS = {"error_rate": "--fault-5xx", "reset_rate": "--fault-reset",
             "limit": "--limit"}
 
 
-def _in_option_words(message: str) -> str:
-    """A configuration error with the option names a user typed instead of the field names."""
-    for field, option in _OPTIONS.items():
-        message = re.sub(rf"\b{field}\b", option, message)
-    return message
-
-
-def _bad(prog: str, message: str) -> int:
-    print(f"{prog}: {' '.join(message.split())}", file=sys.stderr)
-    return 2
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (``sys.argv[1:]`` if omitted) and :func:`run` the sandbox."""
     return run(build_parser().parse_args(argv))
@@ -158,22 +146,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
     except ValueError as exc:
-        return _bad(prog, _in_option_words(str(exc)))
+        return report_bad_input(prog, in_option_words(str(exc), _OPTIONS))
     try:
         fixtures = load_fixture_file(args.fixtures) if args.fixtures else None
     except FileNotFoundError:
-        return _bad(prog, f"--fixtures {args.fixtures}: no such file")
+        return report_bad_input(prog, f"--fixtures {args.fixtures}: no such file")
     except (FixtureError, OSError, UnicodeDecodeError) as exc:
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        return _bad(prog, f"--fixtures {why}" if isinstance(exc, FixtureError) else
+        return report_bad_input(prog, f"--fixtures {why}" if isinstance(exc, FixtureError) else
                     f"--fixtures {args.fixtures}: cannot read: {why}")
     app = create_app(config, fixtures=fixtures)
     try:
         sock = bind_loopback(args.host, args.port)
     except ValueError as exc:
-        return _bad(prog, f"--host {args.host}: {exc}")
+        return report_bad_input(prog, f"--host {args.host}: {exc}")
     except OSError as exc:
-        return _bad(prog, f"--port {args.port}: cannot listen on {args.host}:{args.port}: {os_reason(exc)}")
+        return report_bad_input(prog, cannot_listen(args.host, args.port, exc))
     host, port = sock.getsockname()[:2]
     print(f"sandbox listening on http://{host}:{port}", flush=True)
     server = uvicorn.Server(uvicorn_config(app, log_level=args.log_level))
