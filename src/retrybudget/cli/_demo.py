@@ -61,11 +61,12 @@ OTHER_PATH = "/rentals"
 
 
 class _OtherClient:
-    """Another client of the same quota: after ``delay`` it spends what is left of a window."""
+    """Another client of the same quota: after ``delay``, as a window opens, it spends the window."""
 
-    def __init__(self, url: str, limit: int, *, delay: float, clock: Clock) -> None:
+    def __init__(self, url: str, limit: int, window: float, *, delay: float, clock: Clock) -> None:
         self.url = url
         self.limit = limit
+        self.window = window
         self.delay = delay
         self.clock = clock
         self._stop = threading.Event()
@@ -80,6 +81,8 @@ class _OtherClient:
 
     def _run(self) -> None:
         if self._stop.wait(self.delay):
+            return
+        if self._stop.wait(self.window - self.clock.wall() % self.window):  # the next window opens
             return
         with httpx.Client(timeout=5.0) as client:
             for _ in range(self.limit + 1):  # bounded: one window's quota and the answer that says so
@@ -124,7 +127,9 @@ def _story(stats: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
                 "by_status": dict(Counter(str(r.get("status")) for r in ours))}
     throttled = [sum(1 for a in r.get("history") or () if a.get("classification") == "rate_limited")
                  for r in records]
-    story = {"other_client_requests": len(stats["requests"]) - len(ours),
+    theirs = [r for r in stats["requests"] if r.get("path") == OTHER_PATH]
+    story = {"other_client_requests": len(theirs),
+             "other_client_throttled": sum(1 for r in theirs if r.get("status") in (403, 429)),
              "operations_throttled": sum(1 for n in throttled if n),
              "operations_throttled_twice": sum(1 for n in throttled if n > 1)}
     return provider, story
@@ -173,8 +178,8 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
     capacity = Capacity(args.limit, float(args.window), clock.wall())  # re-dated at the start
     with serve_in_thread(config) as sandbox:
         other = None if args.no_other_client else _OtherClient(
-            sandbox.url(OTHER_PATH), args.limit, delay=max(1.0, capacity.ideal_seconds(args.size) / 3),
-            clock=clock)
+            sandbox.url(OTHER_PATH), args.limit, float(args.window),
+            delay=max(1.0, capacity.ideal_seconds(args.size) / 3), clock=clock)
         if other is not None:
             console.print(f"another client of the same account will spend the quota about "
                           f"{other.delay:.0f} s in: watch the gate close and every worker wait")
