@@ -1,34 +1,51 @@
 # Two commands for a fresh machine (Python >= 3.10 with venv, and make):
-#   make demo   set up .venv, install retrybudget with every extra, run the demo
-#   make test   set up .venv (if needed), then lint, type-check and run the test suite
+#   make demo   set up .venv with what the command line needs (the cli extra), run the demo,
+#               and print the commands to try next
+#   make test   add the development tools to .venv (the dev extra), then lint, type-check and
+#               run the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+CLI    := $(VENV)/.installed-cli
+DEV    := $(VENV)/.installed-dev
 
 .PHONY: demo test lint typecheck pytest bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(CLI): pyproject.toml | $(BIN)/python
+	@echo "installing retrybudget with its command line (rich, httpx, starlette, uvicorn) into $(VENV)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[cli]"
+	touch $(CLI)
+
+$(DEV): pyproject.toml | $(BIN)/python
+	@echo "installing retrybudget with the development tools (pytest, mypy, ruff, hypothesis, peer libraries) into $(VENV)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(DEV) $(CLI)
+
+demo: $(CLI)
 	$(BIN)/retrybudget demo $(ARGS)
+	@echo ""
+	@echo "Try next (each line runs as printed; or run '. $(BIN)/activate' once and drop the '$(BIN)/'):"
+	@echo "  $(BIN)/retrybudget report out/demo-audit.jsonl     # what happened and why, in a short table"
+	@echo "  $(BIN)/retrybudget report out/demo-audit.jsonl --html out/review.html   # a page with a timeline"
+	@echo "  $(BIN)/retrybudget check                           # the acceptance checklist over loopback HTTP"
+	@echo "  $(BIN)/retrybudget demo --style retry-after        # the same job behind plain Retry-After limits"
+	@echo "  $(BIN)/retrybudget --help                          # every command, with examples"
 
 test: lint typecheck pytest
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check src tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(DEV)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(DEV)
 	$(BIN)/python -m pytest $(ARGS)
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:

@@ -93,7 +93,7 @@ def test_duplicate_id(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "fragments"), [
     (("--header", "Authorization: env:RB_TEST_UNSET_TOKEN"), ("RB_TEST_UNSET_TOKEN", "not set")),
-    (("--profile", "bitbucket"), ("unknown provider profile 'bitbucket'", "github")),
+    (("--profile", "bitbucket"), ("--profile bitbucket: unknown provider profile", "github")),
     (("--redis", "unix:///nonexistent/no-such.sock"), ("Redis is unreachable",)),
     (("--workers", "0"), ("--workers", "at least 1")),
     (("--deadline", "nan"), ("--deadline", "positive number of seconds")),
@@ -160,7 +160,7 @@ def test_report_prints_the_review_json(tmp_path: Path, sandbox: SandboxServer) -
     # workers append results as operations finish, so the order of the two lines may vary
     outcomes = sorted(line["outcome"] for line in read_lines(tmp_path / "r.jsonl"))
     assert outcomes == ["not_found", "ok"]
-    result = run_cli("report", str(audit))
+    result = run_cli("report", str(audit), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert tuple(report) == REPORT_KEYS
@@ -176,10 +176,15 @@ def test_retry_failed_runs_only_the_failed_operations_again(tmp_path: Path,
     def requests_for(path: str) -> int:
         return sum(r["path"] == path for r in sandbox.stats()["requests"])
 
-    assert run_cli("fetch", str(urls), *files, cwd=tmp_path).returncode == 1
-    assert run_cli("fetch", str(urls), *files, cwd=tmp_path).returncode == 1  # nothing to do
+    first = run_cli("fetch", str(urls), *files, cwd=tmp_path)
+    assert first.returncode == 1  # this run recorded a failure
+    assert "1 failed:" in first.stdout
+    assert "line-2  not_found  HTTP 404" in first.stdout
+    rerun = run_cli("fetch", str(urls), *files, cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stdout  # the 404 is finished: nothing is left to do
     assert requests_for(missing) == 1
     again = run_cli("fetch", str(urls), "--retry-failed", *files, cwd=tmp_path)
+    assert again.returncode == 1  # run again, failed again
     assert "1 failed re-opened" in again.stdout
     assert requests_for(missing) == 2
     assert requests_for("/rentals/3/availability") == 1

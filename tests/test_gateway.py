@@ -1,6 +1,6 @@
 """The reference gateway under a real uvicorn server, against the sandbox provider over loopback.
 
-Every row of the contract (DESIGN.md section 4 and the mapping of section 2), the stored-facts
+Every row of the contract (docs/design.md: the interactive contract and the outcome mapping), the stored-facts
 rule, reservations, the breaker, exact per-lookup counters under concurrency, and operations.
 """
 

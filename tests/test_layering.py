@@ -55,11 +55,13 @@ LAYERS = (
     f"{PACKAGE}.coordination",
     f"{PACKAGE}.observe",
     f"{PACKAGE}.errors",
+    f"{PACKAGE}._files",  # operating-system errors in plain words, for every command
     CORE,
     CLOCK,
 )
 """Top to bottom: a module imports its own layer and the layers below it, never one above.
-The package's face (``retrybudget/__init__.py``) and ``__main__`` stand above them all."""
+The package's face (``retrybudget/__init__.py``) and ``__main__`` stand above them all; another
+package's ``__main__`` (``python -m retrybudget.sandbox``) is a command, in the command layer."""
 
 BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._memory",
@@ -155,6 +157,8 @@ def _home_package(module: str) -> str:
 
 def _layer(module: str) -> int | None:
     """The index of ``module``'s layer in :data:`LAYERS` (None: the face, above them all)."""
+    if module.endswith(".__main__") and module != f"{PACKAGE}.__main__":
+        return 0  # a command's entry point (python -m retrybudget.sandbox): the command layer
     return next((i for i, layer in enumerate(LAYERS) if _inside(module, layer)), None)
 
 

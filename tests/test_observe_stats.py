@@ -1,4 +1,4 @@
-"""Per-operation stats, and global totals that are sums of them (DESIGN.md rule 8)."""
+"""Per-operation stats, and global totals that are sums of them (contract rule 8, docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test (at least) for every rule of the contract (DESIGN.md section 1) in the pure core."""
+"""One test (at least) for every rule of the contract (docs/design.md) in the pure core."""
 
 from __future__ import annotations
 

@@ -36,6 +36,7 @@ from .core.flow import (
 from .core.outcome import Outcome, Reason
 from .core.policy import Policy, PolicyError, Validator
 from .observe._hooks import AttemptEvent, WaitEvent, notify
+from .observe._logging import log_hooks
 
 __all__ = [
     "CallInterpreter",
@@ -253,19 +254,20 @@ class Retrier:
         coordinated = not self.coordinator.passive
         flow = operation_flow(self.policy, req, self.clock, operation_id=operation_id,
                               sample=self.random.random, coordinated=coordinated,
-                              report=coordinated or bool(self.hooks))
+                              report=coordinated or bool(log_hooks(self.hooks)))
         return flow, req
 
     def _announce(self, action: Action, request: RequestInfo, operation_id: str) -> None:
-        if not self.hooks:
+        hooks = log_hooks(self.hooks)
+        if not hooks:
             return
         if isinstance(action, Attempt):
-            notify(self.hooks, "before_attempt",
+            notify(hooks, "before_attempt",
                    AttemptEvent(operation_id, request, action.number, action.timeout))
         elif isinstance(action, Sleep):
-            notify(self.hooks, "before_wait", WaitEvent(operation_id, request, action.wait))
+            notify(hooks, "before_wait", WaitEvent(operation_id, request, action.wait))
         elif isinstance(action, Finish):
-            notify(self.hooks, "on_outcome", action.outcome, request)
+            notify(hooks, "on_outcome", action.outcome, request)
 
     def run(
         self,

@@ -137,8 +137,18 @@ def _rules(profile: Profile) -> str:
     return "; ".join(parts) or "—"
 
 
+def _source_link(source: str) -> str:
+    """A source as a link: a URL as it is, ``owner/repo path`` as the file on GitHub."""
+    if source.startswith("http"):
+        return f"<{source}>"
+    repo, _, path = source.partition(" ")
+    if "/" in repo and path and " " not in path:
+        return f"[{source}](https://github.com/{repo}/blob/HEAD/{path})"
+    return f"`{source}`"
+
+
 def _sources(profile: Profile) -> str:
-    return "<br>".join(f"<{s}>" if s.startswith("http") else f"`{s}`" for s in profile.sources)
+    return "<br>".join(_source_link(s) for s in profile.sources)
 
 
 def provider_table() -> str:

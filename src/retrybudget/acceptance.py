@@ -20,6 +20,7 @@ from typing import Any
 
 from ._clock import Clock, FakeClock
 from ._drivers import Retrier
+from ._files import read_user_text
 from .coordination._base import Coordinator
 from .core.flow import Admission
 from .core.outcome import GATEWAY_MAPPING, Outcome, Reason
@@ -56,42 +57,75 @@ class Case:
     breaker: str | None = None
 
 
+class _Malformed(ValueError):
+    """One field of one case is unusable; the message is in the user's words."""
+
+
+def _field(item: Mapping[str, Any], key: str, kind: type, default: Any = None) -> Any:
+    if key not in item:
+        if default is None:
+            raise _Malformed(f"no {key!r}")
+        return default
+    value = item[key]
+    wanted = {int: "a whole number", float: "a number", str: "text", bool: "true or false",
+              list: "a list", dict: "an object"}[kind]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
+        raise _Malformed(f"{key!r} must be {wanted}, got {json.dumps(value)}")
+    return value
+
+
+def _case(merged: Mapping[str, Any]) -> Case:
+    script = _field(merged, "script", list)
+    if not all(isinstance(step, dict) for step in script):
+        raise _Malformed("'script' must be a list of objects")
+    return Case(
+        id=_field(merged, "id", str),
+        title=_field(merged, "title", str, ""),
+        method=_field(merged, "method", str, "GET").upper(),
+        max_attempts=_field(merged, "max_attempts", int, 3),
+        deadline_s=_field(merged, "deadline_s", float, 5.0),
+        rate_limit=_field(merged, "rate_limit", str, "wait"),
+        expect_json=_field(merged, "expect_json", bool, True),
+        profile=_field(merged, "profile", str, "generic"),
+        script=tuple(dict(step) for step in script),
+        expect=dict(_field(merged, "expect", dict)),
+        breaker=merged.get("breaker"),
+    )
+
+
 def load_cases(path: str | Path | None = None) -> list[Case]:
     """Read the acceptance cases (the packaged public fixtures when ``path`` is None).
 
     Raises:
-        ValueError: naming the file and what is wrong, for an unreadable or malformed file.
+        ValueError: naming the file (and the case and field) and what is wrong, in plain
+            words, for an unreadable or malformed file.
     """
     name = str(path) if path is not None else "acceptance.json (packaged)"
+    if path is None:
+        text = resources.files("retrybudget.data").joinpath("acceptance.json").read_text("utf-8")
+    else:
+        text = read_user_text(path, name)
     try:
-        if path is None:
-            text = resources.files("retrybudget.data").joinpath("acceptance.json").read_text("utf-8")
-        else:
-            text = Path(path).read_text("utf-8")
         raw = json.loads(text)
-        defaults = dict(raw.get("defaults", {}))
-        cases = []
-        for item in raw["cases"]:
-            merged = {**defaults, **item}
-            cases.append(Case(
-                id=str(merged["id"]),
-                title=str(merged.get("title", "")),
-                method=str(merged.get("method", "GET")).upper(),
-                max_attempts=int(merged.get("max_attempts", 3)),
-                deadline_s=float(merged.get("deadline_s", 5.0)),
-                rate_limit=str(merged.get("rate_limit", "wait")),
-                expect_json=bool(merged.get("expect_json", True)),
-                profile=str(merged.get("profile", "generic")),
-                script=tuple(dict(s) for s in merged["script"]),
-                expect=dict(merged["expect"]),
-                breaker=merged.get("breaker"),
-            ))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{name}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{name}: malformed case: {exc!r}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("cases"), list):
+        raise _Malformed(f'{name}: expected an object with a "cases" list')
+    defaults = raw.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise _Malformed(f'{name}: "defaults" must be an object')
+    cases = []
+    for position, item in enumerate(raw["cases"], start=1):
+        named = isinstance(item, dict) and "id" in item
+        label = f"case {item['id']}" if named else f"case {position}"
+        if not isinstance(item, dict):
+            raise _Malformed(f"{name}: {label}: expected an object")
+        try:
+            cases.append(_case({**defaults, **item}))
+        except _Malformed as exc:
+            raise ValueError(f"{name}: {label}: {exc}") from None
     return cases
 
 

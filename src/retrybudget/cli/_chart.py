@@ -1,8 +1,11 @@
 """A self-contained HTML page (inline SVG, no script, no network) of the provider's traffic.
 
-Requests per second, as the provider saw them, stacked by what it answered (served,
-throttled by its rate limit, faults), against the provider's limit; seconds with
-rejections are marked.
+Each bar is one of the provider's own rate-limit windows (fixed, aligned to the wall clock),
+as wide as the window and as tall as the requests that arrived in it, stacked by what the
+provider answered: served to the job, served to another client of the same quota, faults,
+throttled. The limit is drawn over every window, so a bar above its line is a window the
+provider over-admitted; each throttled answer is a ▼ above its window, and each stretch in
+which the job's workers waited at the shared gate is a bar in the lane under the axis.
 """
 
 from __future__ import annotations
@@ -15,47 +18,63 @@ from typing import Any
 
 __all__ = ["Bucket", "bucket_requests", "render_chart"]
 
-_W, _H = 960, 420
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 24, 48, 72
-_COLORS = {"served": "#3a7d44", "throttled": "#d1495b", "faults": "#edae49"}
-_LABELS = {"served": "served", "throttled": "throttled (403/429)", "faults": "faults (5xx, reset)"}
+_W, _H = 960, 460
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 24, 56, 110
+_COLORS = {"served": "#3a7d44", "other": "#7b6fb0", "faults": "#edae49", "throttled": "#d1495b",
+           "gate": "#4a90d9"}
+_LABELS = {"served": "served to the job", "other": "another client", "faults": "faults (5xx, reset)",
+           "throttled": "throttled (403/429) ▼", "gate": "workers held at the gate"}
+_STACK = ("served", "other", "faults", "throttled")
 _MAX_BARS = 150
-_MAX_WINDOWS = 40
 
 
 @dataclass(frozen=True, slots=True)
 class Bucket:
-    """Requests that arrived in one interval, by what the provider answered."""
+    """Requests that arrived in one window, by what the provider answered and to whom."""
 
     start: float
     served: int = 0
     throttled: int = 0
     faults: int = 0
+    other: int = 0
 
     @property
     def total(self) -> int:
-        """Every request in the interval."""
-        return self.served + self.throttled + self.faults
+        """Every request in the window."""
+        return self.served + self.throttled + self.faults + self.other
 
 
-def _category(status: object) -> str:
+def _category(request: Mapping[str, Any], other_path: str | None) -> str:
+    status = request.get("status")
     if status in (403, 429):
         return "throttled"
     if status is None or (isinstance(status, int) and status >= 500):
         return "faults"
+    if other_path is not None and request.get("path") == other_path:
+        return "other"
     return "served"
 
 
-def bucket_requests(requests: Iterable[Mapping[str, Any]], start: float,
-                    width: float) -> list[Bucket]:
-    """Count requests (``arrival``, ``status`` as in the sandbox's stats) per ``width`` seconds."""
+def bucket_requests(requests: Iterable[Mapping[str, Any]], start: float, width: float,
+                    *, aligned: bool = False, other_path: str | None = None) -> list[Bucket]:
+    """Count requests (``arrival``, ``status``, ``path`` as in the sandbox's stats) per interval.
+
+    Args:
+        requests: the provider's request log.
+        start: time 0 (epoch seconds).
+        width: the interval, seconds.
+        aligned: intervals are aligned to multiples of ``width`` on the wall clock (the
+            provider's windows) rather than to ``start``.
+        other_path: requests to this path are another client's.
+    """
+    origin = math.floor(start / width) * width if aligned else start
     counts: dict[int, dict[str, int]] = {}
     for request in requests:
-        index = max(0, math.floor((float(request["arrival"]) - start) / width))
-        slot = counts.setdefault(index, {"served": 0, "throttled": 0, "faults": 0})
-        slot[_category(request.get("status"))] += 1
+        index = max(0, math.floor((float(request["arrival"]) - origin) / width))
+        slot = counts.setdefault(index, dict.fromkeys(_STACK, 0))
+        slot[_category(request, other_path)] += 1
     last = max(counts, default=-1)
-    return [Bucket(start + i * width, **counts.get(i, {})) for i in range(last + 1)]
+    return [Bucket(origin + i * width, **counts.get(i, {})) for i in range(last + 1)]
 
 
 def _nice_step(span: float, ticks: int) -> float:
@@ -64,33 +83,21 @@ def _nice_step(span: float, ticks: int) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
 
 
-def _window_marks(requests: Sequence[Mapping[str, Any]], start: float,
-                  window_s: float) -> list[tuple[float, int]]:
-    """Each provider window (aligned to the wall clock): its start, in seconds since ``start``,
-    and how many requests it admitted (every answer but a throttled one)."""
-    admitted: dict[int, int] = {}
-    for request in requests:
-        if _category(request.get("status")) != "throttled":
-            index = math.floor(float(request["arrival"]) / window_s)
-            admitted[index] = admitted.get(index, 0) + 1
-    if not admitted:
-        return []
-    first, last = min(admitted), max(admitted)
-    return [(i * window_s - start, admitted.get(i, 0)) for i in range(first, last + 1)]
-
-
-def _svg(buckets: Sequence[Bucket], width: float, limit: float | None, limit_label: str,
-         windows: Sequence[tuple[float, int]] = ()) -> str:
+def _svg(buckets: Sequence[Bucket], start: float, width: float, limit: int | None,
+         gate_waits: Sequence[tuple[float, float]]) -> str:
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
-    top = max([b.total / width for b in buckets] + [limit or 0.0, 1.0]) * 1.15
-    n = max(len(buckets), 1)
-    bar_w = plot_w / n
+    top = max([b.total for b in buckets] + [limit or 0, 1]) * 1.2
+    first = buckets[0].start if buckets else start
+    span = max((len(buckets) * width), 1e-9)
+
+    def x(t: float) -> float:  # t: epoch seconds
+        return _LEFT + (t - first) / span * plot_w
 
     def y(value: float) -> float:
         return _TOP + plot_h - value / top * plot_h
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" role="img" '
-             f'aria-label="requests per second">']
+             'aria-label="requests per provider window">']
     step = _nice_step(top, 6)
     tick = 0.0
     while tick <= top:
@@ -98,46 +105,49 @@ def _svg(buckets: Sequence[Bucket], width: float, limit: float | None, limit_lab
                      f'class="grid"/><text x="{_LEFT - 8}" y="{y(tick) + 4:.1f}" '
                      f'text-anchor="end">{tick:g}</text>')
         tick += step
-    for i, b in enumerate(buckets):
-        x = _LEFT + i * bar_w
-        base = 0.0
-        for name in ("served", "faults", "throttled"):
-            value = getattr(b, name) / width
+    for b in buckets:
+        left, right = x(b.start), x(b.start + width)
+        base = 0
+        for name in _STACK:
+            value = getattr(b, name)
             if value:
-                parts.append(f'<rect x="{x + 0.5:.1f}" y="{y(base + value):.1f}" '
-                             f'width="{max(bar_w - 1, 0.5):.1f}" height="{y(base) - y(base + value):.1f}" '
-                             f'fill="{_COLORS[name]}"><title>{b.start - buckets[0].start:.0f} s: '
-                             f'{getattr(b, name)} {_LABELS[name]}</title></rect>')
+                parts.append(f'<rect class="bar {name}" x="{left + 0.5:.1f}" y="{y(base + value):.1f}" '
+                             f'width="{max(right - left - 1, 0.5):.1f}" '
+                             f'height="{y(base) - y(base + value):.1f}" fill="{_COLORS[name]}">'
+                             f"<title>window at {b.start - start:.1f} s: {value} "
+                             f"{html.escape(_LABELS[name])}</title></rect>")
             base += value
-        if b.throttled:
-            cx, cy = x + bar_w / 2, y(base) - 6
-            parts.append(f'<path d="M{cx - 4:.1f},{cy - 6:.1f} L{cx + 4:.1f},{cy - 6:.1f} '
+        if limit is not None:
+            parts.append(f'<line class="limit" x1="{left:.1f}" x2="{right:.1f}" y1="{y(limit):.1f}" '
+                         f'y2="{y(limit):.1f}"/>')
+        for n in range(b.throttled):
+            cx, cy = (left + right) / 2, y(b.total) - 6 - 9 * n
+            parts.append(f'<path class="throttle" d="M{cx - 4:.1f},{cy - 7:.1f} L{cx + 4:.1f},{cy - 7:.1f} '
                          f'L{cx:.1f},{cy:.1f} Z" fill="{_COLORS["throttled"]}"/>')
-    if len(windows) <= _MAX_WINDOWS:
-        for offset, count in windows:
-            x = _LEFT + max(offset, 0.0) / width * bar_w
-            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP}" y2="{_TOP + plot_h}" '
-                         f'class="window"/><text x="{x + 3:.1f}" y="{_TOP + 10}" class="window-label">'
-                         f'{count}</text>')
-    span = n * width
+    lane = _TOP + plot_h + 30
+    parts.append(f'<text x="{_LEFT - 8}" y="{lane + 9}" text-anchor="end">gate</text>')
+    for begin, seconds in gate_waits:
+        parts.append(f'<rect class="gate-wait" x="{x(begin):.1f}" y="{lane}" '
+                     f'width="{max(seconds / span * plot_w, 1.5):.1f}" height="10" fill="{_COLORS["gate"]}" '
+                     f'opacity="0.35"><title>a worker held at the gate for {seconds:.2f} s</title></rect>')
     xstep = _nice_step(span, 10)
     t = 0.0
-    while t <= span:
-        x = _LEFT + t / width * bar_w
-        parts.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 18}" text-anchor="middle">{t:g}</text>')
+    offset = start - first
+    while t <= span - offset + 1e-9:
+        parts.append(f'<text x="{x(start + t):.1f}" y="{_TOP + plot_h + 18}" '
+                     f'text-anchor="middle">{t:g}</text>')
         t += xstep
-    parts.append(f'<text x="{_LEFT + plot_w / 2}" y="{_H - 30}" text-anchor="middle">seconds since '
+    parts.append(f'<text x="{_LEFT + plot_w / 2}" y="{_H - 40}" text-anchor="middle">seconds since '
                  f'the job started</text><text x="16" y="{_TOP + plot_h / 2}" text-anchor="middle" '
-                 f'transform="rotate(-90 16 {_TOP + plot_h / 2})">requests per second</text>')
+                 f'transform="rotate(-90 16 {_TOP + plot_h / 2})">requests per window</text>')
+    legend_x = _LEFT
+    for name in (*_STACK, "gate"):
+        parts.append(f'<rect x="{legend_x}" y="14" width="12" height="12" fill="{_COLORS[name]}"/>'
+                     f'<text x="{legend_x + 18}" y="25">{html.escape(_LABELS[name])}</text>')
+        legend_x += 170
     if limit is not None:
-        parts.append(f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y(limit):.1f}" y2="{y(limit):.1f}" '
-                     f'class="limit"/><text x="{_W - _RIGHT}" y="{y(limit) - 6:.1f}" '
-                     f'text-anchor="end" class="limit-label">{html.escape(limit_label)}</text>')
-    x = _LEFT
-    for name in ("served", "faults", "throttled"):
-        parts.append(f'<rect x="{x}" y="14" width="12" height="12" fill="{_COLORS[name]}"/>'
-                     f'<text x="{x + 18}" y="25">{html.escape(_LABELS[name])}</text>')
-        x += 190
+        parts.append(f'<line class="limit" x1="{_LEFT}" x2="{_LEFT + 24}" y1="40" y2="40"/>'
+                     f'<text x="{_LEFT + 30}" y="44">the provider\'s limit in each window</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -150,39 +160,43 @@ def render_chart(
     window_s: float | None,
     title: str,
     notes: Sequence[str] = (),
+    gate_waits: Sequence[tuple[float, float]] = (),
+    other_path: str | None = None,
 ) -> str:
     """The HTML page.
 
     Args:
-        requests: the provider's request log (``arrival`` epoch seconds, ``status``).
+        requests: the provider's request log (``arrival`` epoch seconds, ``status``, ``path``).
         start: the job's start, epoch seconds (time 0 on the chart).
         limit: the provider's limit per window, if it has one.
-        window_s: its window in seconds.
+        window_s: its window in seconds (the bars are its windows); without one, seconds.
         title: the page's title.
         notes: lines of text shown under the chart.
+        gate_waits: ``(start epoch seconds, seconds)`` of each wait at the shared gate.
+        other_path: the path another client of the same quota requested.
     """
+    aligned = bool(window_s)
+    width = float(window_s) if window_s else 1.0
     end = max((float(r["arrival"]) for r in requests), default=start)
-    width = float(max(1, math.ceil((end - start) / _MAX_BARS)))
-    buckets = bucket_requests(requests, start, width)
-    per_second = None if limit is None or not window_s else limit / window_s
-    label = "" if per_second is None else (
-        f"provider limit: {limit} per {window_s:g} s ({per_second:g} requests/s on average)")
-    rejected = sum(b.throttled for b in buckets)
-    windows = [] if limit is None or not window_s else _window_marks(requests, start, window_s)
-    window_note = "" if not windows else (
-        f" Dotted lines mark the provider's {window_s:g} s windows, each labelled with the "
-        f"requests it admitted (at most {limit}).")
+    if not aligned:
+        width = float(max(1, math.ceil((end - start) / _MAX_BARS)))
+    buckets = bucket_requests(requests, start, width, aligned=aligned, other_path=other_path)
+    throttled = sum(b.throttled for b in buckets)
+    over = sum(1 for b in buckets if limit is not None and b.total - b.throttled > limit)
+    what = (f"Each bar is one of the provider's {width:g} s windows; the line over it is its limit "
+            f"of {limit}." if aligned and limit is not None else f"Each bar is {width:g} s.")
     items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>"
         "body{font-family:system-ui,sans-serif;margin:2rem;color:#222;max-width:1000px}"
-        "svg{width:100%;height:auto;font-size:12px}.grid{stroke:#ddd}"
-        ".limit{stroke:#222;stroke-dasharray:6 4;stroke-width:1.5}.limit-label{font-weight:bold}"
-        ".window{stroke:#888;stroke-dasharray:1 3}.window-label{fill:#666;font-size:10px}"
+        "svg{width:100%;height:auto;font-size:12px}.grid{stroke:#eee}"
+        ".limit{stroke:#222;stroke-dasharray:5 3;stroke-width:1.5}"
         "</style></head><body>"
         f"<h1>{html.escape(title)}</h1>"
-        f"<p>{sum(b.total for b in buckets)} requests reached the provider; {rejected} were "
-        f"throttled (marked &#9660;). Each bar is {width:g} s.{html.escape(window_note)}</p>"
-        f"{_svg(buckets, width, per_second, label, windows)}<ul>{items}</ul></body></html>\n"
+        f"<p>{sum(b.total for b in buckets)} requests reached the provider in {len(buckets)} "
+        f"windows; {throttled} were throttled (&#9660;), {len(gate_waits)} worker waits at the "
+        f"gate, {over} windows admitted more than the limit. {html.escape(what)}"
+        + (f" (provider limit: {limit} per {window_s:g} s)" if limit is not None and window_s else "")
+        + f"</p>{_svg(buckets, start, width, limit, gate_waits)}<ul>{items}</ul></body></html>\n"
     )

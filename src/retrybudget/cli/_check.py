@@ -92,7 +92,7 @@ RULES: dict[str, str] = {
     "R07": "workers coordinated, rate limits honoured", "R08": "audit without secrets",
     "R09": "bad input is data",
 }
-"""The rule of the contract (DESIGN.md section 1) each case and scenario stands for."""
+"""The rule of the contract (docs/design.md) each case and scenario stands for."""
 
 
 class Overrun(Exception):
@@ -702,7 +702,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     try:
         cases = load_cases(args.fixtures)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"--fixtures {exc}" if args.fixtures else str(exc)) from None
     user = load_policy(args.policy) if args.policy else None
     if getattr(args, "profile", None):
         user = _with_profile_file(user, args.profile)

@@ -11,20 +11,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import httpx
 from rich.console import Console
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..coordination import MemoryCoordinator
 from ..core.policy import Backoff, Jitter, background
 from ..integrations import json_object
+from ..observe import load_audit
 from ..sandbox import Faults, RateLimit, SandboxConfig, serve_in_thread
 from ._chart import render_chart
 from ._errors import EXIT_OK, CliError
 from ._fetch import JobPaths, execute
+from ._hints import program
 from ._inputs import read_ops
 from ._job import JobSettings
+from ._paths import os_reason
 from ._summary import Capacity, render_summary, summarize
 
 __all__ = ["run"]
@@ -48,6 +56,106 @@ def _rental_ids(size: int, missing: float) -> list[int]:
     return [size + i if every and i % every == 0 else i for i in range(1, size + 1)]
 
 
+OTHER_PATH = "/rentals"
+"""What the other client of the same account asks for (its requests count against the quota)."""
+
+
+class _OtherClient:
+    """Another client of the same quota: after ``delay``, as a window opens, it spends the window."""
+
+    def __init__(self, url: str, limit: int, window: float, *, delay: float, clock: Clock) -> None:
+        self.url = url
+        self.limit = limit
+        self.window = window
+        self.delay = delay
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="retrybudget-demo-other", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10.0)
+
+    def _run(self) -> None:
+        if self._stop.wait(self.delay):
+            return
+        if self._stop.wait(self.window - self.clock.wall() % self.window):  # the next window opens
+            return
+        with httpx.Client(timeout=5.0) as client:
+            for _ in range(self.limit + 1):  # bounded: one window's quota and the answer that says so
+                if self._stop.is_set():
+                    return
+                try:
+                    status = client.get(self.url, params={"limit": 1}).status_code
+                except httpx.HTTPError:
+                    continue
+                if status in (403, 429):
+                    return
+
+
+def _gate_waits(records: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
+    """``(start epoch seconds, seconds)`` of every gate wait in the audit records.
+
+    A wait ends when the attempt after it starts (or the operation ends); waits after the
+    same attempt follow one another.
+    """
+    out = []
+    for record in records:
+        started = float(record.get("started_at") or 0.0)
+        history = list(record.get("history") or ())
+        end_of_op = started + float(record.get("elapsed") or 0.0)
+        for after, group in _by_attempt(record.get("waits") or ()).items():
+            nxt = next((a for a in history if int(a.get("number") or 0) == after + 1), None)
+            end = started + float(nxt["started"]) if nxt else end_of_op
+            t = end - sum(float(w.get("seconds") or 0.0) for w in group)
+            for w in group:
+                seconds = float(w.get("seconds") or 0.0)
+                if w.get("reason") == "gate":
+                    out.append((t, seconds))
+                t += seconds
+    return out
+
+
+def _story(stats: Mapping[str, Any], records: Sequence[Mapping[str, Any]]
+           ) -> tuple[dict[str, Any], dict[str, int]]:
+    """The provider's view of the job alone, and how the other client's spend played out."""
+    ours = [r for r in stats["requests"] if r.get("path") != OTHER_PATH]
+    provider = {**stats, "count": len(ours), "requests": ours,
+                "by_status": dict(Counter(str(r.get("status")) for r in ours))}
+    throttled = [sum(1 for a in r.get("history") or () if a.get("classification") == "rate_limited")
+                 for r in records]
+    theirs = [r for r in stats["requests"] if r.get("path") == OTHER_PATH]
+    story = {"other_client_requests": len(theirs),
+             "other_client_throttled": sum(1 for r in theirs if r.get("status") in (403, 429)),
+             "operations_throttled": sum(1 for n in throttled if n),
+             "operations_throttled_twice": sum(1 for n in throttled if n > 1)}
+    return provider, story
+
+
+def _by_attempt(waits: Any) -> dict[int, list[dict[str, Any]]]:
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for w in waits:
+        groups.setdefault(int(w.get("after_attempt") or 0), []).append(w)
+    return groups
+
+
+def _fresh(out: Path, files: Sequence[Path]) -> None:
+    """Create ``out`` if needed and remove an earlier demo's ``files`` (bad input: CliError)."""
+    blocker = next((p for p in (out, *out.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        shown = "not a directory" if blocker == out else f"{blocker} is not a directory"
+        raise CliError(f"--out {out}: {shown}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in files:
+            stale.unlink(missing_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out {out}: cannot write there: {os_reason(exc)}") from None
+
+
 def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLOCK) -> int:
     """Run the demo; 0 when it ran (failed lookups are part of the story, not an error)."""
     out = Path(args.out)
@@ -55,12 +163,9 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
     chart = out / "demo-requests.html"
     urls_file = out / "demo-urls.txt"
     config = _config(args)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in (paths.results, paths.audit, paths.state, chart, urls_file):
-            stale.unlink(missing_ok=True)
-    except OSError as exc:
-        raise CliError(f"{out}: cannot write there: {exc.strerror or exc}") from None
+    summary_file = out / "demo-summary.json"
+    state_files = [paths.state.with_name(paths.state.name + end) for end in (".lock", "-wal", "-shm")]
+    _fresh(out, [paths.results, paths.audit, paths.state, chart, urls_file, summary_file, *state_files])
     policy = background(
         profile="github", max_attempts=5, deadline=args.deadline,
         backoff=Backoff(base=0.25, cap=4.0, multiplier=2.0, jitter=Jitter.FULL),
@@ -70,7 +175,14 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
                   f"{args.workers} workers sharing one gate; the provider allows {args.limit} "
                   f"requests per {args.window} s ({args.style} style) and injects faults "
                   f"(seed {args.seed})")
+    capacity = Capacity(args.limit, float(args.window), clock.wall())  # re-dated at the start
     with serve_in_thread(config) as sandbox:
+        other = None if args.no_other_client else _OtherClient(
+            sandbox.url(OTHER_PATH), args.limit, float(args.window),
+            delay=max(1.0, capacity.ideal_seconds(args.size) / 3), clock=clock)
+        if other is not None:
+            console.print(f"another client of the same account will spend the quota about "
+                          f"{other.delay:.0f} s in: watch the gate close and every worker wait")
         urls_file.write_text("".join(sandbox.url(f"/rentals/{i}/availability") + "\n"
                                      for i in _rental_ids(args.size, args.missing)), "utf-8")
         ops = read_ops(urls_file, env={}, secrets=set())
@@ -80,23 +192,44 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
         settings = JobSettings(policy, args.workers, MemoryCoordinator(clock=clock), clock=clock,
                                timeout=10.0, seed=args.seed)
         started_wall = clock.wall()
-        report = execute(ops, input_name=str(urls_file.resolve()), settings=settings, paths=paths,
-                         retry_failed=False, console=console, title="lookups")
-        provider = sandbox.stats()
-    capacity = Capacity(args.limit, float(args.window))
+        capacity = Capacity(args.limit, float(args.window), started_wall)
+        if other is not None:
+            other.start()
+        try:
+            report = execute(ops, input_name=str(urls_file.resolve()), settings=settings, paths=paths,
+                             retry_failed=False, console=console, title="lookups")
+        finally:
+            if other is not None:
+                other.stop()
+        stats = sandbox.stats()
+    records = load_audit(paths.audit).records
+    provider, story = _story(stats, records)
     summary = summarize(report.lines, elapsed=report.elapsed, provider=provider, capacity=capacity)
+    summary["story"] = story
     render_summary(console, summary, "What happened")
     notes = [f"{summary['logical_operations']} lookups, {summary['attempts']} attempts, "
              f"{summary['retries']} retries; outcomes: "
              + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()),
              f"{args.workers} workers shared one gate; the job took {report.elapsed:.1f} s against "
-             f"an ideal of {capacity.ideal_seconds(summary['logical_operations']):.1f} s "
-             f"(lookups ÷ {args.limit} x {args.window} s)."]
-    html = render_chart(provider["requests"], start=started_wall, limit=args.limit,
-                        window_s=float(args.window), title="Requests the provider saw", notes=notes)
+             f"an ideal of {capacity.ideal_seconds(summary['logical_operations']):.1f} s (the least "
+             f"any client could take: the first window's {args.limit} requests at once, then "
+             f"{args.limit} per {args.window} s window)."]
+    if story["other_client_requests"]:
+        notes.append(f"Another client spent the quota with {story['other_client_requests']} requests; "
+                     f"{story['operations_throttled']} lookups met a throttled answer, "
+                     f"{story['operations_throttled_twice']} met one twice: after the first, every "
+                     "worker waited at the gate for the provider's reset.")
+    html = render_chart(stats["requests"], start=started_wall, limit=args.limit,
+                        window_s=float(args.window), title="Requests the provider saw", notes=notes,
+                        gate_waits=_gate_waits(records), other_path=OTHER_PATH)
     chart.write_text(html, "utf-8")
-    (out / "demo-summary.json").write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
-    console.print(f"\nresults: {paths.results}\naudit:   {paths.audit}\nchart:   {chart}\n"
-                  f"summary: {out / 'demo-summary.json'}\n"
-                  f"review the audit with: retrybudget report {paths.audit}")
+    summary_file.write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    if story["other_client_requests"]:
+        console.print(f"another client spent the quota ({story['other_client_requests']} requests): "
+                      f"{story['operations_throttled']} lookups met a throttled answer, "
+                      f"{story['operations_throttled_twice']} of them twice; the gate held every "
+                      "worker until the provider's reset")
+    console.print(f"\nresults: {paths.results}\naudit:   {paths.audit}\nstate:   {paths.state}\n"
+                  f"chart:   {chart}\nsummary: {summary_file}\nurls:    {urls_file}\n"
+                  f"review the audit with: {program()} report {paths.audit}")
     return EXIT_OK

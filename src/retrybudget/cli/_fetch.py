@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,16 +19,17 @@ from ..core.policy import Policy
 from ..integrations import json_object
 from ..observe import AuditHook, JsonlAuditSink
 from ..queue import QueueConfig
-from ._errors import EXIT_FAILED, EXIT_OK, CliError
+from ._errors import EXIT_FAILED, EXIT_LEFT_TO_DO, EXIT_OK, CliError
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
 from ._jobfile import JobFile, load_job_file, write_job_sidecar
+from ._paths import check_new_file, check_sqlite_file
 from ._policy import load_policy, with_overrides
 from ._progress import LiveTally, ProgressView
 from ._state import JobState, Reopened
 
-__all__ = ["JobPaths", "JobReport", "build_policy", "execute", "print_outcome", "queue_options",
-           "redis_coordinator", "run", "supervise"]
+__all__ = ["JobPaths", "JobReport", "build_policy", "execute", "exit_status", "print_outcome",
+           "queue_options", "redis_coordinator", "run", "supervise"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,7 @@ class JobReport:
         lines: every result line of the job (earlier runs included), in recording order.
         ran: operations this run finished.
         elapsed: this run's wall-clock seconds.
+        run: this run's number over the state (1 for the first).
     """
 
     reopened: Reopened
@@ -56,6 +59,7 @@ class JobReport:
     lines: list[dict[str, Any]]
     ran: int
     elapsed: float
+    run: int = 0
 
 
 def redis_coordinator(url: str, option: str = "--redis") -> Coordinator:
@@ -113,14 +117,16 @@ def execute(
         started = clock.monotonic()
         try:
             if console is None:
-                run_job(ops, state, run_settings, on_result=tally)
+                run_job(ops, state, run_settings, on_result=tally,
+                        on_interrupt=lambda n: _interrupted(None, n))
             else:
                 with ProgressView(console, tally, pending, title, clock) as view:
-                    run_job(ops, state, run_settings, on_result=tally, on_tick=view.tick)
+                    run_job(ops, state, run_settings, on_result=tally, on_tick=view.tick,
+                            on_interrupt=lambda n: _interrupted(console, n))
         finally:
             sink.close()
         elapsed = clock.monotonic() - started
-        return JobReport(reopened, state.counts(), state.results(), tally.done, elapsed)
+        return JobReport(reopened, state.counts(), state.results(), tally.done, elapsed, state.run)
     finally:
         state.close()
 
@@ -155,23 +161,71 @@ def _when(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def print_outcome(console: Console, report: JobReport, paths: JobPaths) -> None:
-    """The lines printed after a job: what happened and where the files are."""
+def _interrupted(console: Console | None, in_flight: int) -> None:
+    message = (f"stopping: {in_flight} operation(s) in flight are finishing (Ctrl-C again to stop "
+               "at once; nothing is lost, the same command resumes)")
+    if console is None:
+        print(message, file=sys.stderr, flush=True)
+    else:
+        console.print(message, highlight=False)
+
+
+FAILED_SHOWN = 5
+"""How many failed operations the end of a run names (the rest are in the results file)."""
+
+
+def print_outcome(console: Console, report: JobReport, paths: JobPaths, now: float) -> None:
+    """The lines printed after a job: what happened, what failed and why, what is left to do.
+
+    Every count comes from the same result lines, so the totals and the details agree.
+    """
     r = report.reopened
     if r.orphans or r.rate_limited or r.failed:
         console.print(f"resumed: {r.orphans} interrupted, {r.rate_limited} rate-limited now due, "
                       f"{r.failed} failed re-opened", highlight=False)
-    done = {k.split(":", 1)[1]: v for k, v in report.counts.items() if k.startswith("done:")}
-    parts = ", ".join(f"{reason} {n}" for reason, n in sorted(done.items(), key=lambda kv: -kv[1]))
-    console.print(f"{report.counts.get('done', 0)} operations recorded ({parts or 'none'}); "
+    by_reason: dict[str, int] = {}
+    for line in report.lines:
+        by_reason[line["outcome"]] = by_reason.get(line["outcome"], 0) + 1
+    parts = ", ".join(f"{reason} {n}" for reason, n in sorted(by_reason.items(), key=lambda kv: -kv[1]))
+    console.print(f"{len(report.lines)} operations recorded ({parts or 'none'}); "
                   f"{report.ran} finished in this run in {report.elapsed:.1f} s", highlight=False)
-    waiting = [line["retry_at"] for line in report.lines
-               if line["outcome"] == "rate_limited" and line.get("retry_at")]
-    if waiting:
-        console.print(f"{len(waiting)} rate-limited: run the same command again after "
-                      f"{_when(min(waiting))} to pick them up", highlight=False)
+    failed = [line for line in report.lines if not line["ok"] and line["outcome"] != "rate_limited"]
+    if failed:
+        console.print(f"{len(failed)} failed:", highlight=False)
+        for line in failed[:FAILED_SHOWN]:
+            status = (f"HTTP {line['status']}" if line.get("status")
+                      else f"no response ({line['error']})" if line.get("error") else "no response")
+            console.print(f"  {line['id']}  {line['outcome']}  {status}: {line.get('detail', '')}",
+                          highlight=False, markup=False)
+        if len(failed) > FAILED_SHOWN:
+            console.print(f"  … and {len(failed) - FAILED_SHOWN} more: the lines with \"ok\": false "
+                          f"in {paths.results}", highlight=False, markup=False)
+    limited = [line for line in report.lines if line["outcome"] == "rate_limited"]
+    if limited:
+        times = [line["retry_at"] for line in limited if line.get("retry_at")]
+        later = [t for t in times if t > now]
+        if later:
+            when = _when(min(later)) + (f" (all by {_when(max(later))})" if max(later) > min(later) else "")
+            console.print(f"{len(limited)} rate-limited, left to do: run the same command again "
+                          f"after {when}", highlight=False)
+        else:
+            console.print(f"{len(limited)} rate-limited, left to do: run the same command again "
+                          "now to pick them up", highlight=False)
     console.print(f"results: {paths.results}\naudit:   {paths.audit}\nstate:   {paths.state}",
                   highlight=False)
+
+
+def exit_status(report: JobReport) -> int:
+    """3 when operations are left to do, else 1 when this run recorded a failure, else 0.
+
+    A permanent failure (a 404, a rejection) is finished, not left to do: the run that
+    recorded it exits 1; a later run with nothing to do exits 0.
+    """
+    if any(line["outcome"] == "rate_limited" for line in report.lines):
+        return EXIT_LEFT_TO_DO
+    if any(not line["ok"] and line.get("run") == report.run for line in report.lines):
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _distinct(source: Path, paths: JobPaths) -> None:
@@ -222,6 +276,9 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
                      _default(args.audit, stem, ".audit.jsonl"),
                      _default(args.state, stem, ".sqlite"))
     _distinct(Path(args.input), paths)
+    for option, path in (("--out", paths.results), ("--audit", paths.audit), ("--state", paths.state)):
+        check_new_file(path, option, create_dirs=True)
+    check_sqlite_file(paths.state, "--state", "a retrybudget state file")
     refused = [] if job_file is None else [
         (op, why) for op in ops if (why := job_file.refusal(op)) is not None]
     if job_file is not None:
@@ -242,6 +299,5 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
         close = getattr(coordinator, "close", None)
         if close is not None:
             close()
-    print_outcome(console, report, paths)
-    failed = any(not line["ok"] for line in report.lines)
-    return EXIT_FAILED if failed else EXIT_OK
+    print_outcome(console, report, paths, clock.wall())
+    return exit_status(report)

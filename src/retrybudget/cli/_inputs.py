@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .._files import read_user_text
 from ..observe import is_secret_header, redact_url
 from ._errors import CliError
 
@@ -163,15 +164,9 @@ def read_ops(
     """
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CliError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise CliError(f"{name}: is a directory, not an input file") from None
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise CliError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        text = read_user_text(path, name)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     ops: list[Op] = []
     seen: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):

@@ -107,17 +107,19 @@ def result_line(
     """The results-file line of one operation (scrubbed of ``secrets``).
 
     The per-operation stats (:func:`~retrybudget.observe._stats.operation_stats`) plus the
-    input id, the redacted URL, ``ok``, the last HTTP status, the run number and, only when
-    the outcome is ok, the payload as ``value``.
+    input id, the redacted URL, ``ok``, the last HTTP status (or the class of the error when
+    no response came, as ``error``), the run number and, only when the outcome is ok, the
+    payload as ``value``.
     """
     info = request if request is not None else RequestInfo("GET", outcome.key, url=op.safe_url)
     line: dict[str, Any] = {"id": op.id, "url": op.safe_url}
     line.update(operation_stats(outcome, info))
     ok = outcome.reason is Reason.OK
     status = outcome.history[-1].status if outcome.history else None
+    error = outcome.history[-1].error if outcome.history else None
     value = _payload(response) if ok and response is not None else None
-    line.update({"url": op.safe_url, "ok": ok, "status": status, "value": value, "run": run,
-                 "finished_at": round(finished_at, 3)})
+    line.update({"url": op.safe_url, "ok": ok, "status": status, "error": error, "value": value,
+                 "run": run, "finished_at": round(finished_at, 3)})
     cleaned = scrub(line, secrets)
     assert isinstance(cleaned, dict)  # noqa: S101 - scrub keeps a dict a dict
     return cleaned
@@ -145,12 +147,14 @@ class _Worker:
                                method="GET")
         self.error: BaseException | None = None
         self.name = f"{socket.gethostname()}-{os.getpid()}-{number}"
+        self.busy = False
+        """Whether an operation is in flight (read by run_job when Ctrl-C comes)."""
 
     def __call__(self) -> None:
         try:
             transport = RetryTransport(retrier=self.retrier)
             with httpx.Client(transport=transport, timeout=self.settings.timeout) as client:
-                self.state.work(self.name, lambda lease: self._run(client, lease), self.stop,
+                self.state.work(self.name, lambda lease: self._busy_run(client, lease), self.stop,
                                 self.on_result)
         except BaseException as exc:  # reported by run_job; the leased operation is recovered
             self.error = exc
@@ -169,6 +173,13 @@ class _Worker:
         return outcome, result_line(op, outcome, request, None, run=self.state.run,
                                     finished_at=self.settings.clock.wall(),
                                     secrets=self.settings.secrets)
+
+    def _busy_run(self, client: httpx.Client, lease: Lease) -> tuple[Outcome[Any], dict[str, Any]]:
+        self.busy = True
+        try:
+            return self._run(client, lease)
+        finally:
+            self.busy = False
 
     def _run(self, client: httpx.Client, lease: Lease) -> tuple[Outcome[Any], dict[str, Any]]:
         op = self.ops[lease.op_id]
@@ -200,6 +211,7 @@ def run_job(
     on_result: ResultHook,
     on_tick: Callable[[], None] = lambda: None,
     tick: float = 0.1,
+    on_interrupt: Callable[[int], None] = lambda in_flight: None,
 ) -> None:
     """Run every pending operation of ``state`` with ``settings.workers`` threads.
 
@@ -228,6 +240,7 @@ def run_job(
             alive = [t for t in alive if t.is_alive()]
     except KeyboardInterrupt:
         stop.set()
+        on_interrupt(sum(w.busy for w in workers))
         for thread in threads:
             thread.join()
         raise

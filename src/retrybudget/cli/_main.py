@@ -75,12 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
                  "evidence. Exits 1 when any safeguard is absent.",
                  _options.CHECK_EXAMPLE)
     _options.add_check_arguments(check)
-    report = _add(sub, "report", "print the review report of an audit file",
-                  "Read an audit JSONL file and print its review report (JSON): observed facts "
-                  "with their sources, missing inputs, proposed steps, the checklist's results, "
-                  "whether review is required, and a plain-text explanation.",
-                  "example:\n  retrybudget report out/demo-audit.jsonl > review.json")
+    report = _add(sub, "report", "summarize the review of an audit file (or print it as JSON)",
+                  "Read an audit JSONL file and print a short summary of its review: outcomes, "
+                  "waits and who asked for them, throttled answers, the checklist's results and "
+                  "the steps proposed to a reviewer. --json prints the whole review report "
+                  "(observed facts with their sources, missing inputs, proposed steps, the "
+                  "checklist, whether review is required, an explanation); --html writes a "
+                  "self-contained HTML report with a timeline and a table per operation.",
+                  "examples:\n  retrybudget report out/demo-audit.jsonl\n"
+                  "  retrybudget report out/demo-audit.jsonl --json > review.json\n"
+                  "  retrybudget report out/demo-audit.jsonl --html out/review.html")
     report.add_argument("audit", metavar="AUDIT.jsonl", help="an audit file (JSON lines)")
+    shape = report.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print the whole review report as JSON")
+    shape.add_argument("--html", metavar="FILE", default=None,
+                       help="write a self-contained HTML report (timeline and per-operation table)")
     sandbox = _add(sub, "sandbox", "serve the sandbox provider (a synthetic HTTP API)",
                    "Serve the sandbox provider on loopback: synthetic rentals, scripted "
                    "fixtures, rate limits in GitHub / IETF / Retry-After styles and seeded "

@@ -13,9 +13,17 @@ __all__ = [
     "CHECK_EXAMPLE",
     "DEMO_EXAMPLE",
     "FETCH_EXAMPLE",
+    "LOG_LEVELS",
     "add_check_arguments",
     "add_demo_arguments",
     "add_fetch_arguments",
+    "count",
+    "log_level",
+    "port",
+    "positive_float",
+    "positive_int",
+    "seconds",
+    "share",
 ]
 
 FETCH_EXAMPLE = """examples:
@@ -33,8 +41,18 @@ DEMO_EXAMPLE = """examples:
   retrybudget demo
   retrybudget demo --size 300 --workers 16 --limit 30 --window 2 --fault-5xx 0.1
 
-Writes DIR/demo-results.jsonl, DIR/demo-audit.jsonl and DIR/demo-requests.html (a chart of
-the provider's requests per second against its limit), then prints where they went."""
+A third of the way in, another client of the same account spends what is left of a window
+(--no-other-client: nobody does): the first worker to meet the throttled answer closes the
+gate and every worker waits for the provider's reset. Writes, in DIR (replacing an earlier
+demo's files):
+  demo-urls.txt          the lookups' URLs (the job's input)
+  demo-results.jsonl     one result line per lookup
+  demo-audit.jsonl       one audit record per lookup (retrybudget report reads it)
+  demo-state.sqlite      the job's durable state (and demo-state.sqlite.lock while it runs)
+  demo-summary.json      the summary printed at the end, as JSON
+  demo-requests.html     a chart: requests per provider window against its limit, throttled
+                         answers and gate waits
+then prints where they went."""
 
 CHECK_EXAMPLE = """examples:
   retrybudget check
@@ -66,6 +84,19 @@ positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positiv
 non_negative_int = _number(int, lambda v: v >= 0, "a whole number of at least 0")
 share = _number(float, lambda v: 0.0 <= v <= 1.0, "a share between 0 and 1")
 _latency = _number(float, lambda v: 0.0 <= v <= 10.0, "seconds between 0 and 10")
+count = _number(int, lambda v: v >= 0, "a whole number of at least 0")
+seconds = _number(float, lambda v: math.isfinite(v) and v >= 0, "a number of seconds of at least 0")
+port = _number(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535 (0: any free port)")
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+"""The log levels the server commands accept."""
+
+
+def log_level(text: str) -> str:
+    """An argparse type: one of :data:`LOG_LEVELS`, in any case."""
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)}, got {text!r}")
+    return text.lower()
 
 
 def _policy_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: str | None,
@@ -155,6 +186,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each lookup's budget, waits included (default: %(default)s)")
     parser.add_argument("--out", default="out", metavar="DIR",
                         help="where the files go (default: %(default)s)")
+    parser.add_argument("--no-other-client", action="store_true",
+                        help="no other client spends the quota during the run")
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:

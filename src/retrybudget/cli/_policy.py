@@ -32,8 +32,9 @@ from types import MappingProxyType
 from typing import Any
 
 from ..core.policy import Backoff, Policy, PolicyError, background, interactive
-from ..core.profiles import Profile, get_profile, profile_changes
+from ..core.profiles import PROFILES, Profile, get_profile, profile_changes
 from ._errors import CliError
+from ._paths import os_reason
 
 __all__ = ["PRESETS", "UserPolicy", "load_policy", "with_overrides"]
 
@@ -131,12 +132,12 @@ if sys.version_info >= (3, 11):
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise CliError(f"{name}: invalid TOML: {exc}") from None
+            raise CliError(f"--policy {name}: invalid TOML: {exc}") from None
 
 else:  # pragma: no cover - Python 3.10
 
     def _toml(text: str, name: str) -> object:
-        raise CliError(f"{name}: reading TOML needs Python 3.11 or later; use a .json policy file")
+        raise CliError(f"--policy {name}: reading TOML needs Python 3.11 or later; use a .json policy file")
 
 
 def _read(path: Path) -> Mapping[str, Any]:
@@ -144,13 +145,14 @@ def _read(path: Path) -> Mapping[str, Any]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise CliError(f"{name}: no such policy file (or preset: {', '.join(sorted(PRESETS))})") from None
+        raise CliError(f"--policy {name}: no such file, and not a preset "
+                       f"({', '.join(sorted(PRESETS))})") from None
     except OSError as exc:
-        raise CliError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise CliError(f"--policy {name}: cannot read: {os_reason(exc)}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise CliError(f"{name}: not UTF-8 text") from None
+        raise CliError(f"--policy {name}: not UTF-8 text") from None
     data: object
     if path.suffix.lower() == ".toml":
         data = _toml(text, name)
@@ -158,12 +160,12 @@ def _read(path: Path) -> Mapping[str, Any]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CliError(f"{name}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+            raise CliError(f"--policy {name}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
     else:
-        raise CliError(f"{name}: a policy file ends in .toml or .json "
+        raise CliError(f"--policy {name}: a policy file ends in .toml or .json "
                        f"(or name a preset: {', '.join(sorted(PRESETS))})")
     if not isinstance(data, dict):
-        raise CliError(f"{name}: a policy file holds one object of Policy fields")
+        raise CliError(f"--policy {name}: a policy file holds one object of Policy fields")
     return data
 
 
@@ -180,7 +182,7 @@ def load_policy(spec: str) -> UserPolicy:
     except (PolicyError, ValueError, TypeError) as exc:
         if isinstance(exc, CliError):
             raise
-        raise CliError(f"{spec}: invalid policy: {exc}") from None
+        raise CliError(f"--policy {spec}: invalid policy: {exc}") from None
 
 
 def with_overrides(
@@ -195,8 +197,9 @@ def with_overrides(
     if profile is not None:
         try:
             chosen = get_profile(profile)  # a built-in name or "auto"
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
+        except ValueError:
+            raise CliError(f"--profile {profile}: unknown provider profile "
+                           f"(known: {', '.join(sorted(PROFILES))}, auto)") from None
         changes["profile"] = user.for_profile(chosen)
     if deadline is not None:
         changes["deadline"] = deadline

@@ -1,7 +1,8 @@
-"""Live progress of a job: counts by outcome, throttled answers and the gate's state.
+"""Live progress of a job: a bar, done/total, the rate, the ETA, the gate's state and the counts.
 
-On a terminal it is a rich progress bar; elsewhere (CI, a pipe) it is one plain line every
-few seconds, so logs stay readable.
+On a terminal it is one live line fitted to the terminal's width (:func:`render_status`
+decides what fits); elsewhere (CI, a pipe) it is one plain line every few seconds, so logs
+stay readable.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from types import TracebackType
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.live import Live
+from rich.text import Text
 
 from .._clock import Clock
 from ..core.classify import Kind
@@ -19,9 +21,11 @@ from ..core.flow import RequestInfo
 from ..core.outcome import Outcome, WaitReason
 from ..observe import AttemptEvent, WaitEvent
 
-__all__ = ["LiveTally", "ProgressView"]
+__all__ = ["LiveTally", "ProgressView", "render_status"]
 
 _PLAIN_EVERY_S = 2.0
+_PLAIN_WIDTH = 200
+"""Plain lines (not a terminal) have room for everything."""
 
 
 class LiveTally:
@@ -75,24 +79,94 @@ class LiveTally:
 
     # reading -------------------------------------------------------------------------------
 
-    def gate(self) -> str:
-        """``open``, ``pacing (n)`` or ``closed (n waiting, opens in s)``."""
+    def gate_state(self) -> tuple[str, int, float]:
+        """``("open" | "pacing" | "closed", workers held, seconds until the gate opens)``."""
         now = self.clock.monotonic()
         with self._lock:
             held = [(r, until) for r, until in self._held.values() if until > now]
         gated = [until for reason, until in held if reason is WaitReason.GATE]
         if gated:
-            return f"closed ({len(gated)} waiting, opens in {max(gated) - now:.1f}s)"
+            return "closed", len(gated), max(gated) - now
         if held:
-            return f"pacing ({len(held)} spaced out)"
+            return "pacing", len(held), 0.0
+        return "open", 0, 0.0
+
+    def gate(self) -> str:
+        """``open``, ``pacing (n spaced out)`` or ``closed (n waiting, opens in s)``."""
+        state, held, opens_in = self.gate_state()
+        if state == "closed":
+            return f"closed ({held} waiting, opens in {opens_in:.1f}s)"
+        if state == "pacing":
+            return f"pacing ({held} spaced out)"
         return "open"
 
-    def line(self) -> str:
-        """The counters as one line."""
+    def counts(self) -> str:
+        """The outcome counters: ``ok N · rate-limited N · failed N · throttled N`` (throttled answers)."""
         with self._lock:
-            counts = (f"ok {self.ok} · rate-limited {self.rate_limited} · failed {self.failed}"
-                      f" · throttled answers {self.throttled}")
-        return f"{counts} · gate {self.gate()}"
+            return (f"ok {self.ok} · rate-limited {self.rate_limited} · failed {self.failed}"
+                    f" · throttled {self.throttled}")
+
+    def line(self) -> str:
+        """The counters and the gate as one line."""
+        return f"{self.counts()} · gate {self.gate()}"
+
+
+def _clock_text(seconds: float) -> str:
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _bar(done: int, total: int, width: int) -> str:
+    filled = width if total <= 0 else min(width, done * width // total)
+    return "━" * filled + "─" * (width - filled)
+
+
+_MIN_BAR = 10
+_MAX_BAR = 40
+
+
+def render_status(width: int, *, title: str, done: int, total: int, elapsed: float,
+                  gate: tuple[str, int, float], counts: str) -> str:
+    """One progress line that fits in ``width`` columns.
+
+    At 80 columns and more it holds the bar, done/total, the rate, the ETA and the gate's
+    state (with the outcome counts and the title when there is room); narrower, it drops
+    the title, the counts, the gate's detail, the rate and finally the bar, in that order,
+    so done/total and the gate stay readable at any width.
+    """
+    rate = done / elapsed if elapsed > 0 else 0.0
+    left = total - done
+    eta = "ETA --:--" if rate <= 0 else f"ETA {_clock_text(left / rate)}"
+    if left <= 0:
+        eta = f"in {_clock_text(elapsed)}"
+    state, held, opens_in = gate
+    gate_short = f"gate {state}"
+    gate_long = {"closed": f"gate closed {opens_in:.0f}s, {held} waiting",
+                 "pacing": f"gate pacing {held}"}.get(state, gate_short)
+    count = f"{done}/{total}"
+    speed = f"{rate:.1f}/s"
+    # (smallest bar, parts): richest first; optional parts need room for a 15-column bar
+    layouts: list[tuple[int, list[str]]] = [
+        (15, [title, count, speed, eta, gate_long, counts]),
+        (15, [count, speed, eta, gate_long, counts]),
+        (15, [title, count, speed, eta, gate_long]),
+        (_MIN_BAR, [count, speed, eta, gate_long]),
+        (_MIN_BAR, [count, speed, eta, gate_short]),
+        (_MIN_BAR, [count, eta, gate_short]),
+        (0, [count, eta, gate_short]),
+        (0, [count, gate_short]),
+    ]
+    for smallest, parts in layouts:
+        text = "  ".join(parts)
+        room = width - len(text) - (2 if smallest else 0)
+        if not smallest and room >= 0:
+            return text
+        if smallest and room >= smallest:
+            bar = _bar(done, total, min(_MAX_BAR, room))
+            first = 1 if parts[0] == title else 0
+            return "  ".join([*parts[:first], bar, *parts[first:]])
+    return f"{count} {gate_short}"[:max(width, 1)]
 
 
 class ProgressView:
@@ -113,29 +187,33 @@ class ProgressView:
         self.total = total
         self.title = title
         self.clock = clock
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
+        self._live: Live | None = None
         self._next_plain = 0.0
+        self._started = 0.0
+
+    def _status(self, width: int) -> str:
+        return render_status(width, title=self.title, done=self.tally.done, total=self.total,
+                             elapsed=self.clock.monotonic() - self._started,
+                             gate=self.tally.gate_state(), counts=self.tally.counts())
+
+    def __rich__(self) -> Text:
+        """The live line, fitted to the console's width at each refresh."""
+        return Text(self._status(self.console.width), no_wrap=True, overflow="crop")
 
     def __enter__(self) -> ProgressView:
+        self._started = self.clock.monotonic()
         if self.console.is_terminal:
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=self.console,
-                refresh_per_second=8,
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task(self.title, total=self.total,
-                                                 status=self.tally.line())
+            self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
         else:
             self.console.print(f"{self.title}: {self.total} operations")
-            self._next_plain = self.clock.monotonic() + _PLAIN_EVERY_S
+            self._next_plain = self._started + _PLAIN_EVERY_S
         return self
 
     def tick(self) -> None:
-        """Refresh the display (the bar on a terminal, a line every few seconds elsewhere)."""
-        if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=self.tally.done, status=self.tally.line())
+        """Refresh the display (the live line on a terminal, a line every few seconds elsewhere)."""
+        if self._live is not None:
+            self._live.refresh()
             return
         now = self.clock.monotonic()
         if now >= self._next_plain:
@@ -143,13 +221,12 @@ class ProgressView:
             self._plain()
 
     def _plain(self) -> None:
-        self.console.print(f"  {self.tally.done}/{self.total} · {self.tally.line()}",
-                           highlight=False)
+        self.console.print(f"  {self._status(_PLAIN_WIDTH)}", highlight=False, soft_wrap=True)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._progress is not None:
-            self.tick()
-            self._progress.__exit__(exc_type, exc, tb)
+        if self._live is not None:
+            self._live.refresh()
+            self._live.__exit__(exc_type, exc, tb)
         else:
             self._plain()

@@ -1,4 +1,8 @@
-"""``retrybudget report AUDIT.jsonl``: the review report of an audit file, as JSON."""
+"""``retrybudget report AUDIT.jsonl``: the review report of an audit file.
+
+A short human summary by default; ``--json`` prints the whole report (JSON), ``--html FILE``
+writes a self-contained HTML report (a timeline and a table per operation).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,12 @@ import argparse
 import json
 import sys
 
+from .._files import unreadable
 from ..observe import AuditFileError, AuditLog, load_audit, review_report
+from ..observe._report_text import review_summary
 from ._errors import EXIT_OK, CliError
+from ._hints import program
+from ._paths import check_new_file, os_reason
 
 __all__ = ["load", "run"]
 
@@ -18,19 +26,35 @@ def load(audit: str) -> AuditLog:
         return load_audit(audit)
     except AuditFileError as exc:
         raise CliError(str(exc)) from None
-    except FileNotFoundError:
-        raise CliError(f"{audit}: no such file") from None
     except OSError as exc:
-        raise CliError(f"{audit}: cannot read: {exc.strerror or exc}") from None
+        raise CliError(unreadable(str(audit), exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the review report of ``args.audit``; a malformed file names its line."""
+    """Print the review of ``args.audit``; a malformed file names its line."""
+    html = getattr(args, "html", None)
+    if html is not None:
+        check_new_file(html, "--html", create_dirs=False)
     log = load(args.audit)
+    if not log.records and not log.bad_lines:
+        raise CliError(f"{args.audit}: empty, no audit records to review")
     from ._review import review_inputs  # noqa: PLC0415 - decisions and owner beside the audit
 
     decisions, owner = review_inputs(args.audit)
-    json.dump(review_report(log, decisions=decisions, owner=owner), sys.stdout, indent=2,
-              ensure_ascii=False)
-    sys.stdout.write("\n")
+    report = review_report(log, decisions=decisions, owner=owner)
+    if html is not None:
+        from ..observe._report_html import render_html  # noqa: PLC0415 - only for --html
+
+        try:
+            with open(html, "w", encoding="utf-8") as out:
+                out.write(render_html(log.records, report, title=f"Review of {args.audit}"))
+        except OSError as exc:
+            raise CliError(f"--html {html}: cannot write: {os_reason(exc)}") from None
+        print(f"wrote {html}")
+    elif getattr(args, "json", False):
+        json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(review_summary(log.records, report, str(args.audit)))
+        sys.stdout.write(f"\nthe whole report: {program()} report {args.audit} --json\n")
     return EXIT_OK

@@ -22,14 +22,34 @@ _THROTTLE_STATUSES = frozenset({"403", "429"})
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """The provider's documented capacity: ``limit`` requests per ``window_s`` seconds."""
+    """The provider's documented capacity: ``limit`` requests per ``window_s`` seconds.
+
+    Windows are fixed and aligned to multiples of ``window_s`` on the wall clock (as the
+    sandbox's are); ``started`` is the wall-clock time the job started, so the ideal knows
+    how much of the first window was already gone.
+    """
 
     limit: int
     window_s: float
+    started: float = 0.0
+
+    def windows(self, operations: int) -> int:
+        """How many windows ``operations`` requests need at least (one request each)."""
+        return -(-operations // self.limit) if self.limit else 0
 
     def ideal_seconds(self, operations: int) -> float:
-        """The shortest time ``operations`` requests can take: ops ÷ limit x window."""
-        return operations / self.limit * self.window_s if self.limit else float("inf")
+        """The least time any client could take: a lower bound, so actual ÷ ideal is >= 1.
+
+        The first window's quota can go at once; each further ``limit`` requests must wait
+        for the next window to open. With windows aligned on the wall clock, the n-th window
+        opens ``(n - 1) x window_s - (started mod window_s)`` after the start.
+        """
+        if not self.limit:
+            return float("inf")
+        if operations <= self.limit:
+            return 0.0
+        offset = self.started % self.window_s if self.window_s else 0.0
+        return max(0.0, (self.windows(operations) - 1) * self.window_s - offset)
 
 
 def summarize(
@@ -82,6 +102,7 @@ def summarize(
             "ideal_s": round(ideal, 3),
             "actual_s": round(elapsed, 3),
             "ratio": round(elapsed / ideal, 2) if ideal else None,
+            "windows": capacity.windows(ops),
         }
     return out
 
@@ -113,10 +134,13 @@ def render_summary(console: Console, summary: Mapping[str, Any], title: str) -> 
         table.add_row(f"outcome: {reason}", str(count), share)
     capacity = summary.get("capacity")
     if capacity is not None:
+        ratio = capacity["ratio"]
         table.add_row("time taken", f"{capacity['actual_s']:.1f} s",
-                      f"{capacity['ratio']}x the ideal")
+                      f"{ratio:.2f} x the ideal" if ratio else "every request fits in the first window")
         table.add_row("ideal time", f"{capacity['ideal_s']:.1f} s",
-                      f"{ops} ops ÷ {capacity['limit']} x {capacity['window_s']:g} s")
+                      f"the least any client could take: {ops} ops need {capacity['windows']} "
+                      f"windows of {capacity['limit']} per {capacity['window_s']:g} s; the first "
+                      "is spent at once")
     else:
         table.add_row("time taken", f"{summary['elapsed_s']:.1f} s", "")
     console.print(table)

@@ -3,7 +3,7 @@
 An attempt produces one :data:`Observation`: a response the provider sent
 (:class:`ResponseSeen`) or a failure to get one (:class:`FailureSeen`).
 :func:`classify` turns it into a :class:`Classified` using the profile in force,
-following each provider's documentation (PROVIDERS.md).
+following each provider's published documentation.
 """
 
 from __future__ import annotations

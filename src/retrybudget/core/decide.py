@@ -1,8 +1,8 @@
 """The decision function: retry after a wait, or stop with one outcome.
 
 Everything here is pure: time comes in as arguments, randomness as a uniform
-sample drawn once by the caller, and state as immutable values. DESIGN.md
-section 1, rules 1-8 and 12, hold here:
+sample drawn once by the caller, and state as immutable values. The contract's
+rules 1-8 and 12, hold here:
 
 * a wait is only taken if it ends, with room for another attempt, before the deadline;
   otherwise the operation stops *now* (with ``retry_at`` when the provider named a time);

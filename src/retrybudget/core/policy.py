@@ -231,7 +231,7 @@ class Policy:
 
 
 def interactive(**changes: Any) -> Policy:
-    """The interactive gateway contract (DESIGN.md section 4).
+    """The interactive gateway contract (docs/design.md).
 
     ``fail_fast`` on rate limits, 3 attempts inside a 2 s deadline, short bounded
     backoff (50 ms doubling, capped at 250 ms, equal jitter), and no server wait longer than 1 s.

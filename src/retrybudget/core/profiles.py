@@ -5,7 +5,7 @@ A :class:`Profile` is a frozen value. Derive your own from an existing one with
 
     internal = GENERIC.derive("internal", transient=GENERIC.transient | {500})
 
-The figures come from PROVIDERS.md: each provider's documentation and the
+The figures come from each provider's published documentation and the
 behaviour of its official SDK.
 """
 
@@ -382,7 +382,7 @@ STRIPE = Profile(
     idempotency_header="Idempotency-Key",
     hosts=("api.stripe.com", "files.stripe.com"),
     sources=("https://docs.stripe.com/rate-limits", "https://docs.stripe.com/idempotency",
-             "stripe-python stripe/_http_client.py"),
+             "stripe/stripe-python stripe/_http_client.py"),
 )
 """Stripe: 429 (rate and concurrency limits); 409 and 5xx retried; a 429 lock timeout is a
 transient conflict; ``Stripe-Should-Retry`` overrides both ways; an idempotency key on writes."""
@@ -402,7 +402,7 @@ OPENAI = Profile(
     longest_wait=120.0,  # _constants.py MAX_RETRY_AFTER_DELAY: a longer wait is not retried
     hosts=("api.openai.com",),
     sources=("https://platform.openai.com/docs/guides/rate-limits",
-             "openai-python src/openai/_base_client.py"),
+             "openai/openai-python src/openai/_base_client.py"),
 )
 """OpenAI: 429 rate limit (``insufficient_quota`` is billing: rejected); 408/409/5xx retried;
 ``x-should-retry`` both ways; ``retry-after-ms`` before ``retry-after``; at most 120 s waited."""
@@ -420,7 +420,7 @@ ANTHROPIC = Profile(
     hosts=("api.anthropic.com",),
     sources=("https://docs.anthropic.com/en/api/rate-limits",
              "https://docs.anthropic.com/en/api/errors",
-             "anthropic-sdk-python src/anthropic/_base_client.py"),
+             "anthropics/anthropic-sdk-python src/anthropic/_base_client.py"),
 )
 """Anthropic: 429 ``rate_limit_error``; 529 ``overloaded_error`` and other 5xx transient; spend
 caps rejected; ``x-should-retry`` both ways; resets are RFC 3339 times."""
@@ -506,7 +506,7 @@ AWS = Profile(
     delay_headers=(("x-amz-retry-after", "ms"),),
     hosts=(".amazonaws.com",),
     sources=("https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html",
-             "botocore/retries/standard.py"),
+             "boto/botocore botocore/retries/standard.py"),
 )
 """AWS: throttling and transient error codes read from the body (any status); 5xx transient;
 ``x-amz-retry-after`` in milliseconds."""
@@ -542,7 +542,7 @@ AZURE = Profile(
     delay_headers=(("retry-after-ms", "ms"), ("x-ms-retry-after-ms", "ms"),
                    ("retry-after", "seconds")),
     hosts=(".azure.com", ".windows.net", ".microsoft.com"),
-    sources=("@azure/core-rest-pipeline src/retryStrategies/throttlingRetryStrategy.ts",
+    sources=("Azure/azure-sdk-for-js sdk/core/core-rest-pipeline/src/retryStrategies/throttlingRetryStrategy.ts",
              "https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling"),
 )
 """Azure: 429/503 with ``retry-after-ms``, ``x-ms-retry-after-ms`` (ms) or Retry-After."""

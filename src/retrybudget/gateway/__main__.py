@@ -11,11 +11,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 
+from ..cli._errors import CliError, in_option_words, report_bad_input
+from ..cli._options import log_level, port, positive_float, seconds
+from ..cli._paths import cannot_listen, check_new_file, check_sqlite_file, os_reason
 from ..core.policy import PolicyError
 from ._app import create_app
 from ._config import GatewayConfig
@@ -52,18 +56,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--db", required=True, metavar="PATH",
                         help="SQLite file for stored facts and reservations (created if missing)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port, 0 for any (default: %(default)s)")
+    parser.set_defaults(prog=parser.prog)
+    parser.add_argument("--port", type=port, default=8000, help="port, 0 for any (default: %(default)s)")
     budget = parser.add_argument_group("budget")
-    budget.add_argument("--deadline", type=float, default=2.0,
+    budget.add_argument("--deadline", type=positive_float, default=2.0,
                         help="seconds per provider operation, waits included (default: %(default)s)")
     budget.add_argument("--attempts", type=int, default=3,
                         help="attempts per lookup at most (default: %(default)s)")
-    budget.add_argument("--attempt-timeout", type=float, default=1.0,
+    budget.add_argument("--attempt-timeout", type=seconds, default=1.0,
                         help="seconds one attempt may take, 0 for the deadline alone "
                              "(default: %(default)s)")
     budget.add_argument("--breaker-failures", type=int, default=5,
                         help="failed lookups in a row that open the breaker (default: %(default)s)")
-    budget.add_argument("--breaker-cool-down", type=float, default=5.0,
+    budget.add_argument("--breaker-cool-down", type=positive_float, default=5.0,
                         help="seconds the breaker stays open before a probe (default: %(default)s)")
     provider = parser.add_argument_group("provider requests")
     provider.add_argument("--provider-header", type=_header, action="append", default=[],
@@ -74,7 +79,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     ops = parser.add_argument_group("operations")
     ops.add_argument("--audit", default=None, metavar="PATH",
                      help="JSONL file for one audit record per provider operation")
-    ops.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
+    ops.add_argument("--log-level", type=log_level, default="info", help="log level (default: %(default)s)")
     ops.add_argument("--log-format", choices=("json", "text"), default="json",
                      help="log line format (default: %(default)s)")
     return parser
@@ -90,7 +95,8 @@ def config_from_args(args: argparse.Namespace) -> GatewayConfig:
     for name, variable in args.provider_header_env:
         value = os.environ.get(variable)
         if value is None:
-            raise PolicyError(f"environment variable {variable} (for header {name}) is not set")
+            raise PolicyError(f"--provider-header-env {name}={variable}: the environment variable "
+                              f"{variable} is not set")
         headers[name] = value
     return GatewayConfig(
         provider=args.provider,
@@ -113,20 +119,37 @@ def run(args: argparse.Namespace) -> int:
     shut down gracefully), 2 for unusable options, a database that cannot be opened or an
     address that cannot be bound.
     """
+    prog = getattr(args, "prog", "gateway")
     try:
         config = config_from_args(args)
-        configure_logging(args.log_level, args.log_format,
-                          secrets=tuple(config.provider_headers.values()))
-        app = create_app(config)
+        check_new_file(args.db, "--db", create_dirs=False)
+        check_sqlite_file(args.db, "--db", "a gateway database")
+        if args.audit is not None:
+            check_new_file(args.audit, "--audit", create_dirs=False)
+    except (PolicyError, ValueError, CliError) as exc:
+        return report_bad_input(prog, in_option_words(str(exc), _OPTIONS))
+    try:
         sock = bind_socket(args.host, args.port)
-    except (PolicyError, ValueError, OSError) as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        return report_bad_input(prog, cannot_listen(args.host, args.port, exc))
+    try:
+        app = create_app(config)
+    except (sqlite3.Error, OSError) as exc:
+        sock.close()
+        why = os_reason(exc) if isinstance(exc, OSError) else str(exc)
+        return report_bad_input(prog, f"--db {args.db}: cannot open the database: {why}")
+    configure_logging(args.log_level, args.log_format, secrets=tuple(config.provider_headers.values()))
     print("gateway listening on http://{}:{}".format(*sock.getsockname()[:2]), flush=True)
     with contextlib.closing(sock), contextlib.suppress(KeyboardInterrupt):
         # uvicorn shuts down gracefully on Ctrl-C, then raises it again: a normal stop
         uvicorn.Server(uvicorn_config(app, log_level=args.log_level, quiet=True)).run(sockets=[sock])
     return 0
+
+
+_OPTIONS = {"provider": "--provider", "db_path": "--db", "deadline": "--deadline",
+            "max_attempts": "--attempts", "attempt_timeout": "--attempt-timeout",
+            "breaker_failures": "--breaker-failures", "breaker_cool_down": "--breaker-cool-down",
+            "provider header": "--provider-header", "audit_path": "--audit"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

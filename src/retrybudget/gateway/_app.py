@@ -3,7 +3,7 @@
 Routes:
 
 - ``GET /rentals/{id}/availability``: one logical lookup at the provider under the
-  interactive contract (DESIGN.md section 4); answers 200 with the availability the
+  interactive contract (docs/design.md); answers 200 with the availability the
   provider just confirmed, or a problem mapped by ``GATEWAY_MAPPING`` that may carry the
   stored fact, labelled ``stored``.
 - ``POST /rentals/{id}/reservations``: a write with a required ``Idempotency-Key``; sent

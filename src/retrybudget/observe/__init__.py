@@ -10,7 +10,9 @@ for every driver and integration alike::
     audit = AuditHook(JsonlAuditSink("audit.jsonl"), policy=policy)
     retrier = Retrier(policy=policy, hooks=(stats, audit))
 
-The Prometheus and OpenTelemetry hooks import their libraries only when constructed.
+The Prometheus and OpenTelemetry hooks import their libraries only when constructed. The
+``retrybudget`` logger writes one INFO line per wait and one DEBUG line per attempt once the
+application configures logging (it has only a ``NullHandler``).
 """
 
 from ._audit import (
@@ -26,6 +28,7 @@ from ._audit import (
     load_audit,
 )
 from ._hooks import BREAKER_STATES, AttemptEvent, CoordinatorEvents, Hook, WaitEvent
+from ._logging import LOGGER, LogHook
 from ._metrics import METRICS, WAIT_BUCKETS, MetricsHook, MetricSpec, OtelHook, PrometheusHook
 from ._redact import (
     REDACTED,
@@ -41,12 +44,14 @@ from ._redact import (
 from ._report import CHECKS, REPORT_KEYS, review_report
 from ._schema import AUDIT_SCHEMA, AUDIT_SCHEMA_ID, validate_audit_record
 from ._stats import StatsAggregator, operation_stats
+from ._tracing import OtelTracingHook
 
 __all__ = [
     "AUDIT_SCHEMA",
     "AUDIT_SCHEMA_ID",
     "BREAKER_STATES",
     "CHECKS",
+    "LOGGER",
     "METRICS",
     "REDACTED",
     "REPORT_KEYS",
@@ -63,10 +68,12 @@ __all__ = [
     "CoordinatorEvents",
     "Hook",
     "JsonlAuditSink",
+    "LogHook",
     "LoggingAuditSink",
     "MetricSpec",
     "MetricsHook",
     "OtelHook",
+    "OtelTracingHook",
     "PrometheusHook",
     "StatsAggregator",
     "WaitEvent",

@@ -14,6 +14,9 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from retrybudget.cli._errors import in_option_words, report_bad_input
+from retrybudget.cli._options import count, log_level, port, positive_int, seconds, share
+from retrybudget.cli._paths import cannot_listen, os_reason
 from retrybudget.sandbox._app import create_app
 from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
 from retrybudget.sandbox._fixtures import FixtureError, load_fixture_file
@@ -49,11 +52,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
             description="Run the retrybudget sandbox provider (a synthetic HTTP API) on loopback.",
         )
     parser.add_argument("--host", default="127.0.0.1", help="loopback address (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8080, help="port, 0 for any (default: %(default)s)")
-    parser.add_argument("--rentals", type=int, default=100, help="synthetic records (default: %(default)s)")
+    parser.set_defaults(prog=parser.prog)
+    parser.add_argument("--port", type=port, default=8080, help="port, 0 for any (default: %(default)s)")
+    parser.add_argument("--rentals", type=count, default=100, help="synthetic records (default: %(default)s)")
     limits = parser.add_argument_group("rate limits")
-    limits.add_argument("--limit", type=int, default=None, help="requests per window (default: no limit)")
-    limits.add_argument("--window", type=int, default=60, help="window in seconds (default: %(default)s)")
+    limits.add_argument("--limit", type=count, default=None, help="requests per window (default: no limit)")
+    limits.add_argument("--window", type=positive_int, default=60,
+                        help="window in seconds (default: %(default)s)")
     limits.add_argument("--style", choices=_STYLES, default="github", help="how limits are signalled")
     limits.add_argument(
         "--github-403",
@@ -61,7 +66,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="github style: 403 with remaining 0, no Retry-After",
     )
     limits.add_argument(
-        "--max-concurrent", type=int, default=None, help="secondary limit on in-flight requests"
+        "--max-concurrent", type=positive_int, default=None, help="secondary limit on in-flight requests"
     )
     limits.add_argument(
         "--secondary-status",
@@ -72,16 +77,17 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     )
     faults = parser.add_argument_group("faults")
     faults.add_argument("--seed", type=int, default=0, help="fault seed (default: %(default)s)")
-    faults.add_argument("--fault-5xx", type=float, default=0.0, help="share of injected 5xx answers")
+    faults.add_argument("--fault-5xx", type=share, default=0.0, help="share of injected 5xx answers")
     faults.add_argument("--fault-statuses", type=_statuses, default=(503,), help="5xx statuses, e.g. 502,503")
-    faults.add_argument("--fault-reset", type=float, default=0.0, help="share of reset connections")
-    faults.add_argument("--fault-malformed", type=float, default=0.0, help="share of malformed 200 bodies")
-    faults.add_argument("--fault-slow-body", type=float, default=0.0,
+    faults.add_argument("--fault-reset", type=share, default=0.0, help="share of reset connections")
+    faults.add_argument("--fault-malformed", type=share, default=0.0, help="share of malformed 200 bodies")
+    faults.add_argument("--fault-slow-body", type=share, default=0.0,
                         help="share of answers whose body trickles in one byte at a time")
-    faults.add_argument("--slow-body-seconds", type=float, default=3.0,
+    faults.add_argument("--slow-body-seconds", type=seconds, default=3.0,
                         help="how long a slow body takes (default: %(default)s)")
-    faults.add_argument("--latency", type=float, default=0.0, help="added latency in seconds")
-    faults.add_argument("--latency-jitter", type=float, default=0.0, help="extra random latency in seconds")
+    faults.add_argument("--latency", type=seconds, default=0.0, help="added latency in seconds")
+    faults.add_argument("--latency-jitter", type=seconds, default=0.0,
+                        help="extra random latency in seconds")
     faults.add_argument(
         "--outage",
         type=_outage,
@@ -93,7 +99,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument(
         "--fixtures", default=None, help="fixture file (acceptance.json format) for run 'default'"
     )
-    parser.add_argument("--log-level", default="warning", help="uvicorn log level (default: %(default)s)")
+    parser.add_argument("--log-level", type=log_level, default="warning",
+                        help="uvicorn log level (default: %(default)s)")
     return parser
 
 
@@ -125,6 +132,13 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
     )
 
 
+_OPTIONS = {"error_rate": "--fault-5xx", "reset_rate": "--fault-reset",
+            "malformed_rate": "--fault-malformed", "error_statuses": "--fault-statuses",
+            "latency_jitter_s": "--latency-jitter", "latency_s": "--latency", "outage": "--outage",
+            "max_concurrent": "--max-concurrent", "rentals": "--rentals", "window_s": "--window",
+            "limit": "--limit"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (``sys.argv[1:]`` if omitted) and :func:`run` the sandbox."""
     return run(build_parser().parse_args(argv))
@@ -136,14 +150,26 @@ def run(args: argparse.Namespace) -> int:
     Prints ``sandbox listening on http://HOST:PORT`` once bound. Returns the exit
     status: 0 after a normal stop, 2 for bad options or an unusable fixture file.
     """
+    prog = getattr(args, "prog", "sandbox")
     try:
         config = config_from_args(args)
+    except ValueError as exc:
+        return report_bad_input(prog, in_option_words(str(exc), _OPTIONS))
+    try:
         fixtures = load_fixture_file(args.fixtures) if args.fixtures else None
-        app = create_app(config, fixtures=fixtures)
+    except FileNotFoundError:
+        return report_bad_input(prog, f"--fixtures {args.fixtures}: no such file")
+    except (FixtureError, OSError, UnicodeDecodeError) as exc:
+        why = os_reason(exc) if isinstance(exc, OSError) else str(exc)
+        return report_bad_input(prog, f"--fixtures {why}" if isinstance(exc, FixtureError) else
+                    f"--fixtures {args.fixtures}: cannot read: {why}")
+    app = create_app(config, fixtures=fixtures)
+    try:
         sock = bind_loopback(args.host, args.port)
-    except (ValueError, FixtureError, OSError) as exc:
-        print(f"sandbox: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        return report_bad_input(prog, f"--host {args.host}: {exc}")
+    except OSError as exc:
+        return report_bad_input(prog, cannot_listen(args.host, args.port, exc))
     host, port = sock.getsockname()[:2]
     print(f"sandbox listening on http://{host}:{port}", flush=True)
     server = uvicorn.Server(uvicorn_config(app, log_level=args.log_level))

@@ -1,0 +1,76 @@
+"""The review report in a few lines a person reads: what happened, why, and what to check.
+
+:func:`review_summary` sets the audit records' outcomes, waits (with who asked for them)
+and throttled answers beside the report's checklist and proposed steps, as plain text:
+``retrybudget report`` prints it by default (``--json`` prints the whole report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["review_summary"]
+
+_STEPS_SHOWN = 3
+_STATUS_WORDS = {"pass": "pass", "fail": "FAIL", "not_applicable": "not applicable",
+                 "insufficient_evidence": "insufficient evidence"}
+
+
+def _table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def fmt(row: tuple[str, ...]) -> str:
+        cells = [cell.rjust(w) if i and cell.replace(".", "").isdigit() else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        return "  " + "  ".join(cells).rstrip()
+
+    return [fmt(header), *(fmt(row) for row in rows)]
+
+
+def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, Any],
+                   source: str) -> str:
+    """A short human summary of ``report`` (from :func:`review_report`) and its ``records``."""
+    recs = list(records)
+    ops = len(recs)
+    attempts = sum(int(r.get("attempts") or 0) for r in recs)
+    outcomes: dict[str, int] = {}
+    waits: dict[str, list[float]] = {}
+    asked: dict[str, set[str]] = {}
+    throttled = 0
+    for r in recs:
+        outcomes[str(r.get("outcome"))] = outcomes.get(str(r.get("outcome")), 0) + 1
+        for w in r.get("waits") or ():
+            reason = str(w.get("reason"))
+            waits.setdefault(reason, []).append(float(w.get("seconds") or 0.0))
+            asked.setdefault(reason, set()).add(str(w.get("source")))
+        throttled += sum(1 for a in r.get("history") or () if a.get("classification") == "rate_limited")
+    review = "review required" if report.get("review_required") else "no review required"
+    lines = [f"{source}: {ops} operations, {attempts} attempts ({attempts - ops} beyond the first), "
+             f"{throttled} throttled answers; {review}", ""]
+    rows = [(reason, str(n), f"{100 * n / ops:.0f}%" if ops else "")
+            for reason, n in sorted(outcomes.items(), key=lambda kv: -kv[1])]
+    lines += _table(rows, ("outcome", "operations", "share")) if rows else ["  no operations"]
+    if waits:
+        lines.append("")
+        wait_rows = [(reason, str(len(s)), f"{sum(s):.1f}", ", ".join(sorted(asked[reason])))
+                     for reason, s in sorted(waits.items(), key=lambda kv: -sum(kv[1]))]
+        lines += _table(wait_rows, ("wait", "count", "seconds", "asked for by"))
+    lines.append("")
+    checks: list[tuple[str, str, str]] = []
+    for item in report.get("validation_results") or ():
+        findings = item.get("findings") or []
+        counted = f"{len(findings)} operation(s)" if findings else "no operation exercised it"
+        checks.append((str(item.get("check")), _STATUS_WORDS.get(str(item.get("status")),
+                                                                 str(item.get("status"))), counted))
+    lines += _table(checks, ("check", "result", "evidence"))
+    steps = list(report.get("proposed_steps") or ())
+    if steps:
+        lines += ["", f"proposed steps for a reviewer ({len(steps)}; none has been carried out):"]
+        lines += [f"  - {step.get('description', '')}" for step in steps[:_STEPS_SHOWN]]
+        if len(steps) > _STEPS_SHOWN:
+            lines.append(f"  … and {len(steps) - _STEPS_SHOWN} more in the full report (--json)")
+    missing = report.get("missing_inputs") or ()
+    if missing:
+        lines += ["", f"{len(missing)} missing or unreadable input(s): see the full report (--json)"]
+    return "\n".join(lines) + "\n"
