@@ -86,9 +86,9 @@ def _md_exists(name: str, beside: Path) -> bool:
 def broken_references(path: Path) -> list[str]:
     """The file references of one page that name nothing in the repo."""
     problems = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         where = f"{path.relative_to(ROOT)}:{number}"
-        line = EXTERNAL_LINK.sub("", line)  # a link to another site names no file of this repo
+        line = EXTERNAL_LINK.sub("", text)  # a link to another site names no file of this repo
         problems += [f"{where}: {ref}: no such file" for ref in PATH.findall(line)
                      if not (ROOT / ref).exists()]
         problems += [f"{where}: {ref}: no such test file" for ref in TEST_FILE.findall(line)

@@ -542,7 +542,8 @@ AZURE = Profile(
     delay_headers=(("retry-after-ms", "ms"), ("x-ms-retry-after-ms", "ms"),
                    ("retry-after", "seconds")),
     hosts=(".azure.com", ".windows.net", ".microsoft.com"),
-    sources=("Azure/azure-sdk-for-js sdk/core/core-rest-pipeline/src/retryStrategies/throttlingRetryStrategy.ts",
+    sources=("Azure/azure-sdk-for-js "
+             "sdk/core/core-rest-pipeline/src/retryStrategies/throttlingRetryStrategy.ts",
              "https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling"),
 )
 """Azure: 429/503 with ``retry-after-ms``, ``x-ms-retry-after-ms`` (ms) or Retry-After."""
