@@ -37,7 +37,6 @@ from retrybudget import Policy, Retrier
 from retrybudget.coordination import (
     CoordinationConfig,
     Coordinator,
-    GateConfig,
     MemoryCoordinator,
     RedisCoordinator,
 )
@@ -312,8 +311,9 @@ def retrier(setting: Setting, coordinator: Coordinator) -> Retrier:
 
 
 def coordination(setting: Setting) -> CoordinationConfig:
-    """The coordinators' configuration: the defaults, with the scenario's profile."""
-    return CoordinationConfig(gate=GateConfig(profile=setting.profile))
+    """The coordinators' configuration: the defaults (the gate reads each response with the
+    policy's profile, handed over by the flow)."""
+    return CoordinationConfig()
 
 
 def _claimed(response: httpx.Response) -> tuple[bool, str]:

@@ -19,9 +19,10 @@ from retrybudget.coordination import (
     PacingConfig,
     RetryBudgetConfig,
 )
-from retrybudget.core.classify import Classified, Kind
+from retrybudget.core.classify import Kind
 from retrybudget.core.outcome import Reason
-from retrybudget.core.profiles import GENERIC
+from retrybudget.core.profiles import GENERIC, Profile
+from retrybudget.core.throttle import Throttle
 from retrybudget.testing import ScriptedProvider, expand_placeholders
 from test_coordination_support import (
     Backend,
@@ -79,26 +80,29 @@ def test_remaining_zero_with_a_reset_closes_the_gate_on_a_2xx(backend: Backend) 
 
 def test_the_reset_gets_the_profiles_slack(backend: Backend) -> None:
     profile = GENERIC.derive("slack", reset_slack=0.2)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile)))
-    c.learn(KEY, seen(429, {"ratelimit-remaining": "0", "ratelimit-reset": "0.1"}), None)
+    c = backend.one()
+    c.learn(KEY, seen(429, {"ratelimit-remaining": "0", "ratelimit-reset": "0.1"},
+                      profile=profile), None)
     assert c.acquire(KEY, 1).wait == approx(backend, 0.3)
 
 
 def test_a_rate_limit_without_a_hint_uses_the_floor_doubled_on_repeats(backend: Backend) -> None:
     profile = GENERIC.derive("short", rate_limit_floor=0.1, rate_limit_multiplier=2.0)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile, spread=0.0)))
-    c.learn(KEY, seen(429), None)
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.0)))
+    c.learn(KEY, seen(429, profile=profile), None)
     assert c.acquire(KEY, 1).wait == approx(backend, 0.1)
     backend.sleep(0.1)
-    c.learn(KEY, seen(429), None)  # again, right after the gate: a repeat
+    c.learn(KEY, seen(429, profile=profile), None)  # again, right after the gate: a repeat
     assert c.acquire(KEY, 1).wait == approx(backend, 0.2)
 
 
-def test_a_per_key_profile_applies(backend: Backend) -> None:
+def test_the_gate_waits_by_the_operations_profile_not_one_of_its_own(backend: Backend) -> None:
     short = GENERIC.derive("short", rate_limit_floor=0.1)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profiles={KEY: short})))
-    c.learn(KEY, seen(429), None)
+    c = backend.one()  # the coordinator has no profile setting: the throttle value names it
+    c.learn(KEY, seen(429, profile=short), None)
     assert c.acquire(KEY, 1).wait == approx(backend, 0.1)
+    c.learn("other", seen(429, profile=GENERIC), None)
+    assert c.acquire("other", 1).wait == approx(backend, GENERIC.rate_limit_floor)
 
 
 def test_workers_held_at_a_gate_get_distinct_slots(backend: Backend) -> None:
@@ -185,9 +189,10 @@ def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
 # Pacing -----------------------------------------------------------------------------------------
 
 
-def low_quota(remaining: int, reset: float, limit: int = 100) -> Classified:
+def low_quota(remaining: int, reset: float, limit: int = 100, *,
+              profile: Profile = GENERIC) -> Throttle:
     return seen(200, {"ratelimit-remaining": str(remaining), "ratelimit-limit": str(limit),
-                      "ratelimit-reset": str(reset)})
+                      "ratelimit-reset": str(reset)}, profile=profile)
 
 
 def test_a_low_quota_spreads_what_is_left_over_the_time_to_reset(backend: Backend) -> None:
@@ -235,8 +240,8 @@ def test_the_count_lets_what_is_left_go_and_holds_the_rest_for_the_reset(
     backend: Backend, slack: float,
 ) -> None:
     profile = GENERIC.derive("slack", reset_slack=slack)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile, spread=0.05)))
-    c.learn(KEY, low_quota(10, 1.0, limit=20), None)  # not low: no pacing interval
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    c.learn(KEY, low_quota(10, 1.0, limit=20, profile=profile), None)  # not low: no pacing
     permits = [c.acquire(KEY, 1) for _ in range(25)]
     assert [p.wait for p in permits[:10]] == [0] * 10
     held = permits[10:]

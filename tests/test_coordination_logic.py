@@ -22,7 +22,6 @@ from retrybudget.coordination._logic import (
     EPSILON,
     Breaker,
     Budget,
-    Facts,
     Health,
     Phase,
     Schedule,
@@ -30,7 +29,6 @@ from retrybudget.coordination._logic import (
     breaker_finish,
     budget_deposit,
     budget_withdraw,
-    facts_of,
     gate_delay,
     health,
     learn,
@@ -39,9 +37,11 @@ from retrybudget.coordination._logic import (
     permit_of,
     plan_slot,
 )
+from retrybudget.core.decide import rate_limit_wait
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC, GITHUB
-from test_coordination_support import ended, seen
+from retrybudget.core.throttle import NO_THROTTLE, Throttle, throttle_of
+from test_coordination_support import classified, ended, seen
 
 WALL = 1_800_000_000.0
 
@@ -50,39 +50,50 @@ WALL = 1_800_000_000.0
 
 
 def test_retry_after_wins_over_the_reset() -> None:
-    facts = facts_of(seen(429, {"retry-after": "5", "x-ratelimit-remaining": "0",
-                                "x-ratelimit-reset": str(int(WALL) + 60)},
-                          profile=GITHUB, wall=WALL), GITHUB)
-    assert (facts.throttled, facts.hint, facts.remaining, facts.reset) == (True, 5.0, 0, 60.0)
+    facts = seen(429, {"retry-after": "5", "x-ratelimit-remaining": "0",
+                       "x-ratelimit-reset": str(int(WALL) + 60)}, profile=GITHUB, wall=WALL)
+    assert (facts.throttled, facts.hint, facts.remaining, facts.reset) == (True, 5.0, 0, 61.0)
 
 
 def test_an_exhausted_github_quota_waits_for_the_reset_plus_slack() -> None:
-    facts = facts_of(seen(403, {"x-ratelimit-remaining": "0",
-                                "x-ratelimit-reset": str(int(WALL) + 60)},
-                          profile=GITHUB, wall=WALL), GITHUB)
-    assert (facts.throttled, facts.hint) == (True, 61.0)
+    facts = seen(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL) + 60)},
+                 profile=GITHUB, wall=WALL)
+    assert (facts.throttled, facts.hint, facts.floor) == (True, 61.0, GITHUB.rate_limit_floor)
+
+
+def test_the_throttle_hint_is_the_per_operation_wait() -> None:
+    """One rule: the gate's hint is the wait each operation takes (rate_limit_wait)."""
+    for status, headers in [(429, {"retry-after": "7"}),
+                            (429, {"x-ratelimit-reset": str(int(WALL) + 30)}),
+                            (403, {"x-ratelimit-remaining": "0",
+                                   "x-ratelimit-reset": str(int(WALL) + 9)})]:
+        c = classified(status, headers, profile=GITHUB, wall=WALL)
+        delay, _, _ = rate_limit_wait(GITHUB, c, 0)
+        assert throttle_of(GITHUB, c).hint == delay
 
 
 def test_a_plain_response_with_quota_headers_only_informs_pacing() -> None:
-    facts = facts_of(seen(200, {"x-ratelimit-remaining": "10", "x-ratelimit-limit": "5000",
-                                "x-ratelimit-reset": str(int(WALL) + 600)},
-                          profile=GITHUB, wall=WALL), GITHUB)
-    assert (facts.throttled, facts.remaining, facts.limit, facts.reset) == (False, 10, 5000, 600.0)
+    facts = seen(200, {"x-ratelimit-remaining": "10", "x-ratelimit-limit": "5000",
+                       "x-ratelimit-reset": str(int(WALL) + 600),
+                       "x-ratelimit-resource": "core"}, profile=GITHUB, wall=WALL)
+    assert (facts.throttled, facts.remaining, facts.limit, facts.reset, facts.bucket) == (
+        False, 10, 5000, 601.0, "core")
     assert facts.informative
-    assert not facts_of(seen(200), GENERIC).informative
-    assert facts_of(None, GENERIC) == Facts()
+    assert not seen(200).informative
+    assert throttle_of(GENERIC, None) == NO_THROTTLE
 
 
 def test_a_rate_limit_without_a_hint_doubles_from_the_floor_and_is_capped() -> None:
     delays = []
     streak = 0
+    bare = seen(429, profile=GITHUB)
     for _ in range(4):
-        delay, streak = gate_delay(None, streak, 0.0, GITHUB, 3600.0)
+        delay, streak = gate_delay(bare, streak, 0.0, 3600.0)
         delays.append(delay)
     assert delays == [60.0, 120.0, 240.0, 480.0]
-    assert gate_delay(None, 40, 0.0, GITHUB, 3600.0)[0] == 3600.0
-    assert gate_delay(None, 3, 61.0, GITHUB, 3600.0) == (60.0, 1)  # a quiet spell restarts
-    assert gate_delay(7.5, 3, 0.0, GITHUB, 3600.0) == (7.5, 3)
+    assert gate_delay(bare, 40, 0.0, 3600.0)[0] == 3600.0
+    assert gate_delay(bare, 3, 61.0, 3600.0) == (60.0, 1)  # a quiet spell restarts
+    assert gate_delay(Throttle(True, 7.5), 3, 0.0, 3600.0) == (7.5, 3)
 
 
 @pytest.mark.parametrize(("reason", "attempts", "verdict"), [
@@ -135,9 +146,9 @@ def test_reserved_slots_rise_and_never_come_before_the_gate(steps, spread) -> No
     for dt, hint, remaining in steps:
         now += dt
         if hint is not None or remaining is not None:
-            facts = Facts(throttled=hint is not None, hint=hint, remaining=remaining,
+            facts = Throttle(throttled=hint is not None, hint=hint, remaining=remaining,
                           limit=100, reset=None if remaining is None else 3.0)
-            s = learn(s, facts, now, gate_cfg, GENERIC)
+            s = learn(s, facts, now, gate_cfg)
             reserved = [r for r in reserved if r >= s.gate]
         slot, after = plan_slot(s, now, gate_cfg, PacingConfig())
         assert slot >= now
@@ -247,7 +258,6 @@ def test_durations_accept_timedeltas() -> None:
     lambda: GateConfig(spread=-1),
     lambda: GateConfig(spread=1e-6),
     lambda: GateConfig(max_gate=0),
-    lambda: GateConfig(profile="nope"),  # type: ignore[arg-type]
     lambda: PacingConfig(threshold=1.5),
     lambda: PacingConfig(min_remaining=-1),
     lambda: ConcurrencyConfig(limit=0),
@@ -265,10 +275,8 @@ def test_unusable_values_are_refused(make) -> None:
         make()
 
 
-def test_profiles_can_be_named_per_key() -> None:
-    cfg = GateConfig(profiles={"api.github.com": "github"})  # type: ignore[dict-item]
-    assert cfg.profile_for("api.github.com") is GITHUB
-    assert cfg.profile_for("other") is GENERIC
+def test_the_gate_has_no_profile_setting() -> None:
+    assert not {"profile", "profiles"} & {f.name for f in dataclasses.fields(GateConfig)}
     assert CoordinationConfig().replace(breaker=None).breaker is None
 
 

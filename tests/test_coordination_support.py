@@ -32,6 +32,7 @@ from retrybudget.coordination import (
 from retrybudget.core.classify import Classified, Kind, ResponseSeen, classify
 from retrybudget.core.outcome import AttemptRecord, Outcome, Reason
 from retrybudget.core.profiles import GENERIC, Profile
+from retrybudget.core.throttle import Throttle, throttle_of
 
 REDIS_SERVER = shutil.which("redis-server")
 STEP = 0.02
@@ -215,14 +216,20 @@ class Recorder:
 # Building observations and outcomes -------------------------------------------------------------
 
 
-def seen(status: int, headers: dict[str, str] | None = None, *, profile: Profile = GENERIC,
-         wall: float | None = None) -> Classified:
+def classified(status: int, headers: dict[str, str] | None = None, *,
+               profile: Profile = GENERIC, wall: float | None = None) -> Classified:
     """A response as the flow would classify it."""
     at = SYSTEM_CLOCK.wall() if wall is None else wall
     return classify(profile, ResponseSeen.of(status, headers or {}), at)
 
 
-def throttled(ms: int) -> Classified:
+def seen(status: int, headers: dict[str, str] | None = None, *, profile: Profile = GENERIC,
+         wall: float | None = None) -> Throttle:
+    """A response as the flow hands it to the coordinator (read with ``profile``)."""
+    return throttle_of(profile, classified(status, headers, profile=profile, wall=wall))
+
+
+def throttled(ms: int) -> Throttle:
     """A 429 asking for ``ms`` milliseconds."""
     return seen(429, {"retry-after-ms": str(ms)})
 

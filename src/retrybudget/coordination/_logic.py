@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.classify import Classified, Kind
+from ..core.classify import Kind
 from ..core.flow import Admission, Permit
 from ..core.outcome import Outcome, Reason, WaitReason
-from ..core.profiles import Profile
+from ..core.throttle import Throttle
 from ._config import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "SLICES",
     "Breaker",
     "Budget",
-    "Facts",
     "Health",
     "Phase",
     "Schedule",
@@ -40,7 +39,6 @@ __all__ = [
     "breaker_finish",
     "budget_deposit",
     "budget_withdraw",
-    "facts_of",
     "gate_delay",
     "health",
     "learn",
@@ -102,60 +100,6 @@ def health(outcome: Outcome[Any]) -> Health:
     return Health.SUCCESS
 
 
-# What a response says about the quota ----------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What one classified response tells the gate and pacing, in relative seconds.
-
-    Attributes:
-        throttled: the provider throttles (a rate limit, or remaining 0 with a reset).
-        hint: seconds until the provider's named time (slack included), None if none.
-        remaining: requests left in the quota, when a header said so.
-        limit: the quota size, when a header said so.
-        reset: seconds until the quota resets, when a header said so.
-    """
-
-    throttled: bool = False
-    hint: float | None = None
-    remaining: int | None = None
-    limit: int | None = None
-    reset: float | None = None
-
-    @property
-    def informative(self) -> bool:
-        """Whether there is anything to record (else a backend may skip the write)."""
-        return self.throttled or (self.remaining is not None and self.reset is not None)
-
-
-def facts_of(classified: Classified | None, profile: Profile) -> Facts:
-    """Read a classification for the gate and pacing (None: the attempt was not made).
-
-    The hint follows the per-operation rule (:func:`~retrybudget.core.decide.rate_limit_wait`):
-    Retry-After wins; else the reset plus the profile's slack when the quota is exhausted or
-    its state unknown; else no hint (the gate then uses the profile's floor).
-    """
-    if classified is None:
-        return Facts()
-    rate = classified.rate
-    exhausted = rate.remaining == 0 and rate.reset is not None
-    throttled = classified.kind is Kind.RATE_LIMITED or exhausted
-    hint: float | None = None
-    if throttled:
-        if rate.retry_after is not None:
-            hint = rate.retry_after.delay
-        elif rate.reset is not None and (rate.remaining is None or rate.remaining == 0):
-            hint = rate.reset.delay + profile.reset_slack
-    return Facts(
-        throttled=throttled,
-        hint=hint,
-        remaining=rate.remaining,
-        limit=rate.limit,
-        reset=None if rate.reset is None else rate.reset.delay,
-    )
-
-
 # The gate, slots and pacing ---------------------------------------------------------------
 
 
@@ -186,23 +130,22 @@ class Schedule:
     quota: int | None = None
 
 
-def gate_delay(hint: float | None, streak: int, since_gate: float, profile: Profile,
+def gate_delay(throttle: Throttle, streak: int, since_gate: float,
                max_gate: float) -> tuple[float, int]:
-    """How long a rate limit closes the gate: ``(seconds, new streak)``.
+    """How long a throttling response closes the gate: ``(seconds, new streak)``.
 
-    With a hint, the hint. Without one, the profile's floor times its multiplier to the power
-    of the streak; the streak counts rate limits without a hint that came within one floor of
-    the previous gate's end, and restarts otherwise. Capped at ``max_gate``.
+    With a hint, the hint. Without one, :meth:`Throttle.wait` of the shared streak, which
+    counts rate limits without a hint that came within one floor of the previous gate's end
+    and restarts otherwise. Capped at ``max_gate``.
     """
-    if hint is not None:
-        return min(max(hint, 0.0), max_gate), streak
-    if since_gate > profile.rate_limit_floor:
+    if throttle.hint is not None:
+        return min(throttle.wait(streak), max_gate), streak
+    if since_gate > throttle.floor:
         streak = 0
-    delay = profile.rate_limit_floor * profile.rate_limit_multiplier ** min(streak, 32)
-    return min(delay, max_gate), streak + 1
+    return min(throttle.wait(streak), max_gate), streak + 1
 
 
-def learn(s: Schedule, facts: Facts, now: float, gate: GateConfig, profile: Profile,
+def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
           in_flight: int = 0) -> Schedule:
     """A key's schedule after a response (``in_flight``: other requests still unanswered).
 
@@ -213,19 +156,19 @@ def learn(s: Schedule, facts: Facts, now: float, gate: GateConfig, profile: Prof
     window allows: ``remaining`` less the requests in flight (the provider may not have
     counted them in it yet).
     """
-    if facts.throttled:
-        delay, streak = gate_delay(facts.hint, s.streak, now - s.gate, profile, gate.max_gate)
+    if throttle.throttled:
+        delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         s = replace(s, gate=max(s.gate, now + delay), streak=streak)
-    if facts.remaining is not None and facts.reset is not None and facts.reset > 0:
+    if throttle.remaining is not None and throttle.reset is not None and throttle.reset > 0:
         s = rolled(s, now, in_flight)
-        reset_at = now + facts.reset + profile.reset_slack
+        reset_at = now + throttle.reset
         stale = (
             s.reset_at is not None and s.remaining is not None
-            and abs(reset_at - s.reset_at) < 1.0 and facts.remaining > s.remaining
+            and abs(reset_at - s.reset_at) < 1.0 and throttle.remaining > s.remaining
         )
         if not stale:
-            s = replace(s, remaining=facts.remaining, limit=facts.limit, reset_at=reset_at,
-                        quota=max(facts.remaining - in_flight, 0))
+            s = replace(s, remaining=throttle.remaining, limit=throttle.limit, reset_at=reset_at,
+                        quota=max(throttle.remaining - in_flight, 0))
     return s
 
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.classify import Classified
 from ..core.flow import Admission, Permit
 from ..core.outcome import Outcome
+from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe._hooks import notify
 from ._base import Coordinator
 from ._config import CoordinationConfig
@@ -25,14 +25,12 @@ from ._logic import (
     FLIGHT_TTL,
     Breaker,
     Budget,
-    Facts,
     Schedule,
     admission_of,
     breaker_admit,
     breaker_finish,
     budget_deposit,
     budget_withdraw,
-    facts_of,
     health,
     learn,
     moved,
@@ -161,11 +159,9 @@ class MemoryCoordinator(Coordinator):
                 k.budget = budget_deposit(k.budget, now, cfg.retry_budget)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
-    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; close the gate on throttling; remember the quota for pacing."""
-        self._learn(key, facts_of(classified, self.config.gate.profile_for(key)), lease)
-
-    def _learn(self, key: str, facts: Facts, lease: str | None) -> None:
+        facts = NO_THROTTLE if throttle is None else throttle
         if lease is None and not facts.informative:
             return
         with self._lock:
@@ -175,13 +171,13 @@ class MemoryCoordinator(Coordinator):
             if facts.informative:
                 now = self.clock.monotonic()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
-                                   self.config.gate.profile_for(key), self._in_flight(k, now))
+                                   self._in_flight(k, now))
                 while k.slots and k.slots[0] < k.schedule.gate:
                     k.slots.popleft()  # reserved before the gate moved: ask again
 
     def hold(self, key: str, seconds: float) -> None:
         """Close ``key``'s gate for at least ``seconds`` (a gate learned elsewhere)."""
-        self._learn(key, Facts(throttled=True, hint=max(0.0, seconds)), None)
+        self.learn(key, Throttle(throttled=True, hint=max(0.0, seconds)), None)
 
     def spend_retry(self, key: str) -> bool:
         """Take one retry from the key's retry budget (False: refused)."""

@@ -33,11 +33,11 @@ from redis.commands.core import AsyncScript, Script
 from redis.retry import Retry
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.classify import Classified
 from ..core.flow import Admission, Permit
 from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
+from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe._hooks import BREAKER_STATES, notify
 from ._base import Coordinator
 from ._config import MAX_DURATION, CoordinationConfig
@@ -47,7 +47,6 @@ from ._logic import (
     SLICES,
     Verdict,
     admission_of,
-    facts_of,
     health,
     permit_of,
 )
@@ -408,12 +407,11 @@ class RedisCoordinator(Coordinator):
 
         return self._call("acquire", key, args, parse, lambda: self.local.acquire(key, attempt))
 
-    def _learn(self, key: str, classified: Classified | None, lease: str | None) -> _Call[None]:
+    def _learn(self, key: str, throttle: Throttle | None, lease: str | None) -> _Call[None]:
         if lease is not None and lease.startswith("m:"):  # taken locally while Redis was away
             self.local.learn(key, None, lease)
             lease = None
-        profile = self.config.gate.profile_for(key)
-        facts = facts_of(classified, profile)
+        facts = NO_THROTTLE if throttle is None else throttle
         needed = lease is not None or facts.informative
         args = (
             lease or "", 1 if facts.throttled else 0,
@@ -421,12 +419,11 @@ class RedisCoordinator(Coordinator):
             -1 if facts.remaining is None else facts.remaining,
             -1 if facts.limit is None else facts.limit,
             -1 if facts.reset is None else facts.reset,
-            profile.rate_limit_floor, profile.rate_limit_multiplier, self.config.gate.max_gate,
-            profile.reset_slack,
+            facts.floor, facts.multiplier, self.config.gate.max_gate,
         )
         return self._call("learn" if needed else None, key, args,
-                          lambda raw: self.local.learn(key, classified, None),
-                          lambda: self.local.learn(key, classified, lease))
+                          lambda raw: self.local.learn(key, facts, None),
+                          lambda: self.local.learn(key, facts, lease))
 
     def _spend(self, key: str) -> _Call[bool]:
         cfg = self.config.retry_budget
@@ -467,9 +464,9 @@ class RedisCoordinator(Coordinator):
         """The shared gate, slots, pacing and concurrency cap."""
         return self._tally.permit(self._run(self._acquire(key, attempt)))
 
-    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; share the gate and the quota observation."""
-        self._run(self._learn(key, classified, lease))
+        self._run(self._learn(key, throttle, lease))
 
     def spend_retry(self, key: str) -> bool:
         """Take one retry from the shared retry budget (False: refused)."""
@@ -487,9 +484,9 @@ class RedisCoordinator(Coordinator):
         """Async :meth:`acquire`."""
         return self._tally.permit(await self._arun(self._acquire(key, attempt)))
 
-    async def alearn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Async :meth:`learn`."""
-        await self._arun(self._learn(key, classified, lease))
+        await self._arun(self._learn(key, throttle, lease))
 
     async def aspend_retry(self, key: str) -> bool:
         """Async :meth:`spend_retry`."""

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from .._clock import Clock
 from ._values import fast_init
-from .classify import Classified, Kind, Observation, classify
+from .classify import Kind, Observation, classify
 from .decide import OperationState, Retry, Stop, decide, plan_attempt, plan_wait
 from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .policy import Policy
+from .throttle import Throttle, throttle_of
 
 __all__ = [
     "Acquire",
@@ -94,10 +95,12 @@ class Sleep:
 
 @dataclass(slots=True)
 class Learn:
-    """Report what an attempt showed (or None if it was not made) and release its lease. Reply: None."""
+    """Report what an attempt showed about the quota (:class:`~retrybudget.core.throttle.Throttle`,
+    read with the policy's profile; None if the attempt was not made) and release its lease.
+    Reply: None."""
 
     key: str
-    classified: Classified | None
+    throttle: Throttle | None
     lease: str | None
 
 
@@ -286,7 +289,7 @@ def operation_flow(
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
         if coordinated:
-            yield Learn(key, classified, permit.lease)
+            yield Learn(key, throttle_of(policy.profile, classified), permit.lease)
 
         decision = decide(policy, state, classified, now, wall, sample())
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)

@@ -1,7 +1,8 @@
 -- Give back a lease, then _logic.learn: close the gate on throttling (gate_delay), remember
--- the quota for pacing and restart the window's count. ARGV: idle, lease or '', throttled
--- 0|1, hint (-1: none), remaining (-1), limit (-1), reset (-1), floor, multiplier, max_gate,
--- reset_slack. Returns 1.
+-- the quota for pacing and restart the window's count. The values are the response's
+-- Throttle, read by the flow with the operation's profile (hint and reset include its slack).
+-- ARGV: idle, lease or '', throttled 0|1, hint (-1: none), remaining (-1), limit (-1),
+-- reset (-1), floor, multiplier, max_gate. Returns 1.
 local lease = ARGV[2]
 local throttled = ARGV[3] == '1'
 local hint = finite(ARGV[4]) or -1
@@ -11,7 +12,6 @@ local reset = finite(ARGV[7]) or -1
 local floor = finite(ARGV[8]) or 1
 local multiplier = finite(ARGV[9]) or 2
 local max_gate = finite(ARGV[10]) or 3600
-local slack = finite(ARGV[11]) or 0
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
 if lease ~= '' then
@@ -31,7 +31,7 @@ if throttled then
   if hint >= 0 then
     delay = math.min(hint, max_gate)
   else
-    -- gate_delay without a hint: the floor, doubled for each repeat
+    -- gate_delay without a hint: Throttle.wait of the shared streak
     local streak = count(s.streak, 1e6) or 0
     if NOW - gate > floor then streak = 0 end
     delay = math.min(floor * multiplier ^ math.min(streak, 32), max_gate)
@@ -46,7 +46,7 @@ end
 if observed then
   local in_flight = live_leases(leases)
   rolled(state, s, in_flight)
-  local reset_at = NOW + reset + slack
+  local reset_at = NOW + reset
   local known = count(s.remaining, 1e15)
   local known_at = instant(s.reset_at)
   local stale = known ~= nil and known_at ~= nil and math.abs(reset_at - known_at) < 1
