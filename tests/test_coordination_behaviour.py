@@ -236,19 +236,21 @@ def test_a_stale_observation_does_not_undo_a_newer_one(backend: Backend) -> None
 
 
 @pytest.mark.parametrize("slack", [0.0, 0.2])
-def test_the_count_lets_what_is_left_go_and_holds_the_rest_for_the_reset(
+def test_the_count_lets_what_is_left_go_and_releases_the_rest_by_quota_at_the_reset(
     backend: Backend, slack: float,
 ) -> None:
     profile = GENERIC.derive("slack", reset_slack=slack)
     c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
     c.learn(KEY, low_quota(10, 1.0, limit=20, profile=profile), None)  # not low: no pacing
-    permits = [c.acquire(KEY, 1) for _ in range(25)]
+    permits = [c.acquire(KEY, 1) for _ in range(35)]
     assert [p.wait for p in permits[:10]] == [0] * 10
-    held = permits[10:]
-    assert [p.wait for p in held] == [approx(backend, 1.0 + slack + 0.05 * i) for i in range(15)]
+    held = permits[10:30]  # the next window's quota: released all at once at the reset
+    assert [p.wait for p in held] == [approx(backend, 1.0 + slack)] * 20
     assert {p.reason for p in held} == {WaitReason.PACING}  # no gate...
     reset_at = backend.clock.wall() + 1.0 + slack  # ...but each names the reset
-    assert [p.retry_at for p in held] == [approx(backend, reset_at)] * 15
+    assert [p.retry_at for p in held] == [approx(backend, reset_at)] * 20
+    beyond = permits[30:]  # over the next window's quota: ask again once the release is answered
+    assert [p.wait for p in beyond] == [approx(backend, 1.05 + slack)] * 5
     assert c.stats().gate_waits == 0
     assert backend.counted(c, KEY) == 0
 
@@ -286,21 +288,26 @@ def test_after_the_reset_the_count_starts_from_the_limit_less_what_is_in_flight(
     backend.sleep(0.2)
     assert c.acquire(KEY, 1).wait == 0  # the held worker comes back for its slot
     assert backend.counted(c, KEY) == 20 - 3 - 1
-    # the new window's reset is unknown until an answer names it: the count holds nothing
-    assert goes(c, KEY, 20) == 20
+    # the count still holds, though the new window's reset is unknown: the answers of the
+    # requests in flight will name it, so what is over the count asks again one spread later
+    assert goes(c, KEY, 20) == 16
     assert backend.counted(c, KEY) == 0
+    held = c.acquire(KEY, 1)
+    assert (held.reason, held.wait, held.retry_at) == (
+        WaitReason.PACING, approx(backend, GateConfig().spread), None)
     c.learn(KEY, low_quota(8, 1.0, limit=20), None)
-    assert backend.counted(c, KEY) == 0  # 8 left, 24 in flight
+    assert backend.counted(c, KEY) == 0  # 8 left, 20 in flight: each counted once
 
 
 def test_a_slot_that_falls_due_once_the_count_is_used_up_waits_for_the_reset(
     backend: Backend,
 ) -> None:
     c = backend.one()
-    c.learn(KEY, low_quota(2, 0.4), None)  # low: 0.2 s apart
+    no_limit = {"ratelimit-reset": "0.4"}  # without a limit, in-flight requests count against
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "2", **no_limit}), None)  # low: 0.2 s apart
     assert c.acquire(KEY, 1).wait == 0  # in flight
     assert c.acquire(KEY, 1).wait == approx(backend, 0.2)
-    c.learn(KEY, low_quota(1, 0.4), None)  # 1 left, 1 in flight: the count is 0
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "1", **no_limit}), None)  # 1 in flight: 0
     backend.sleep(0.2)
     late = c.acquire(KEY, 1)  # back for its slot, which the count no longer allows
     assert (late.reason, late.wait) == (WaitReason.PACING, approx(backend, 0.2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -36,6 +37,10 @@ from retrybudget.coordination._logic import (
     pacing_interval,
     permit_of,
     plan_slot,
+    quota_hold,
+    release_quota,
+    rolled,
+    sent,
 )
 from retrybudget.core.decide import rate_limit_wait
 from retrybudget.core.outcome import Reason
@@ -140,26 +145,66 @@ events = st.lists(
 
 
 @given(events, st.one_of(st.just(0.0), st.floats(min_value=1e-4, max_value=0.5)))
-def test_reserved_slots_rise_and_never_come_before_the_gate(steps, spread) -> None:
+def test_reserved_slots_never_come_before_the_gate_nor_crowd_past_the_limit(steps, spread) -> None:
     gate_cfg = GateConfig(spread=spread)
-    s, now, reserved = Schedule(), 1000.0, []
+    s, now, reserved = Schedule(), 1000.0, Counter[float]()
     for dt, hint, remaining in steps:
         now += dt
         if hint is not None or remaining is not None:
             facts = Throttle(throttled=hint is not None, hint=hint, remaining=remaining,
-                          limit=100, reset=None if remaining is None else 3.0)
+                             limit=100, reset=None if remaining is None else 3.0)
             s = learn(s, facts, now, gate_cfg)
-            reserved = [r for r in reserved if r >= s.gate]
         slot, after = plan_slot(s, now, gate_cfg, PacingConfig())
         assert slot >= now
         assert slot >= s.gate
         assert after.tail >= s.tail
         if slot > now + EPSILON:
-            assert all(slot > r if spread > 0 else slot >= r for r in reserved)
-            if now < s.gate or s.herd > now:
-                assert not reserved or slot - max(reserved) >= spread - 1e-9
-            reserved.append(slot)
+            reserved[slot] += 1
+            assert reserved[slot] <= 100  # one instant admits at most the window's quota
         s = after
+
+
+quotas = st.lists(
+    st.tuples(
+        st.floats(min_value=0.0, max_value=2.0),  # time passing
+        st.integers(min_value=1, max_value=50),  # the limit the provider names now
+        st.floats(min_value=0.0, max_value=1.0),  # the share of it left
+        st.floats(min_value=0.05, max_value=3.0),  # seconds to the reset
+        st.integers(min_value=0, max_value=120),  # workers asking then
+        st.integers(min_value=0, max_value=5),  # requests in flight then
+    ),
+    max_size=40,
+)
+
+
+@given(quotas, st.sampled_from([0.0, 0.05]))
+def test_a_window_never_admits_more_than_its_quota(steps, spread) -> None:
+    """For any sequence of learned quotas: the requests that go now never exceed the count,
+    and the workers released at one instant never exceed the quota of the window open then."""
+    gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(threshold=0.0, min_remaining=0)
+    s, now = Schedule(), 1000.0
+    for dt, limit, share, reset, asks, in_flight in steps:
+        now += dt
+        s = rolled(s, now, in_flight)
+        remaining = int(limit * share)
+        s = learn(s, Throttle(throttled=remaining == 0, hint=None, remaining=remaining,
+                              limit=limit, reset=reset), now, gate_cfg, in_flight)
+        allowed = s.quota
+        went = 0
+        for _ in range(asks):
+            quota_at = None
+            if now < s.gate or quota_hold(s, now, pacing, in_flight, spread) is not None:
+                at = max(s.gate, quota_hold(s, now, pacing, in_flight, spread) or now)
+                quota_at = release_quota(s, at)
+            slot, s = plan_slot(s, now, gate_cfg, pacing, in_flight)
+            if slot <= now + EPSILON:
+                went += 1
+                s = sent(s)
+            elif quota_at is not None and slot == s.release:  # released by quota at ``slot``
+                assert s.released <= quota_at
+            # any other slot asks again then; a claim goes only while the count allows
+        assert allowed is None or now < s.gate or went <= allowed
+        assert allowed is None or went <= limit
 
 
 # The retry budget -------------------------------------------------------------------------------

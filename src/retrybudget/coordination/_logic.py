@@ -47,8 +47,11 @@ __all__ = [
     "permit_of",
     "plan_slot",
     "quota_hold",
+    "release_quota",
+    "released_at",
     "rolled",
     "sent",
+    "window_used",
 ]
 
 EPSILON = 0.001
@@ -110,14 +113,19 @@ class Schedule:
     Attributes:
         gate: no request may start before this instant (the provider throttles until then).
         tail: the latest slot handed out (a request that went, or a reserved slot).
-        herd: the latest slot handed out while releasing workers held at a gate.
+        herd: the latest slot handed out while releasing workers held at a gate with an
+            unknown quota (one per ``spread``).
         streak: rate limits in a row that named no time (the gate doubles for each).
-        remaining: the quota left at the last observation.
+        remaining: the lowest ``remaining`` observed in the current window.
         limit: the quota size at the last observation.
         reset_at: when the observed quota resets (the profile's slack included).
-        quota: requests the current window still allows by this coordinator's count: the last
-            observation's ``remaining``, less the requests in flight then (they may not be
-            counted in it yet) and the requests sent since. None: not counted.
+        quota: requests the current window still allows by this coordinator's count
+            (``limit - used``, or without a limit the observation's ``remaining`` less the
+            requests in flight then). None: not counted.
+        used: requests of the current window spent by this coordinator's count, each counted
+            once (a request in flight is in it from the moment it went). None: not counted.
+        release: the instant of the latest release by quota (held workers admitted at once).
+        released: workers given a slot at ``release`` so far.
     """
 
     gate: float = NEVER
@@ -128,6 +136,9 @@ class Schedule:
     limit: int | None = None
     reset_at: float | None = None
     quota: int | None = None
+    used: int | None = None
+    release: float = NEVER
+    released: int = 0
 
 
 def gate_delay(throttle: Throttle, streak: int, since_gate: float,
@@ -145,6 +156,19 @@ def gate_delay(throttle: Throttle, streak: int, since_gate: float,
     return min(throttle.wait(streak), max_gate), streak + 1
 
 
+def window_used(used: int | None, limit: int, remaining: int, in_flight: int) -> int:
+    """Requests of the window spent, after an answer said ``remaining`` of ``limit`` are left.
+
+    The truth lies between ``limit - remaining`` (every request in flight already counted by
+    the provider) and that plus ``in_flight`` (none counted yet). The running count ``used``
+    (every request counted once, when it went) is kept inside those bounds; a window whose
+    count is not running yet (None) starts at the upper one.
+    """
+    low = limit - remaining
+    high = low + in_flight
+    return high if used is None else max(low, min(used, high))
+
+
 def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
           in_flight: int = 0) -> Schedule:
     """A key's schedule after a response (``in_flight``: other requests still unanswered).
@@ -152,23 +176,27 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
     unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
-    response overtaken by a newer one). The observation also restarts the count of what the
-    window allows: ``remaining`` less the requests in flight (the provider may not have
-    counted them in it yet).
+    response overtaken by a newer one). With a limit, the window's count is
+    :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
+    the requests in flight.
     """
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         s = replace(s, gate=max(s.gate, now + delay), streak=streak)
-    if throttle.remaining is not None and throttle.reset is not None and throttle.reset > 0:
+    remaining, limit = throttle.remaining, throttle.limit
+    if remaining is not None and throttle.reset is not None and throttle.reset > 0:
         s = rolled(s, now, in_flight)
         reset_at = now + throttle.reset
-        stale = (
-            s.reset_at is not None and s.remaining is not None
-            and abs(reset_at - s.reset_at) < 1.0 and throttle.remaining > s.remaining
-        )
-        if not stale:
-            s = replace(s, remaining=throttle.remaining, limit=throttle.limit, reset_at=reset_at,
-                        quota=max(throttle.remaining - in_flight, 0))
+        same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
+        if same and s.remaining is not None and remaining > s.remaining:
+            return s  # stale
+        if limit is None or limit < remaining:
+            return replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
+                           quota=max(remaining - in_flight, 0), used=None)
+        counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
+        used = window_used(s.used if counting else None, limit, remaining, in_flight)
+        s = replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
+                    quota=max(limit - used, 0), used=used)
     return s
 
 
@@ -177,33 +205,57 @@ def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
 
     The old observation says nothing any more: it is dropped, and the count starts again
     from the limit (when one was given) less the requests still in flight, which may land
-    in the new window. The new window's reset is unknown until a response names it; until
-    then the count is kept but does not hold requests back.
+    in the new window (they count as its first ``used``). The new window's reset is unknown
+    until a response names it.
     """
     if s.reset_at is None or now < s.reset_at:
         return s
-    quota = None if s.limit is None else max(s.limit - in_flight, 0)
-    return replace(s, remaining=None, reset_at=None, quota=quota)
+    if s.limit is None:
+        return replace(s, remaining=None, reset_at=None, quota=None, used=None)
+    used = min(in_flight, s.limit)
+    return replace(s, remaining=None, reset_at=None, quota=s.limit - used, used=used)
 
 
 def sent(s: Schedule) -> Schedule:
     """A key's schedule after a request went: one less in the window's count."""
     if s.quota is None:
         return s
-    return replace(s, quota=max(s.quota - 1, 0))
+    return replace(s, quota=max(s.quota - 1, 0), used=None if s.used is None else s.used + 1)
 
 
-def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None) -> float | None:
+def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: int = 0,
+               spread: float = 0.0) -> float | None:
     """When the counted quota is used up: the instant it resets, else None.
 
-    Requests beyond what the window allows wait for the reset, in slots released like a
-    gate's herd. The gate itself does not move: the count is conservative (requests in flight
-    may already be counted by the provider), and a later response that shows more left
-    raises it again.
+    Requests beyond what the window allows wait for the reset and are released by quota
+    there. The gate itself does not move: a later response can still correct the count.
+    A count used up in a window whose reset no response has named yet (just rolled) holds
+    for ``spread`` while requests are in flight: their answers will name it.
     """
-    if pacing is None or s.quota is None or s.quota > 0 or s.reset_at is None:
+    if pacing is None or s.quota is None or s.quota > 0:
         return None
+    if s.reset_at is None:
+        return now + spread if in_flight > 0 and spread > 0 else None
     return s.reset_at if now < s.reset_at else None
+
+
+def release_quota(s: Schedule, at: float) -> int | None:
+    """How many held workers the window open at ``at`` admits at once; None: unknown.
+
+    A window that has reset by ``at`` admits its limit; one that has not (a gate shorter
+    than the window) admits what its count still allows.
+    """
+    if s.limit is None:
+        return None
+    if s.reset_at is not None and at < s.reset_at - EPSILON:
+        return s.quota
+    return s.limit
+
+
+def released_at(s: Schedule, at: float, quota: int) -> bool:
+    """Whether one more held worker fits in the release at ``at`` (at most ``quota``)."""
+    count = s.released if abs(s.release - at) <= EPSILON else 0
+    return count < quota
 
 
 def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> float:
@@ -224,33 +276,44 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
     return (s.reset_at - now) / max(s.remaining, 1)
 
 
-def plan_slot(s: Schedule, now: float, gate: GateConfig,
-              pacing: PacingConfig | None) -> tuple[float, Schedule]:
+def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
+              in_flight: int = 0) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
-    While the gate is closed, the counted quota is used up (:func:`quota_hold`), or workers
-    held at either are still being released, slots are ``spread`` apart (or the pacing
-    interval, if longer) and none comes before the gate or the quota's reset; otherwise they
-    are the pacing interval apart; with neither, the slot is now. The release ends with the
-    last worker that was held (``herd``): newcomers during it queue behind it without
-    prolonging it, so a steady stream of workers is not paced at one per ``spread`` for
-    ever. Pacing spreads what is left of a window until its reset, so no slot is paced past
-    it (later ones are ``spread`` apart). A slot at most :data:`EPSILON` ahead means "go
-    now"; a later one is reserved by the caller.
+    A worker held by a closed gate or a used-up count waits for the instant they open
+    (``at``). When the quota of the window open then is known (:func:`release_quota`), the
+    first that many held workers all get ``at`` itself (a release by quota); the rest get
+    ``at + spread`` and ask again then, when the answers of the release have named the next
+    window. When the quota is unknown, held workers get slots ``spread`` apart (or the
+    pacing interval, if longer), a release that ends with the last worker held (``herd``):
+    newcomers during it queue behind it without prolonging it. Otherwise slots are the
+    pacing interval apart (never paced past the reset); with neither, the slot is now. A
+    slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     """
     gated = now < s.gate
-    hold = quota_hold(s, now, pacing)
-    herding = gated or hold is not None or s.herd > now
+    hold = quota_hold(s, now, pacing, in_flight, gate.spread)
+    held = gated or hold is not None
     interval = pacing_interval(s, now, pacing)
+    if held:
+        at = max(now, s.gate, NEVER if hold is None else hold)
+        if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset
+            return at, replace(s, tail=max(s.tail, at))
+        quota = release_quota(s, at)
+        if quota is not None:
+            if released_at(s, at, quota):
+                count = s.released + 1 if abs(s.release - at) <= EPSILON else 1
+                return at, replace(s, tail=max(s.tail, at), release=at, released=count)
+            slot = at + max(gate.spread, EPSILON * 2)  # ask again once the release is answered
+            return slot, replace(s, tail=max(s.tail, slot))
+    herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval
-    if spacing <= 0 and not gated and hold is None:
+    if spacing <= 0 and not held:
         slot = now
     else:
         paced = s.tail + spacing
         if interval > 0 and s.reset_at is not None and paced > s.reset_at:
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
         slot = max(now, s.gate, paced, NEVER if hold is None else hold)
-    held = gated or hold is not None  # a newcomer during a release does not prolong it
     return slot, replace(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
 
 

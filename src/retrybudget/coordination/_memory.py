@@ -7,6 +7,7 @@ the async methods can call the sync ones without blocking the event loop.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 from collections import deque
@@ -137,17 +138,21 @@ class MemoryCoordinator(Coordinator):
             slots = k.slots
             while slots and slots[0] < now - cfg.gate.claim_grace:
                 slots.popleft()  # lapsed: its holder stopped or died
-            hold = quota_hold(k.schedule, now, pacing)
+            hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
             if now >= k.schedule.gate and slots and slots[0] <= now + EPSILON and hold is None:
                 slots.popleft()
             else:
                 gate = k.schedule.gate
-                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing)
+                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight)
                 if slot > now + EPSILON:
-                    slots.append(slot)
+                    if slots and slot < slots[-1]:
+                        bisect.insort(slots, slot)  # a release by quota before later slots
+                    else:
+                        slots.append(slot)
                     code = "gate" if now < gate else "pace"
+                    reset_in = None if hold is None or k.schedule.reset_at is None else hold - now
                     permit = permit_of(code, slot - now, gate - now, None, self.clock.wall(),
-                                       None if hold is None else hold - now)
+                                       reset_in)
                     return self._tally.permit(permit)
             lease = None
             if pacing is not None:

@@ -1,5 +1,6 @@
 -- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
--- quota_hold) or plan_slot; a request that goes is sent (counted) and holds a lease.
+-- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
+-- that goes is sent (counted) and holds a lease.
 -- ARGV: idle, attempt, spread, claim_grace, pacing (0|1), threshold, min_remaining,
 -- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, retry budget ttl
 -- (0: off).
@@ -25,15 +26,23 @@ if limit > 0 and in_flight >= limit then
   return {'busy', fmt(poll), '0', ''}
 end
 
-local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota'})
+local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
+                       'release', 'released'})
 local gate = instant(s.gate) or NEVER
 local quota = rolled(state, s, in_flight)
 local remaining = count(s.remaining, 1e15)
 local reset_at = instant(s.reset_at)
--- quota_hold: the counted quota is used up until the reset
+-- quota_hold: the counted quota is used up until the reset (or, while no answer has named
+-- the new window's reset, for one spread while requests are in flight)
 local hold = nil
-if pacing and quota ~= nil and quota <= 0 and reset_at ~= nil and NOW < reset_at then
-  hold = reset_at
+local unnamed = false
+if pacing and quota ~= nil and quota <= 0 then
+  if reset_at ~= nil then
+    if NOW < reset_at then hold = reset_at end
+  elseif in_flight > 0 and spread > 0 then
+    hold = NOW + spread
+    unnamed = true
+  end
 end
 typed(slots, 'zset')
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
@@ -60,25 +69,54 @@ else
   local tail = instant(s.tail) or NEVER
   local herd = instant(s.herd) or NEVER
   local gated = NOW < gate
-  local herding = gated or hold ~= nil or herd > NOW
-  local spacing = interval
-  if herding then spacing = math.max(interval, spread) end
-  local slot = NOW
-  if spacing > 0 or gated or hold ~= nil then
-    local paced = tail + spacing
-    if interval > 0 and reset_at ~= nil and paced > reset_at then
-      paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+  local held = gated or hold ~= nil
+  local slot = nil
+  local herded = held
+  if held then
+    local at = math.max(NOW, gate, hold or NEVER)
+    local size = count(s.limit, 1e15)
+    if unnamed then
+      slot, herded = at, false
+    elseif size ~= nil then
+      -- release_quota: a window reset by `at` admits its limit, else what its count allows
+      local release_quota = size
+      if reset_at ~= nil and at < reset_at - EPSILON then release_quota = quota end
+      if release_quota ~= nil then
+        local release = instant(s.release) or NEVER
+        local released = 0
+        if math.abs(release - at) <= EPSILON then released = count(s.released, 1e15) or 0 end
+        if released < release_quota then
+          slot = at
+          redis.call('HSET', state, 'release', fmt(at), 'released',
+                     string.format('%d', released + 1))
+        else
+          slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
+        end
+        herded = false
+      end
     end
-    slot = math.max(NOW, gate, paced, hold or NEVER)
+  end
+  if slot == nil then
+    local herding = held or herd > NOW
+    local spacing = interval
+    if herding then spacing = math.max(interval, spread) end
+    slot = NOW
+    if spacing > 0 or held then
+      local paced = tail + spacing
+      if interval > 0 and reset_at ~= nil and paced > reset_at then
+        paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+      end
+      slot = math.max(NOW, gate, paced, hold or NEVER)
+    end
   end
   redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
-  if gated or hold ~= nil then redis.call('HSET', state, 'herd', fmt(slot)) end  -- held only
+  if herded then redis.call('HSET', state, 'herd', fmt(slot)) end  -- held, quota unknown
   extend(state, math.max(IDLE, slot - NOW) + 1)
   if slot > NOW + EPSILON then
     redis.call('ZADD', slots, fmt(slot), next_id(state))
     extend(slots, slot - NOW + grace + 1)
     local reset_in = ''
-    if hold ~= nil then reset_in = fmt(hold - NOW) end
+    if hold ~= nil and not unnamed then reset_in = fmt(hold - NOW) end
     if gated then
       return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in}
     end
@@ -91,6 +129,8 @@ if tracked then
   -- sent: one less in the window's count
   if quota ~= nil and pacing then
     redis.call('HSET', state, 'quota', string.format('%d', math.max(quota - 1, 0)))
+    local used = count(s.used, 1e15)
+    if used ~= nil then redis.call('HSET', state, 'used', string.format('%d', used + 1)) end
   end
   lease = 'r:' .. next_id(state)
   redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)

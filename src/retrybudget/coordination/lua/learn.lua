@@ -23,7 +23,7 @@ if not throttled and not observed then
   return 1
 end
 
-local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota'})
+local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota', 'used'})
 local far = NOW
 if throttled then
   local gate = instant(s.gate) or NEVER
@@ -49,15 +49,22 @@ if observed then
   local reset_at = NOW + reset
   local known = count(s.remaining, 1e15)
   local known_at = instant(s.reset_at)
-  local stale = known ~= nil and known_at ~= nil and math.abs(reset_at - known_at) < 1
-    and remaining > known
+  local same = known_at ~= nil and math.abs(reset_at - known_at) < 1
+  local stale = same and known ~= nil and remaining > known
   if not stale then
-    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at),
-               'quota', string.format('%d', math.max(remaining - in_flight, 0)))
-    if quota >= 0 then
-      redis.call('HSET', state, 'limit', string.format('%d', quota))
+    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
+    if quota >= 0 and quota >= remaining then
+      -- window_used: the running count, kept between "all in flight counted" and "none"
+      local used = count(s.used, 1e15)
+      local counting = used ~= nil and (same or known_at == nil)  -- rolled into this window
+      local low = quota - remaining
+      local high = low + in_flight
+      if counting then used = math.max(low, math.min(used, high)) else used = high end
+      redis.call('HSET', state, 'limit', string.format('%d', quota), 'used', string.format('%d', used),
+                 'quota', string.format('%d', math.max(quota - used, 0)))
     else
-      redis.call('HDEL', state, 'limit')
+      redis.call('HSET', state, 'quota', string.format('%d', math.max(remaining - in_flight, 0)))
+      redis.call('HDEL', state, 'limit', 'used')
     end
     far = math.max(far, reset_at)
   end

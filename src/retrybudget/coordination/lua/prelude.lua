@@ -106,8 +106,9 @@ local function live_leases(key)
 end
 
 -- _logic.rolled: once the observed window has reset, drop the observation and count again
--- from the limit, less the requests in flight. `s` holds the state's fields (remaining,
--- limit, reset_at, quota) and is updated; returns the window's count (nil: not counted).
+-- from the limit, less the requests still in flight (the new window's first `used`). `s`
+-- holds the state's fields (remaining, limit, reset_at, quota, used) and is updated; returns
+-- the window's count (nil: not counted).
 local function rolled(key, s, in_flight)
   local quota = count(s.quota, 1e15)
   local reset_at = instant(s.reset_at)
@@ -116,12 +117,13 @@ local function rolled(key, s, in_flight)
   redis.call('HDEL', key, 'remaining', 'reset_at')
   local size = count(s.limit, 1e15)
   if size == nil then
-    s.quota = nil
-    redis.call('HDEL', key, 'quota')
+    s.quota, s.used = nil, nil
+    redis.call('HDEL', key, 'quota', 'used')
     return nil
   end
-  quota = math.max(size - in_flight, 0)
-  s.quota = string.format('%d', quota)
-  redis.call('HSET', key, 'quota', s.quota)
+  local used = math.min(in_flight, size)
+  quota = size - used
+  s.quota, s.used = string.format('%d', quota), string.format('%d', used)
+  redis.call('HSET', key, 'quota', s.quota, 'used', s.used)
   return quota
 end
