@@ -453,3 +453,4 @@ async def test_five_hundred_tasks_on_one_gate_finish_in_bounded_time(
     assert c.fallbacks == 0
     await c.aclose()
     c.close()
+
