@@ -409,16 +409,30 @@ def test_operations_share_the_cap_through_the_retrier(backend: Backend) -> None:
 # The retry budget -------------------------------------------------------------------------------
 
 
-def test_retries_are_a_share_of_first_attempts(backend: Backend) -> None:
+def test_retries_are_earned_by_healthy_operations(backend: Backend) -> None:
     budget = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=60)
-    c = backend.one(CoordinationConfig(retry_budget=budget))
-    assert c.spend_retry(KEY) is False  # nothing deposited yet
+    c = backend.one(CoordinationConfig(retry_budget=budget, breaker=None))
+    assert c.spend_retry(KEY) is False  # nothing earned yet
     for _ in range(4):
-        assert c.acquire(KEY, 1).wait == 0
-    assert c.acquire(KEY, 2).wait == 0  # a retry's attempt deposits nothing
+        assert c.acquire(KEY, 1).wait == 0  # requests that go earn nothing by themselves
+    assert c.spend_retry(KEY) is False
+    for reason in (Reason.OK, Reason.NOT_FOUND, Reason.OK, Reason.REJECTED):
+        c.finish(KEY, ended(reason), False)  # the provider answered: each earns half a retry
+    for reason in (Reason.EXHAUSTED, Reason.CIRCUIT_OPEN):
+        c.finish(KEY, ended(reason), False)  # a failure or a refusal earns nothing
     assert [c.spend_retry(KEY) for _ in range(3)] == [True, True, False]
     stats = c.stats()
-    assert (stats.retries_allowed, stats.retries_refused) == (2, 2)
+    assert (stats.retries_allowed, stats.retries_refused) == (2, 3)
+
+
+def test_in_an_outage_only_the_floor_is_spent(backend: Backend) -> None:
+    """16 concurrent operations meet a hard outage: the default budget grants the floor (3
+    retries per 10 s) and no more, because no operation ends healthy."""
+    c = backend.one()
+    for _ in range(16):
+        assert c.admit(KEY).allowed
+        assert c.acquire(KEY, 1).wait == 0
+    assert sum(c.spend_retry(KEY) for _ in range(16)) == 3
 
 
 def test_the_floor_allows_a_few_retries_on_a_quiet_key(backend: Backend) -> None:
@@ -533,7 +547,7 @@ def test_a_retry_budget_end_counts_only_after_a_transient_failure(
 
 
 def test_an_exhausted_retry_loop_is_one_failure(backend: Backend) -> None:
-    c = backend.one(breaker(consecutive_failures=2))
+    c = backend.one(breaker(consecutive_failures=2).replace(retry_budget=None))
     provider = ScriptedProvider([{"status": 503}], backend.clock)
     retrier = Retrier(policy=Policy(max_attempts=3, deadline=10), clock=backend.clock,
                       coordinator=c, key=KEY)

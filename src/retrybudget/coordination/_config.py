@@ -140,20 +140,24 @@ class ConcurrencyConfig:
 
 @dataclass(frozen=True, slots=True)
 class RetryBudgetConfig:
-    """A shared retry budget, in the manner of Finagle's ``RetryBudget`` and gRPC throttling.
+    """A shared retry budget earned by successes, in the manner of Finagle's ``RetryBudget``
+    with the refill of gRPC retry throttling and the AWS SDK retry quota.
 
-    Over the last ``ttl`` seconds, retries may number at most
-    ``min_retries_per_sec * ttl + ratio * first_attempts``; each retry spends one token, and
-    every first attempt that goes deposits ``ratio`` of one.
+    Over the last ``ttl`` seconds, retries after failures may number at most
+    ``min_retries_per_sec * ttl + ratio * healthy_operations``: each retry spends one token,
+    and every operation that ends with the provider answering (``ok``, ``not_found``, ...)
+    deposits ``ratio`` of one. A provider that is mostly healthy keeps earning retries for
+    its sporadic failures; in an outage nothing is earned, so only the small floor is spent
+    (and the breaker opens).
 
     Attributes:
-        ratio: retries allowed per first attempt (0.2: one retry for five requests).
-        min_retries_per_sec: a floor, so a quiet key can still retry a little.
+        ratio: retries earned per healthy operation (0.5: one retry for two successes).
+        min_retries_per_sec: a floor, so a quiet or fresh key can still retry a little.
         ttl: the window deposits and withdrawals count in.
     """
 
-    ratio: float = 0.2
-    min_retries_per_sec: float = 1.0
+    ratio: float = 0.5
+    min_retries_per_sec: float = 0.3
     ttl: float = 10.0
 
     def __post_init__(self) -> None:

@@ -322,7 +322,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """One key's retry budget: ``(slice, first attempts, retries)`` per live slice."""
+    """One key's retry budget: ``(slice, healthy operations, retries)`` per live slice."""
 
     slices: tuple[tuple[int, int, int], ...] = ()
 
@@ -343,7 +343,8 @@ def _add(slices: list[tuple[int, int, int]], current: int, deposits: int,
 
 
 def budget_deposit(b: Budget, now: float, cfg: RetryBudgetConfig) -> Budget:
-    """The budget after a first attempt went out (it deposits ``ratio`` of a retry)."""
+    """The budget after an operation ended with the provider answering (it deposits
+    ``ratio`` of a retry)."""
     current, slices = _live(b, now, cfg)
     return _add(slices, current, 1, 0)
 
@@ -352,7 +353,7 @@ def budget_withdraw(b: Budget, now: float, cfg: RetryBudgetConfig) -> tuple[bool
     """Take one retry if the balance allows: ``(allowed, new budget)``.
 
     The balance over the window (the last ``ttl`` seconds, counted in :data:`SLICES` slices)
-    is ``min_retries_per_sec * ttl + ratio * first_attempts - retries``; a retry needs 1.
+    is ``min_retries_per_sec * ttl + ratio * healthy_operations - retries``; a retry needs 1.
     """
     current, slices = _live(b, now, cfg)
     deposits = sum(sl[1] for sl in slices)

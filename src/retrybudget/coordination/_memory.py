@@ -26,6 +26,7 @@ from ._logic import (
     FLIGHT_TTL,
     Breaker,
     Budget,
+    Health,
     Schedule,
     admission_of,
     breaker_admit,
@@ -160,8 +161,6 @@ class MemoryCoordinator(Coordinator):
             if cap is not None or pacing is not None:
                 lease = f"m:{next(self._ids)}"
                 k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
-            if attempt == 1 and cfg.retry_budget is not None:
-                k.budget = budget_deposit(k.budget, now, cfg.retry_budget)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
@@ -195,17 +194,22 @@ class MemoryCoordinator(Coordinator):
         return self._tally.retry(allowed)
 
     def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
-        """Record one logical operation in the key's breaker."""
-        cfg = self.config.breaker
-        if cfg is None:
-            return
+        """Record one logical operation in the key's breaker; a healthy one earns retries."""
+        cfg, budget = self.config.breaker, self.config.retry_budget
         verdict = health(outcome)
+        earns = budget is not None and verdict is Health.SUCCESS
+        if cfg is None and not earns:
+            return
+        opened, state = False, None
         with self._lock:
             k = self._key(key)
-            before = k.breaker
-            k.breaker, opened = breaker_finish(before, verdict, probe, self.clock.monotonic(),
-                                               cfg)
-            state = moved(before, k.breaker)
+            now = self.clock.monotonic()
+            if earns and budget is not None:
+                k.budget = budget_deposit(k.budget, now, budget)
+            if cfg is not None:
+                before = k.breaker
+                k.breaker, opened = breaker_finish(before, verdict, probe, now, cfg)
+                state = moved(before, k.breaker)
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)

@@ -45,6 +45,7 @@ from ._logic import (
     EPSILON,
     FLIGHT_TTL,
     SLICES,
+    Health,
     Verdict,
     admission_of,
     health,
@@ -385,7 +386,7 @@ class RedisCoordinator(Coordinator):
 
     def _acquire(self, key: str, attempt: int) -> _Call[Permit]:
         cfg = self.config
-        gate, pacing, cap, budget = cfg.gate, cfg.pacing, cfg.concurrency, cfg.retry_budget
+        gate, pacing, cap = cfg.gate, cfg.pacing, cfg.concurrency
         args = (
             attempt, gate.spread, gate.claim_grace,
             0 if pacing is None else 1,
@@ -394,7 +395,6 @@ class RedisCoordinator(Coordinator):
             0 if cap is None else cap.limit,
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
-            0 if budget is None else budget.ttl,
         )
 
         def parse(raw: object) -> Permit:
@@ -432,12 +432,16 @@ class RedisCoordinator(Coordinator):
                           lambda raw: _text(raw) == "1", lambda: self.local.spend_retry(key))
 
     def _finish(self, key: str, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
-        cfg = self.config.breaker
-        args: tuple[Arg, ...] = ()
-        if cfg is not None:
-            ratio = -1 if cfg.failure_ratio is None else cfg.failure_ratio
-            args = (health(outcome).value, 1 if probe else 0, cfg.consecutive_failures, ratio,
-                    cfg.window, cfg.min_operations, cfg.cool_down)
+        cfg, budget = self.config.breaker, self.config.retry_budget
+        verdict = health(outcome)
+        earns = budget is not None and verdict is Health.SUCCESS
+        args: tuple[Arg, ...] = (
+            verdict.value, 1 if probe else 0,
+            0 if cfg is None else cfg.consecutive_failures,
+            -1 if cfg is None or cfg.failure_ratio is None else cfg.failure_ratio,
+            0 if cfg is None else cfg.window, 0 if cfg is None else cfg.min_operations,
+            0 if cfg is None else cfg.cool_down, 0 if budget is None else budget.ttl,
+        )
 
         def parse(raw: object) -> bool:
             opened, entered = _items(raw, 2)
@@ -448,7 +452,7 @@ class RedisCoordinator(Coordinator):
             self.local.finish(key, outcome, probe)
             return False
 
-        return self._call(None if cfg is None else "finish", key, args, parse, local)
+        return self._call("finish" if cfg is not None or earns else None, key, args, parse, local)
 
     def _opened(self, opened: bool) -> None:
         if opened:

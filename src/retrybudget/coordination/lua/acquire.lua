@@ -1,13 +1,11 @@
 -- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
 -- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
 -- that goes is sent (counted) and holds a lease.
--- ARGV: idle, attempt, spread, claim_grace, pacing (0|1), threshold, min_remaining,
--- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, retry budget ttl
--- (0: off).
+-- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
+-- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll.
 -- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or '',
 -- seconds until the window resets when its used-up count holds a pace wait (quota_hold) or
 -- ''}.
-local attempt = finite(ARGV[2]) or 1
 local spread = finite(ARGV[3]) or 0
 local grace = finite(ARGV[4]) or 0.5
 local pacing = ARGV[5] == '1'
@@ -16,7 +14,6 @@ local min_remaining = finite(ARGV[7]) or 0
 local limit = finite(ARGV[8]) or 0
 local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
-local budget_ttl = finite(ARGV[11]) or 0
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
@@ -135,9 +132,5 @@ if tracked then
   lease = 'r:' .. next_id(state)
   redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)
   extend(leases, lease_ttl + 1)
-end
-if attempt == 1 and budget_ttl > 0 then
-  local current = budget_live(KEYS[4], budget_ttl)
-  budget_add(KEYS[4], budget_ttl, 'd', current)
 end
 return {'go', '0', '0', lease}
