@@ -17,6 +17,7 @@ coordinator that saw a transition reports it to its events objects.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import weakref
@@ -33,13 +34,13 @@ from redis.commands.core import AsyncScript, Script
 from redis.retry import Retry
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.flow import Admission, Permit
+from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit
 from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
 from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe._hooks import BREAKER_STATES, notify
-from ._base import Coordinator
+from ._base import Coordinator, CoordinatorAction
 from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
     EPSILON,
@@ -69,8 +70,18 @@ UNAVAILABLE = "coordinator unavailable"
 HORIZON = MAX_HINT_SECONDS + MAX_DURATION
 """How far ahead a stored instant may lie before the scripts treat it as garbage."""
 
+_HELD: contextvars.ContextVar[tuple[object, str, Permit | None, Learn | None] | None] = (
+    contextvars.ContextVar("retrybudget_redis_held", default=None))
+"""What a worker's last call left for its next one, in this thread or task: ``(coordinator,
+key, the first attempt's permit got with the admission, a final learn to send with the
+finish)``."""
+
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
 _SCRIPTS = ("admit", "acquire", "learn", "spend", "finish")
+_MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish")}
+"""Scripts made of two: one round trip where the flow makes two calls back to back (an
+operation's admission and its first attempt's acquire; its last attempt's learn and its
+finish)."""
 Arg = str | int | float
 
 
@@ -85,7 +96,26 @@ def _scripts_text() -> dict[str, str]:
         .replace("__EPSILON__", repr(EPSILON))
         .replace("__SLICES__", repr(SLICES))
     )
-    return {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
+    texts = {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
+    for name, (first, second) in _MERGED.items():
+        parts = "".join(f"local function {part}_part(ARGS)\n"
+                        + _source(part).replace("ARGV[", "ARGS[") + "\nend\n"
+                        for part in (first, second))
+        texts[name] = prelude + "\n" + parts + f"""
+-- {first}, then {second} in the same call (the second only when the first admits, for an
+-- admission). ARGV: idle, n (the first's own argument count), the first's arguments, the
+-- second's. Returns {{the first's reply, the second's reply or false}}.
+local n = tonumber(ARGV[2]) or 0
+local first, second = {{ARGV[1]}}, {{ARGV[1]}}
+for i = 3, 2 + n do first[#first + 1] = ARGV[i] end
+for i = 3 + n, #ARGV do second[#second + 1] = ARGV[i] end
+local reply = {first}_part(first)
+if {"true" if first == "learn" else "reply[1] == 1"} then
+  return {{reply, {second}_part(second)}}
+end
+return {{reply, false}}
+"""
+    return texts
 
 
 _TEXT = _scripts_text()
@@ -457,6 +487,107 @@ class RedisCoordinator(Coordinator):
     def _opened(self, opened: bool) -> None:
         if opened:
             self._tally.add("breaker_opened")
+
+    def _begin(self, key: str) -> _Call[tuple[Admission, Permit | None]]:
+        """An admission and, when admitted, the first attempt's acquire: one script."""
+        admit, acquire = self._admit(key), self._acquire(key, 1)
+        own = admit.args[1:]
+
+        def parse(raw: object) -> tuple[Admission, Permit | None]:
+            first, second = _items(raw, 2)
+            admission = admit.parse(first)
+            return admission, acquire.parse(second) if admission.allowed else None
+
+        def local() -> tuple[Admission, Permit | None]:
+            admission = admit.local()
+            return admission, acquire.local() if admission.allowed else None
+
+        refusal = None if admit.refusal is None else (admit.refusal, None)
+        return self._call("begin", key, (len(own), *own, *acquire.args[1:]), parse, local,
+                          refusal)
+
+    def _end(self, learn: Learn, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
+        """A final attempt's learn and the operation's finish: one script when both are due."""
+        first, second = self._learn(learn.key, learn.throttle, learn.lease), self._finish(
+            learn.key, outcome, probe)
+        if first.script is None:
+            return second
+        if second.script is None:
+            return _Call(first.key, first.script, first.keys, first.args,
+                         lambda raw: bool(first.parse(raw)), lambda: bool(first.local()))
+        own = first.args[1:]
+
+        def parse(raw: object) -> bool:
+            one, two = _items(raw, 2)
+            first.parse(one)
+            return second.parse(two)
+
+        def local() -> bool:
+            first.local()
+            return second.local()
+
+        return self._call("end", learn.key, (len(own), *own, *second.args[1:]), parse, local)
+
+    def _held(self, action: CoordinatorAction) -> tuple[bool, object, _Call[Any] | None]:
+        """What a flow action needs, given what this worker's last call left: ``(answered,
+        answer, a call to run first or instead)``."""
+        held = _HELD.get()
+        if held is not None and held[0] is not self:
+            held = None
+        if isinstance(action, Admit):
+            _HELD.set(None)
+            if self.config.breaker is None:
+                return False, None, None
+            return True, None, self._begin(action.key)
+        if held is not None:
+            _HELD.set(None)
+            _, key, permit, learn = held
+            if isinstance(action, Acquire) and permit is not None and action.key == key and (
+                    action.attempt == 1):
+                return True, permit, None
+            if isinstance(action, Finish) and learn is not None and action.key == key:
+                return True, None, self._end(learn, action.outcome, action.probe)
+            if learn is not None:  # not the finish it expected: send it on its own now
+                return False, None, self._learn(learn.key, learn.throttle, learn.lease)
+        if isinstance(action, Learn) and action.final:
+            _HELD.set((self, action.key, None, action))
+            return True, None, None
+        return False, None, None
+
+    def _settle(self, action: CoordinatorAction, result: object) -> object:
+        """The answer to a flow action from the merged call just run."""
+        if isinstance(action, Admit):
+            assert isinstance(result, tuple)  # noqa: S101 - _begin's answer
+            admission: Admission = result[0]
+            permit: Permit | None = result[1]
+            _HELD.set((self, action.key, permit, None) if permit is not None else None)
+            return self._tally.admission(admission)
+        if isinstance(action, Finish):
+            self._opened(bool(result))
+        return None
+
+    def handle(self, action: CoordinatorAction) -> object:
+        """Perform one of the flow's actions: an admission brings the first attempt's acquire
+        along, and a final learn goes with the finish (one round trip each)."""
+        answered, answer, call = self._held(action)
+        if call is not None:
+            result = self._run(call)
+            if answered:
+                return self._settle(action, result)
+        if answered:
+            return self._tally.permit(answer) if isinstance(answer, Permit) else answer
+        return super().handle(action)
+
+    async def ahandle(self, action: CoordinatorAction) -> object:
+        """Async :meth:`handle`."""
+        answered, answer, call = self._held(action)
+        if call is not None:
+            result = await self._arun(call)
+            if answered:
+                return self._settle(action, result)
+        if answered:
+            return self._tally.permit(answer) if isinstance(answer, Permit) else answer
+        return await super().ahandle(action)
 
     # The interface ---------------------------------------------------------------------------
 

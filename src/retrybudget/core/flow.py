@@ -102,6 +102,9 @@ class Learn:
     key: str
     throttle: Throttle | None
     lease: str | None
+    final: bool = False
+    """True when the operation's :class:`Finish` comes next, with no wait between: a
+    coordinator may send this report together with it (one round trip instead of two)."""
 
 
 @dataclass(slots=True)
@@ -280,7 +283,7 @@ def operation_flow(
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
-                yield Learn(key, None, permit.lease)
+                yield Learn(key, None, permit.lease, report)
             return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
 
         result = yield Attempt(state.attempts + 1, plan)
@@ -288,10 +291,10 @@ def operation_flow(
         last = result
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
-        if coordinated:
-            yield Learn(key, throttle_of(policy.profile, classified), permit.lease)
-
         decision = decide(policy, state, classified, now, wall, sample())
+        if coordinated:
+            yield Learn(key, throttle_of(policy.profile, classified), permit.lease,
+                        report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):
             decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
