@@ -432,7 +432,8 @@ def test_every_key_has_a_ttl(redis_server: RedisServer) -> None:
     c.finish(KEY, ended(Reason.EXHAUSTED), False)
     raw = redis_server.client()
     keys = raw.keys(prefix + "*")
-    assert {k.decode().rsplit(":", 1)[1] for k in keys} == {"state", "slots", "leases", "budget"}
+    assert {k.decode().rsplit(":", 1)[1] for k in keys} == {"state", "slots", "leases", "budget",
+                                                                 "workers"}
     ttls = [raw.pttl(k) for k in keys]
     assert all(0 < ttl <= (600 + 2) * 1000 for ttl in ttls)
     assert permit.lease
@@ -496,3 +497,31 @@ def test_an_operation_that_succeeds_at_once_costs_at_most_two_round_trips(
     assert sent <= 2 * ops + 4  # + the async client's script loads and connection set-up
     assert c.fallbacks == 0
     c.close()
+
+
+def test_while_redis_is_down_each_worker_counts_on_its_share_and_resumes_without_a_blind_window(
+    own_redis: RedisServer,
+) -> None:
+    clock = FakeClock()
+    prefix = unique_prefix()
+    a, b = (coordinator(own_redis, clock=clock, prefix=prefix, retry_interval=1.0)
+            for _ in range(2))
+    b.acquire(KEY, 1)
+    first = a.acquire(KEY, 1)  # a sees two live workers, as Redis counts them
+    quota = {"ratelimit-limit": "100", "ratelimit-remaining": "40", "ratelimit-reset": "30"}
+    a.learn(KEY, seen(200, quota), first.lease)
+    own_redis.stop()
+    # alone, a counts on its share: half the limit, half of what is left (40 / 2 = 20)
+    assert goes(a, KEY, 30) == 20
+    assert a.degraded
+    # Redis comes back empty: the first call offers what a knew, scaled back to every worker
+    own_redis.start()
+    clock.advance(1.0)  # a tries Redis again
+    assert a.acquire(KEY, 1).wait > 0  # the 20 a sent used up what it knew: held, not blind
+    assert not a.degraded
+    raw = redis.Redis(unix_socket_path=str(own_redis.socket), socket_timeout=2.0)
+    state = raw.hgetall(f"{prefix}{{{KEY}}}:state")
+    raw.close()
+    assert (state[b"limit"], state[b"quota"]) == (b"100", b"0")
+    a.close()
+    b.close()

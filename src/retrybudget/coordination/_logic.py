@@ -170,8 +170,10 @@ def window_used(used: int | None, limit: int, remaining: int, in_flight: int) ->
 
 
 def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
-          in_flight: int = 0) -> Schedule:
-    """A key's schedule after a response (``in_flight``: other requests still unanswered).
+          in_flight: int = 0, answered: int = 0) -> Schedule:
+    """A key's schedule after a response (``in_flight``: other requests still unanswered;
+    ``answered``: 1 when the response's own request was counted in flight until now, so a
+    window that rolls over with this response counts it among its first requests).
 
     A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
@@ -185,7 +187,7 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         s = replace(s, gate=max(s.gate, now + delay), streak=streak)
     remaining, limit = throttle.remaining, throttle.limit
     if remaining is not None and throttle.reset is not None and throttle.reset > 0:
-        s = rolled(s, now, in_flight)
+        s = rolled(s, now, in_flight + answered)
         reset_at = now + throttle.reset
         same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
         if same and s.remaining is not None and remaining > s.remaining:

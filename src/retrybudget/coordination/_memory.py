@@ -170,14 +170,19 @@ class MemoryCoordinator(Coordinator):
             return
         with self._lock:
             k = self._key(key)
-            if lease is not None:
-                k.leases.pop(lease, None)
+            answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
             if facts.informative:
                 now = self.clock.monotonic()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
-                                   self._in_flight(k, now))
+                                   self._in_flight(k, now), answered)
                 while k.slots and k.slots[0] < k.schedule.gate:
                     k.slots.popleft()  # reserved before the gate moved: ask again
+
+    def schedule(self, key: str) -> Schedule | None:
+        """``key``'s gate and window count as they stand (None: nothing known of it)."""
+        with self._lock:
+            k = self._keys.get(key)
+            return None if k is None else k.schedule
 
     def hold(self, key: str, seconds: float) -> None:
         """Close ``key``'s gate for at least ``seconds`` (a gate learned elsewhere)."""

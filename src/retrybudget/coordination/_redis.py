@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,6 +69,10 @@ OnFailure = Literal["local", "fail"]
 UNAVAILABLE = "coordinator unavailable"
 """The detail of an admission refused because Redis is unavailable (``on_failure="fail"``)."""
 
+WORKER_TTL = 10.0
+"""Seconds a coordinator counts among a key's live workers after its last acquire (its share of
+the quota while Redis is unreachable is ``1 / live workers``)."""
+
 HORIZON = MAX_HINT_SECONDS + MAX_DURATION
 """How far ahead a stored instant may lie before the scripts treat it as garbage."""
 
@@ -95,6 +101,7 @@ def _scripts_text() -> dict[str, str]:
         .replace("__HORIZON__", repr(HORIZON))
         .replace("__EPSILON__", repr(EPSILON))
         .replace("__SLICES__", repr(SLICES))
+        .replace("__WORKER_TTL__", repr(WORKER_TTL))
     )
     texts = {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
     for name, (first, second) in _MERGED.items():
@@ -252,6 +259,9 @@ class RedisCoordinator(Coordinator):
         self._degraded = False
         self._retry_at = 0.0
         self._tally = Tally()
+        self._id = uuid.uuid4().hex
+        self._live: dict[str, int] = {}  # key -> live workers last seen in Redis
+        self._reseed: set[str] = set()  # keys whose next acquire offers the local observation
 
     def __repr__(self) -> str:
         state = "degraded" if self._degraded else "up"
@@ -298,6 +308,7 @@ class RedisCoordinator(Coordinator):
             if self._degraded:
                 return
             self._degraded = True
+            self._reseed = set(self._live)  # Redis may come back empty: offer what we know
         logger.warning(
             "Redis coordination unavailable (%s: %s); %s", type(exc).__name__, exc,
             "coordinating locally" if self.on_failure == "local" else "refusing new operations",
@@ -384,7 +395,7 @@ class RedisCoordinator(Coordinator):
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self.prefix}{{{key}}}:"
-        return [base + "state", base + "slots", base + "leases", base + "budget"]
+        return [base + "state", base + "slots", base + "leases", base + "budget", base + "workers"]
 
     def _call(self, script: str | None, key: str, args: Sequence[Arg],
               parse: Callable[[object], T], local: Callable[[], T],
@@ -425,10 +436,15 @@ class RedisCoordinator(Coordinator):
             0 if cap is None else cap.limit,
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
+            self._id, *self._seed(key),
         )
 
         def parse(raw: object) -> Permit:
-            code, wait, gate_in, lease, reset_in = _items(raw, 5)
+            code, wait, gate_in, lease, reset_in, live = _items(raw, 6)
+            workers = int(_number(live, 1.0))
+            if workers >= 1:
+                self._live[key] = workers
+            self._reseed.discard(key)  # Redis answered: it holds (or now has) the quota
             permit = permit_of(_text(code), _number(wait), _number(gate_in), _text(lease),
                                self.clock.wall(), _optional(reset_in))
             if permit.reason is WaitReason.GATE and permit.wait > 0:
@@ -452,8 +468,30 @@ class RedisCoordinator(Coordinator):
             facts.floor, facts.multiplier, self.config.gate.max_gate,
         )
         return self._call("learn" if needed else None, key, args,
-                          lambda raw: self.local.learn(key, facts, None),
-                          lambda: self.local.learn(key, facts, lease))
+                          lambda raw: self.local.learn(key, self._share(key, facts), None),
+                          lambda: self.local.learn(key, self._share(key, facts), lease))
+
+    def _share(self, key: str, facts: Throttle) -> Throttle:
+        """What this coordinator may count on of a quota observation while alone: its share,
+        ``1 / live workers`` (as last seen in Redis), of the limit and of what is left."""
+        workers = self._live.get(key, 1)
+        if workers <= 1 or facts.remaining is None:
+            return facts
+        limit = None if facts.limit is None else max(facts.limit // workers, 1)
+        return dataclasses.replace(facts, remaining=facts.remaining // workers, limit=limit)
+
+    def _seed(self, key: str) -> tuple[Arg, ...]:
+        """The local quota observation, scaled back to every worker's, for the first acquire
+        after Redis came back (adopted only when Redis holds none: it restarted empty)."""
+        if key not in self._reseed:
+            return ()
+        s = self.local.schedule(key)
+        now = self.clock.monotonic()
+        if s is None or s.limit is None or s.quota is None or s.reset_at is None or (
+                s.reset_at <= now):
+            return ()
+        workers = self._live.get(key, 1)
+        return (s.limit * workers, min(s.quota * workers, s.limit * workers), s.reset_at - now)
 
     def _spend(self, key: str) -> _Call[bool]:
         cfg = self.config.retry_budget

@@ -2,10 +2,13 @@
 -- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
 -- that goes is sent (counted) and holds a lease.
 -- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
--- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll.
+-- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, this coordinator's
+-- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), and optionally a seed
+-- (limit, remaining, seconds to the reset): a quota observation to adopt when none is
+-- stored (Redis came back empty), so the first window is not sent blind.
 -- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or '',
 -- seconds until the window resets when its used-up count holds a pace wait (quota_hold) or
--- ''}.
+-- '', the live workers}.
 local spread = finite(ARGV[3]) or 0
 local grace = finite(ARGV[4]) or 0.5
 local pacing = ARGV[5] == '1'
@@ -14,17 +17,37 @@ local min_remaining = finite(ARGV[7]) or 0
 local limit = finite(ARGV[8]) or 0
 local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
+local me = ARGV[11] or ''
+local seed_limit, seed_left, seed_reset = finite(ARGV[12]), finite(ARGV[13]), finite(ARGV[14])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
 local in_flight = 0
 if tracked then in_flight = live_leases(leases) end
 if limit > 0 and in_flight >= limit then
-  return {'busy', fmt(poll), '0', ''}
+  return {'busy', fmt(poll), '0', '', '', 1}
+end
+
+-- the live workers: every coordinator that asked in the last WORKER_TTL seconds
+typed(KEYS[5], 'zset')
+local live = 1
+if me ~= '' then
+  redis.call('ZADD', KEYS[5], fmt(NOW), me)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt(NOW - WORKER_TTL))
+  live = redis.call('ZCARD', KEYS[5])
+  extend(KEYS[5], WORKER_TTL + 1)
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
                        'release', 'released'})
+if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
+    and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
+  s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
+  s.reset_at, s.quota = fmt(NOW + seed_reset), string.format('%d', seed_left)
+  s.used = string.format('%d', seed_limit - seed_left)
+  redis.call('HSET', state, 'limit', s.limit, 'remaining', s.remaining, 'reset_at', s.reset_at,
+             'quota', s.quota, 'used', s.used)
+end
 local gate = instant(s.gate) or NEVER
 local quota = rolled(state, s, in_flight)
 local remaining = count(s.remaining, 1e15)
@@ -115,9 +138,9 @@ else
     local reset_in = ''
     if hold ~= nil and not unnamed then reset_in = fmt(hold - NOW) end
     if gated then
-      return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in}
+      return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in, live}
     end
-    return {'pace', fmt(slot - NOW), '0', '', reset_in}
+    return {'pace', fmt(slot - NOW), '0', '', reset_in, live}
   end
 end
 
@@ -133,4 +156,4 @@ if tracked then
   redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)
   extend(leases, lease_ttl + 1)
 end
-return {'go', '0', '0', lease}
+return {'go', '0', '0', lease, '', live}

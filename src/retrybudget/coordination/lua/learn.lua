@@ -14,9 +14,10 @@ local multiplier = finite(ARGV[9]) or 2
 local max_gate = finite(ARGV[10]) or 3600
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
+local answered = 0  -- the response's own request, in flight until now
 if lease ~= '' then
   typed(leases, 'zset')
-  redis.call('ZREM', leases, lease)
+  answered = redis.call('ZREM', leases, lease)
 end
 local observed = remaining >= 0 and reset > 0
 if not throttled and not observed then
@@ -45,7 +46,7 @@ if throttled then
 end
 if observed then
   local in_flight = live_leases(leases)
-  rolled(state, s, in_flight)
+  rolled(state, s, in_flight + answered)
   local reset_at = NOW + reset
   local known = count(s.remaining, 1e15)
   local known_at = instant(s.reset_at)

@@ -1,6 +1,7 @@
 -- retrybudget: shared by every script (prepended to each body).
 --
--- KEYS[1] state hash, KEYS[2] slots zset, KEYS[3] leases zset, KEYS[4] budget hash.
+-- KEYS[1] state hash, KEYS[2] slots zset, KEYS[3] leases zset, KEYS[4] budget hash, KEYS[5]
+-- live workers zset.
 -- ARGV[1] is always the idle TTL in seconds. Every instant is seconds on this server's clock
 -- (TIME): clients' clocks differ, so they only ever receive relative waits. Values read back
 -- are checked: garbage, NaN, infinities and implausible instants count as absent, and a key
@@ -10,6 +11,7 @@ local HORIZON = __HORIZON__          -- seconds ahead a stored instant may plaus
 local EPSILON = __EPSILON__          -- _logic.EPSILON
 local SLICES = __SLICES__            -- _logic.SLICES
 local NEVER = -math.huge             -- _logic.NEVER
+local WORKER_TTL = __WORKER_TTL__    -- _redis.WORKER_TTL
 
 local function finite(v)
   local n = tonumber(v)
