@@ -159,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         seen = [r for r in records if low <= r["arrival"] < high]
         rejected = sum(1 for r in seen if r["status"] in (403, 429))
         rows.append({"phase": name, "requests": len(seen), "rejections": rejected,
-                     "share": round(rejected / len(seen), 4) if seen else 0.0})
+                     "share": round(rejected / len(seen), 4) if seen else 0.0,
+                     "rejected_at_s": [round(r["arrival"] - low, 3) for r in seen
+                                       if r["status"] in (403, 429)]})
     first_window = [r for r in records if restarted <= r["arrival"] < restarted + WINDOW]
     print("| phase | requests | rejections | share |")
     print("|---|---:|---:|---:|")
