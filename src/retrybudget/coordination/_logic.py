@@ -48,7 +48,7 @@ __all__ = [
     "plan_slot",
     "quota_hold",
     "release_quota",
-    "released_at",
+    "release_slot",
     "rolled",
     "sent",
     "window_used",
@@ -125,7 +125,9 @@ class Schedule:
         used: requests of the current window spent by this coordinator's count, each counted
             once (a request in flight is in it from the moment it went). None: not counted.
         release: the instant of the latest release by quota (held workers admitted at once).
-        released: workers given a slot at ``release`` so far.
+        released: workers given a slot by that release so far (at it, or in later windows).
+        rolled_at: the reset instant of the window that rolled over last.
+        window: the window's length, learned from two resets in a row (None: unknown).
     """
 
     gate: float = NEVER
@@ -139,6 +141,8 @@ class Schedule:
     used: int | None = None
     release: float = NEVER
     released: int = 0
+    rolled_at: float = NEVER
+    window: float | None = None
 
 
 def gate_delay(throttle: Throttle, streak: int, since_gate: float,
@@ -195,6 +199,8 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         if limit is None or limit < remaining:
             return replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
                            quota=max(remaining - in_flight, 0), used=None)
+        if s.reset_at is None and s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON:
+            s = replace(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
         used = window_used(s.used if counting else None, limit, remaining, in_flight)
         s = replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
@@ -213,9 +219,11 @@ def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
     if s.reset_at is None or now < s.reset_at:
         return s
     if s.limit is None:
-        return replace(s, remaining=None, reset_at=None, quota=None, used=None)
+        return replace(s, remaining=None, reset_at=None, quota=None, used=None,
+                       rolled_at=s.reset_at)
     used = min(in_flight, s.limit)
-    return replace(s, remaining=None, reset_at=None, quota=s.limit - used, used=used)
+    return replace(s, remaining=None, reset_at=None, quota=s.limit - used, used=used,
+                   rolled_at=s.reset_at)
 
 
 def sent(s: Schedule) -> Schedule:
@@ -254,10 +262,19 @@ def release_quota(s: Schedule, at: float) -> int | None:
     return s.limit
 
 
-def released_at(s: Schedule, at: float, quota: int) -> bool:
-    """Whether one more held worker fits in the release at ``at`` (at most ``quota``)."""
+def release_slot(s: Schedule, at: float, quota: int, spread: float) -> tuple[float, int]:
+    """The slot of one more held worker in the release at ``at``: ``(slot, released)``.
+
+    The first ``quota`` get ``at``; the next ``quota`` the window after it, and so on, when
+    the window's length is known; else ``at + spread`` (ask again once the release is
+    answered).
+    """
     count = s.released if abs(s.release - at) <= EPSILON else 0
-    return count < quota
+    if count < quota:
+        return at, count + 1
+    if s.window is not None and quota > 0:
+        return at + (count // quota) * s.window, count + 1
+    return at + max(spread, EPSILON * 2), count + 1
 
 
 def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> float:
@@ -302,11 +319,8 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
             return at, replace(s, tail=max(s.tail, at))
         quota = release_quota(s, at)
         if quota is not None:
-            if released_at(s, at, quota):
-                count = s.released + 1 if abs(s.release - at) <= EPSILON else 1
-                return at, replace(s, tail=max(s.tail, at), release=at, released=count)
-            slot = at + max(gate.spread, EPSILON * 2)  # ask again once the release is answered
-            return slot, replace(s, tail=max(s.tail, slot))
+            slot, count = release_slot(s, at, quota, gate.spread)
+            return slot, replace(s, tail=max(s.tail, slot), release=at, released=count)
     herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval
     if spacing <= 0 and not held:

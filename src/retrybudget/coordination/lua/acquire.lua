@@ -39,7 +39,7 @@ if me ~= '' then
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'release', 'released'})
+                       'release', 'released', 'window'})
 if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
     and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
   s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
@@ -105,13 +105,17 @@ else
         local release = instant(s.release) or NEVER
         local released = 0
         if math.abs(release - at) <= EPSILON then released = count(s.released, 1e15) or 0 end
+        -- release_slot: the quota at `at`, the next quota a window later, ...
+        local window = finite(s.window)
+        if window ~= nil and (window <= 0 or window > HORIZON) then window = nil end
         if released < release_quota then
           slot = at
-          redis.call('HSET', state, 'release', fmt(at), 'released',
-                     string.format('%d', released + 1))
+        elseif window ~= nil and release_quota > 0 then
+          slot = at + math.floor(released / release_quota) * window
         else
           slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
         end
+        redis.call('HSET', state, 'release', fmt(at), 'released', string.format('%d', released + 1))
         herded = false
       end
     end

@@ -24,7 +24,8 @@ if not throttled and not observed then
   return 1
 end
 
-local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota', 'used'})
+local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota', 'used',
+                       'rolled_at'})
 local far = NOW
 if throttled then
   local gate = instant(s.gate) or NEVER
@@ -54,6 +55,10 @@ if observed then
   local stale = same and known ~= nil and remaining > known
   if not stale then
     redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
+    local rolled_at = instant(s.rolled_at)
+    if known_at == nil and rolled_at ~= nil and reset_at > rolled_at + EPSILON then
+      redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
+    end
     if quota >= 0 and quota >= remaining then
       -- window_used: the running count, kept between "all in flight counted" and "none"
       local used = count(s.used, 1e15)

@@ -115,8 +115,9 @@ local function rolled(key, s, in_flight)
   local quota = count(s.quota, 1e15)
   local reset_at = instant(s.reset_at)
   if reset_at == nil or NOW < reset_at then return quota end
-  s.remaining, s.reset_at = nil, nil
+  s.remaining, s.reset_at, s.rolled_at = nil, nil, fmt(reset_at)
   redis.call('HDEL', key, 'remaining', 'reset_at')
+  redis.call('HSET', key, 'rolled_at', s.rolled_at)
   local size = count(s.limit, 1e15)
   if size == nil then
     s.quota, s.used = nil, nil
