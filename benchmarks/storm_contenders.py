@@ -37,7 +37,6 @@ from retrybudget import Policy, Retrier
 from retrybudget.coordination import (
     CoordinationConfig,
     Coordinator,
-    GateConfig,
     MemoryCoordinator,
     RedisCoordinator,
 )
@@ -76,6 +75,8 @@ class Setting:
         processes: processes the Redis contender spreads its workers over.
         redis_url: where the Redis contender's coordinator connects.
         time_limit: seconds after which a contender's unfinished operations are abandoned.
+        attempts: attempts per operation, for every contender (urllib3 and httpx-retries
+            count retries: ``total=attempts``).
     """
 
     base_url: str
@@ -88,6 +89,7 @@ class Setting:
     processes: int = 1
     redis_url: str | None = None
     time_limit: float = 120.0
+    attempts: int = ATTEMPTS
 
     def url(self, tag: int) -> str:
         """The URL of operation ``tag``."""
@@ -231,7 +233,7 @@ def run_tenacity(setting: Setting) -> Run:
         retry=(tenacity.retry_if_exception_type(httpx.TransportError)
                | tenacity.retry_if_result(_retryable)),
         wait=tenacity.wait_random_exponential(multiplier=1, max=60),
-        stop=tenacity.stop_after_attempt(ATTEMPTS) | tenacity.stop_after_delay(setting.deadline),
+        stop=tenacity.stop_after_attempt(setting.attempts) | tenacity.stop_after_delay(setting.deadline),
     )
     with httpx_client(setting) as client:
         return threads(setting, lambda tag: answered(
@@ -240,7 +242,7 @@ def run_tenacity(setting: Setting) -> Run:
 
 def run_urllib3(setting: Setting) -> Run:
     """urllib3 ``Retry`` mounted on a requests session through ``HTTPAdapter``."""
-    retry = Urllib3Retry(total=ATTEMPTS, backoff_factor=BACKOFF_FACTOR,
+    retry = Urllib3Retry(total=setting.attempts, backoff_factor=BACKOFF_FACTOR,
                          status_forcelist=sorted(RETRYABLE), respect_retry_after_header=True)
     with requests.Session() as session:
         session.mount("http://", HTTPAdapter(max_retries=retry, pool_maxsize=setting.workers))
@@ -275,7 +277,7 @@ def _decorated(setting: Setting, decorate: Callable[[Get], Get]) -> Run:
 def run_stamina(setting: Setting) -> Run:
     """stamina: ``retry(on=hook, attempts=3, timeout=deadline)`` around ``raise_for_status``."""
     stamina.instrumentation.set_on_retry_hooks([])  # no log line per retry
-    return _decorated(setting, stamina.retry(on=_stamina_hook, attempts=ATTEMPTS,
+    return _decorated(setting, stamina.retry(on=_stamina_hook, attempts=setting.attempts,
                                              timeout=setting.deadline))
 
 
@@ -286,13 +288,13 @@ def _backoff_gives_up(error: Exception) -> bool:
 def run_backoff(setting: Setting) -> Run:
     """backoff: ``on_exception(expo, httpx.HTTPError, max_tries=3, max_time=deadline)``."""
     return _decorated(setting, backoff.on_exception(
-        backoff.expo, httpx.HTTPError, max_tries=ATTEMPTS, max_time=setting.deadline,
+        backoff.expo, httpx.HTTPError, max_tries=setting.attempts, max_time=setting.deadline,
         giveup=_backoff_gives_up, logger=None))
 
 
 def run_httpx_retries(setting: Setting) -> Run:
     """httpx-retries: ``RetryTransport(retry=Retry(total=3, backoff_factor=0.5))``."""
-    retry = httpx_retries.Retry(total=ATTEMPTS, backoff_factor=BACKOFF_FACTOR,
+    retry = httpx_retries.Retry(total=setting.attempts, backoff_factor=BACKOFF_FACTOR,
                                 total_timeout=setting.deadline)
     transport = httpx_retries.RetryTransport(retry=retry)
     with httpx_client(setting, transport) as client:
@@ -306,14 +308,15 @@ def run_httpx_retries(setting: Setting) -> Run:
 def retrier(setting: Setting, coordinator: Coordinator) -> Retrier:
     """retrybudget's retrier: 3 attempts inside the scenario's deadline, the scenario's profile,
     every other setting (backoff, retry budget, breaker, gate, pacing) at its default."""
-    policy = Policy(name="storm", max_attempts=ATTEMPTS, deadline=setting.deadline,
+    policy = Policy(name="storm", max_attempts=setting.attempts, deadline=setting.deadline,
                     profile=setting.profile)
     return Retrier(policy=policy, coordinator=coordinator)
 
 
 def coordination(setting: Setting) -> CoordinationConfig:
-    """The coordinators' configuration: the defaults, with the scenario's profile."""
-    return CoordinationConfig(gate=GateConfig(profile=setting.profile))
+    """The coordinators' configuration: the defaults (the gate reads each response with the
+    policy's profile, handed over by the flow)."""
+    return CoordinationConfig()
 
 
 def _claimed(response: httpx.Response) -> tuple[bool, str]:

@@ -19,9 +19,10 @@ from retrybudget.coordination import (
     PacingConfig,
     RetryBudgetConfig,
 )
-from retrybudget.core.classify import Classified, Kind
+from retrybudget.core.classify import Kind
 from retrybudget.core.outcome import Reason
-from retrybudget.core.profiles import GENERIC
+from retrybudget.core.profiles import GENERIC, Profile
+from retrybudget.core.throttle import Throttle
 from retrybudget.testing import ScriptedProvider, expand_placeholders
 from test_coordination_support import (
     Backend,
@@ -79,26 +80,29 @@ def test_remaining_zero_with_a_reset_closes_the_gate_on_a_2xx(backend: Backend) 
 
 def test_the_reset_gets_the_profiles_slack(backend: Backend) -> None:
     profile = GENERIC.derive("slack", reset_slack=0.2)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile)))
-    c.learn(KEY, seen(429, {"ratelimit-remaining": "0", "ratelimit-reset": "0.1"}), None)
+    c = backend.one()
+    c.learn(KEY, seen(429, {"ratelimit-remaining": "0", "ratelimit-reset": "0.1"},
+                      profile=profile), None)
     assert c.acquire(KEY, 1).wait == approx(backend, 0.3)
 
 
 def test_a_rate_limit_without_a_hint_uses_the_floor_doubled_on_repeats(backend: Backend) -> None:
     profile = GENERIC.derive("short", rate_limit_floor=0.1, rate_limit_multiplier=2.0)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile, spread=0.0)))
-    c.learn(KEY, seen(429), None)
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.0)))
+    c.learn(KEY, seen(429, profile=profile), None)
     assert c.acquire(KEY, 1).wait == approx(backend, 0.1)
     backend.sleep(0.1)
-    c.learn(KEY, seen(429), None)  # again, right after the gate: a repeat
+    c.learn(KEY, seen(429, profile=profile), None)  # again, right after the gate: a repeat
     assert c.acquire(KEY, 1).wait == approx(backend, 0.2)
 
 
-def test_a_per_key_profile_applies(backend: Backend) -> None:
+def test_the_gate_waits_by_the_operations_profile_not_one_of_its_own(backend: Backend) -> None:
     short = GENERIC.derive("short", rate_limit_floor=0.1)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profiles={KEY: short})))
-    c.learn(KEY, seen(429), None)
+    c = backend.one()  # the coordinator has no profile setting: the throttle value names it
+    c.learn(KEY, seen(429, profile=short), None)
     assert c.acquire(KEY, 1).wait == approx(backend, 0.1)
+    c.learn("other", seen(429, profile=GENERIC), None)
+    assert c.acquire("other", 1).wait == approx(backend, GENERIC.rate_limit_floor)
 
 
 def test_workers_held_at_a_gate_get_distinct_slots(backend: Backend) -> None:
@@ -185,9 +189,10 @@ def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
 # Pacing -----------------------------------------------------------------------------------------
 
 
-def low_quota(remaining: int, reset: float, limit: int = 100) -> Classified:
+def low_quota(remaining: int, reset: float, limit: int = 100, *,
+              profile: Profile = GENERIC) -> Throttle:
     return seen(200, {"ratelimit-remaining": str(remaining), "ratelimit-limit": str(limit),
-                      "ratelimit-reset": str(reset)})
+                      "ratelimit-reset": str(reset)}, profile=profile)
 
 
 def test_a_low_quota_spreads_what_is_left_over_the_time_to_reset(backend: Backend) -> None:
@@ -231,19 +236,21 @@ def test_a_stale_observation_does_not_undo_a_newer_one(backend: Backend) -> None
 
 
 @pytest.mark.parametrize("slack", [0.0, 0.2])
-def test_the_count_lets_what_is_left_go_and_holds_the_rest_for_the_reset(
+def test_the_count_lets_what_is_left_go_and_releases_the_rest_by_quota_at_the_reset(
     backend: Backend, slack: float,
 ) -> None:
     profile = GENERIC.derive("slack", reset_slack=slack)
-    c = backend.one(CoordinationConfig(gate=GateConfig(profile=profile, spread=0.05)))
-    c.learn(KEY, low_quota(10, 1.0, limit=20), None)  # not low: no pacing interval
-    permits = [c.acquire(KEY, 1) for _ in range(25)]
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    c.learn(KEY, low_quota(10, 1.0, limit=20, profile=profile), None)  # not low: no pacing
+    permits = [c.acquire(KEY, 1) for _ in range(35)]
     assert [p.wait for p in permits[:10]] == [0] * 10
-    held = permits[10:]
-    assert [p.wait for p in held] == [approx(backend, 1.0 + slack + 0.05 * i) for i in range(15)]
+    held = permits[10:30]  # the next window's quota: released all at once at the reset
+    assert [p.wait for p in held] == [approx(backend, 1.0 + slack)] * 20
     assert {p.reason for p in held} == {WaitReason.PACING}  # no gate...
     reset_at = backend.clock.wall() + 1.0 + slack  # ...but each names the reset
-    assert [p.retry_at for p in held] == [approx(backend, reset_at)] * 15
+    assert [p.retry_at for p in held] == [approx(backend, reset_at)] * 20
+    beyond = permits[30:]  # over the next window's quota: ask again once the release is answered
+    assert [p.wait for p in beyond] == [approx(backend, 1.05 + slack)] * 5
     assert c.stats().gate_waits == 0
     assert backend.counted(c, KEY) == 0
 
@@ -281,21 +288,26 @@ def test_after_the_reset_the_count_starts_from_the_limit_less_what_is_in_flight(
     backend.sleep(0.2)
     assert c.acquire(KEY, 1).wait == 0  # the held worker comes back for its slot
     assert backend.counted(c, KEY) == 20 - 3 - 1
-    # the new window's reset is unknown until an answer names it: the count holds nothing
-    assert goes(c, KEY, 20) == 20
+    # the count still holds, though the new window's reset is unknown: the answers of the
+    # requests in flight will name it, so what is over the count asks again one spread later
+    assert goes(c, KEY, 20) == 16
     assert backend.counted(c, KEY) == 0
+    held = c.acquire(KEY, 1)
+    assert (held.reason, held.wait, held.retry_at) == (
+        WaitReason.PACING, approx(backend, GateConfig().spread), None)
     c.learn(KEY, low_quota(8, 1.0, limit=20), None)
-    assert backend.counted(c, KEY) == 0  # 8 left, 24 in flight
+    assert backend.counted(c, KEY) == 0  # 8 left, 20 in flight: each counted once
 
 
 def test_a_slot_that_falls_due_once_the_count_is_used_up_waits_for_the_reset(
     backend: Backend,
 ) -> None:
     c = backend.one()
-    c.learn(KEY, low_quota(2, 0.4), None)  # low: 0.2 s apart
+    no_limit = {"ratelimit-reset": "0.4"}  # without a limit, in-flight requests count against
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "2", **no_limit}), None)  # low: 0.2 s apart
     assert c.acquire(KEY, 1).wait == 0  # in flight
     assert c.acquire(KEY, 1).wait == approx(backend, 0.2)
-    c.learn(KEY, low_quota(1, 0.4), None)  # 1 left, 1 in flight: the count is 0
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "1", **no_limit}), None)  # 1 in flight: 0
     backend.sleep(0.2)
     late = c.acquire(KEY, 1)  # back for its slot, which the count no longer allows
     assert (late.reason, late.wait) == (WaitReason.PACING, approx(backend, 0.2))
@@ -397,16 +409,30 @@ def test_operations_share_the_cap_through_the_retrier(backend: Backend) -> None:
 # The retry budget -------------------------------------------------------------------------------
 
 
-def test_retries_are_a_share_of_first_attempts(backend: Backend) -> None:
+def test_retries_are_earned_by_healthy_operations(backend: Backend) -> None:
     budget = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=60)
-    c = backend.one(CoordinationConfig(retry_budget=budget))
-    assert c.spend_retry(KEY) is False  # nothing deposited yet
+    c = backend.one(CoordinationConfig(retry_budget=budget, breaker=None))
+    assert c.spend_retry(KEY) is False  # nothing earned yet
     for _ in range(4):
-        assert c.acquire(KEY, 1).wait == 0
-    assert c.acquire(KEY, 2).wait == 0  # a retry's attempt deposits nothing
+        assert c.acquire(KEY, 1).wait == 0  # requests that go earn nothing by themselves
+    assert c.spend_retry(KEY) is False
+    for reason in (Reason.OK, Reason.NOT_FOUND, Reason.OK, Reason.REJECTED):
+        c.finish(KEY, ended(reason), False)  # the provider answered: each earns half a retry
+    for reason in (Reason.EXHAUSTED, Reason.CIRCUIT_OPEN):
+        c.finish(KEY, ended(reason), False)  # a failure or a refusal earns nothing
     assert [c.spend_retry(KEY) for _ in range(3)] == [True, True, False]
     stats = c.stats()
-    assert (stats.retries_allowed, stats.retries_refused) == (2, 2)
+    assert (stats.retries_allowed, stats.retries_refused) == (2, 3)
+
+
+def test_in_an_outage_only_the_floor_is_spent(backend: Backend) -> None:
+    """16 concurrent operations meet a hard outage: the default budget grants the floor (3
+    retries per 10 s) and no more, because no operation ends healthy."""
+    c = backend.one()
+    for _ in range(16):
+        assert c.admit(KEY).allowed
+        assert c.acquire(KEY, 1).wait == 0
+    assert sum(c.spend_retry(KEY) for _ in range(16)) == 3
 
 
 def test_the_floor_allows_a_few_retries_on_a_quiet_key(backend: Backend) -> None:
@@ -521,7 +547,7 @@ def test_a_retry_budget_end_counts_only_after_a_transient_failure(
 
 
 def test_an_exhausted_retry_loop_is_one_failure(backend: Backend) -> None:
-    c = backend.one(breaker(consecutive_failures=2))
+    c = backend.one(breaker(consecutive_failures=2).replace(retry_budget=None))
     provider = ScriptedProvider([{"status": 503}], backend.clock)
     retrier = Retrier(policy=Policy(max_attempts=3, deadline=10), clock=backend.clock,
                       coordinator=c, key=KEY)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -22,7 +23,6 @@ from retrybudget.coordination._logic import (
     EPSILON,
     Breaker,
     Budget,
-    Facts,
     Health,
     Phase,
     Schedule,
@@ -30,7 +30,6 @@ from retrybudget.coordination._logic import (
     breaker_finish,
     budget_deposit,
     budget_withdraw,
-    facts_of,
     gate_delay,
     health,
     learn,
@@ -38,10 +37,16 @@ from retrybudget.coordination._logic import (
     pacing_interval,
     permit_of,
     plan_slot,
+    quota_hold,
+    release_quota,
+    rolled,
+    sent,
 )
+from retrybudget.core.decide import rate_limit_wait
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC, GITHUB
-from test_coordination_support import ended, seen
+from retrybudget.core.throttle import NO_THROTTLE, Throttle, throttle_of
+from test_coordination_support import classified, ended, seen
 
 WALL = 1_800_000_000.0
 
@@ -50,39 +55,50 @@ WALL = 1_800_000_000.0
 
 
 def test_retry_after_wins_over_the_reset() -> None:
-    facts = facts_of(seen(429, {"retry-after": "5", "x-ratelimit-remaining": "0",
-                                "x-ratelimit-reset": str(int(WALL) + 60)},
-                          profile=GITHUB, wall=WALL), GITHUB)
-    assert (facts.throttled, facts.hint, facts.remaining, facts.reset) == (True, 5.0, 0, 60.0)
+    facts = seen(429, {"retry-after": "5", "x-ratelimit-remaining": "0",
+                       "x-ratelimit-reset": str(int(WALL) + 60)}, profile=GITHUB, wall=WALL)
+    assert (facts.throttled, facts.hint, facts.remaining, facts.reset) == (True, 5.0, 0, 61.0)
 
 
 def test_an_exhausted_github_quota_waits_for_the_reset_plus_slack() -> None:
-    facts = facts_of(seen(403, {"x-ratelimit-remaining": "0",
-                                "x-ratelimit-reset": str(int(WALL) + 60)},
-                          profile=GITHUB, wall=WALL), GITHUB)
-    assert (facts.throttled, facts.hint) == (True, 61.0)
+    facts = seen(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL) + 60)},
+                 profile=GITHUB, wall=WALL)
+    assert (facts.throttled, facts.hint, facts.floor) == (True, 61.0, GITHUB.rate_limit_floor)
+
+
+def test_the_throttle_hint_is_the_per_operation_wait() -> None:
+    """One rule: the gate's hint is the wait each operation takes (rate_limit_wait)."""
+    for status, headers in [(429, {"retry-after": "7"}),
+                            (429, {"x-ratelimit-reset": str(int(WALL) + 30)}),
+                            (403, {"x-ratelimit-remaining": "0",
+                                   "x-ratelimit-reset": str(int(WALL) + 9)})]:
+        c = classified(status, headers, profile=GITHUB, wall=WALL)
+        delay, _, _ = rate_limit_wait(GITHUB, c, 0)
+        assert throttle_of(GITHUB, c).hint == delay
 
 
 def test_a_plain_response_with_quota_headers_only_informs_pacing() -> None:
-    facts = facts_of(seen(200, {"x-ratelimit-remaining": "10", "x-ratelimit-limit": "5000",
-                                "x-ratelimit-reset": str(int(WALL) + 600)},
-                          profile=GITHUB, wall=WALL), GITHUB)
-    assert (facts.throttled, facts.remaining, facts.limit, facts.reset) == (False, 10, 5000, 600.0)
+    facts = seen(200, {"x-ratelimit-remaining": "10", "x-ratelimit-limit": "5000",
+                       "x-ratelimit-reset": str(int(WALL) + 600),
+                       "x-ratelimit-resource": "core"}, profile=GITHUB, wall=WALL)
+    assert (facts.throttled, facts.remaining, facts.limit, facts.reset, facts.bucket) == (
+        False, 10, 5000, 601.0, "core")
     assert facts.informative
-    assert not facts_of(seen(200), GENERIC).informative
-    assert facts_of(None, GENERIC) == Facts()
+    assert not seen(200).informative
+    assert throttle_of(GENERIC, None) == NO_THROTTLE
 
 
 def test_a_rate_limit_without_a_hint_doubles_from_the_floor_and_is_capped() -> None:
     delays = []
     streak = 0
+    bare = seen(429, profile=GITHUB)
     for _ in range(4):
-        delay, streak = gate_delay(None, streak, 0.0, GITHUB, 3600.0)
+        delay, streak = gate_delay(bare, streak, 0.0, 3600.0)
         delays.append(delay)
     assert delays == [60.0, 120.0, 240.0, 480.0]
-    assert gate_delay(None, 40, 0.0, GITHUB, 3600.0)[0] == 3600.0
-    assert gate_delay(None, 3, 61.0, GITHUB, 3600.0) == (60.0, 1)  # a quiet spell restarts
-    assert gate_delay(7.5, 3, 0.0, GITHUB, 3600.0) == (7.5, 3)
+    assert gate_delay(bare, 40, 0.0, 3600.0)[0] == 3600.0
+    assert gate_delay(bare, 3, 61.0, 3600.0) == (60.0, 1)  # a quiet spell restarts
+    assert gate_delay(Throttle(True, 7.5), 3, 0.0, 3600.0) == (7.5, 3)
 
 
 @pytest.mark.parametrize(("reason", "attempts", "verdict"), [
@@ -129,26 +145,66 @@ events = st.lists(
 
 
 @given(events, st.one_of(st.just(0.0), st.floats(min_value=1e-4, max_value=0.5)))
-def test_reserved_slots_rise_and_never_come_before_the_gate(steps, spread) -> None:
+def test_reserved_slots_never_come_before_the_gate_nor_crowd_past_the_limit(steps, spread) -> None:
     gate_cfg = GateConfig(spread=spread)
-    s, now, reserved = Schedule(), 1000.0, []
+    s, now, reserved = Schedule(), 1000.0, Counter[float]()
     for dt, hint, remaining in steps:
         now += dt
         if hint is not None or remaining is not None:
-            facts = Facts(throttled=hint is not None, hint=hint, remaining=remaining,
-                          limit=100, reset=None if remaining is None else 3.0)
-            s = learn(s, facts, now, gate_cfg, GENERIC)
-            reserved = [r for r in reserved if r >= s.gate]
+            facts = Throttle(throttled=hint is not None, hint=hint, remaining=remaining,
+                             limit=100, reset=None if remaining is None else 3.0)
+            s = learn(s, facts, now, gate_cfg)
         slot, after = plan_slot(s, now, gate_cfg, PacingConfig())
         assert slot >= now
         assert slot >= s.gate
         assert after.tail >= s.tail
         if slot > now + EPSILON:
-            assert all(slot > r if spread > 0 else slot >= r for r in reserved)
-            if now < s.gate or s.herd > now:
-                assert not reserved or slot - max(reserved) >= spread - 1e-9
-            reserved.append(slot)
+            reserved[slot] += 1
+            assert reserved[slot] <= 100  # one instant admits at most the window's quota
         s = after
+
+
+quotas = st.lists(
+    st.tuples(
+        st.floats(min_value=0.0, max_value=2.0),  # time passing
+        st.integers(min_value=1, max_value=50),  # the limit the provider names now
+        st.floats(min_value=0.0, max_value=1.0),  # the share of it left
+        st.floats(min_value=0.05, max_value=3.0),  # seconds to the reset
+        st.integers(min_value=0, max_value=120),  # workers asking then
+        st.integers(min_value=0, max_value=5),  # requests in flight then
+    ),
+    max_size=40,
+)
+
+
+@given(quotas, st.sampled_from([0.0, 0.05]))
+def test_a_window_never_admits_more_than_its_quota(steps, spread) -> None:
+    """For any sequence of learned quotas: the requests that go now never exceed the count,
+    and the workers released at one instant never exceed the quota of the window open then."""
+    gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(threshold=0.0, min_remaining=0)
+    s, now = Schedule(), 1000.0
+    for dt, limit, share, reset, asks, in_flight in steps:
+        now += dt
+        s = rolled(s, now, in_flight)
+        remaining = int(limit * share)
+        s = learn(s, Throttle(throttled=remaining == 0, hint=None, remaining=remaining,
+                              limit=limit, reset=reset), now, gate_cfg, in_flight)
+        allowed = s.quota
+        went = 0
+        for _ in range(asks):
+            quota_at = None
+            if now < s.gate or quota_hold(s, now, pacing, in_flight, spread) is not None:
+                at = max(s.gate, quota_hold(s, now, pacing, in_flight, spread) or now)
+                quota_at = release_quota(s, at)
+            slot, s = plan_slot(s, now, gate_cfg, pacing, in_flight)
+            if slot <= now + EPSILON:
+                went += 1
+                s = sent(s)
+            elif quota_at is not None and slot == s.release:  # released by quota at ``slot``
+                assert s.released <= quota_at
+            # any other slot asks again then; a claim goes only while the count allows
+        assert allowed is None or now < s.gate or went <= allowed
+        assert allowed is None or went <= limit
 
 
 # The retry budget -------------------------------------------------------------------------------
@@ -247,7 +303,6 @@ def test_durations_accept_timedeltas() -> None:
     lambda: GateConfig(spread=-1),
     lambda: GateConfig(spread=1e-6),
     lambda: GateConfig(max_gate=0),
-    lambda: GateConfig(profile="nope"),  # type: ignore[arg-type]
     lambda: PacingConfig(threshold=1.5),
     lambda: PacingConfig(min_remaining=-1),
     lambda: ConcurrencyConfig(limit=0),
@@ -265,10 +320,8 @@ def test_unusable_values_are_refused(make) -> None:
         make()
 
 
-def test_profiles_can_be_named_per_key() -> None:
-    cfg = GateConfig(profiles={"api.github.com": "github"})  # type: ignore[dict-item]
-    assert cfg.profile_for("api.github.com") is GITHUB
-    assert cfg.profile_for("other") is GENERIC
+def test_the_gate_has_no_profile_setting() -> None:
+    assert not {"profile", "profiles"} & {f.name for f in dataclasses.fields(GateConfig)}
     assert CoordinationConfig().replace(breaker=None).breaker is None
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 
-from retrybudget import SYSTEM_CLOCK, FakeClock
+from retrybudget import SYSTEM_CLOCK, FakeClock, Policy
 from retrybudget.coordination import (
     BreakerConfig,
     ConcurrencyConfig,
@@ -14,7 +15,15 @@ from retrybudget.coordination import (
     RetryBudgetConfig,
 )
 from retrybudget.core.outcome import Reason
-from test_coordination_support import ended, herd_at_a_gate, run_threads, seen, throttled
+from test_coordination_support import (
+    Window,
+    ended,
+    herd_at_a_gate,
+    run_threads,
+    seen,
+    simulate,
+    throttled,
+)
 
 KEY = "api.example.com"
 
@@ -51,6 +60,7 @@ def test_many_threads_keep_exact_counts() -> None:
             with lock:  # the "request" is over: leave, then give the lease back
                 in_flight[0] -= 1
             c.learn(KEY, ok, permit.lease)
+            c.finish(KEY, ended(Reason.OK), False)  # a healthy operation earns half a retry
         phase.wait(30)
         for _ in range(ops):
             c.spend_retry(KEY)
@@ -86,3 +96,37 @@ def test_a_fake_clock_gate_releases_threads_in_slot_order() -> None:
     clock.advance(1.0)
     assert c.acquire(KEY, 1).wait == 0
     assert c.acquire(KEY, 1).wait > 0  # the next slot is 0.1 s away
+
+
+
+def test_five_hundred_operations_behind_one_retry_after_all_finish_released_by_quota() -> None:
+    """500 concurrent operations (5 s deadline) meet a used-up window (429, Retry-After 1 s)
+    of a provider serving 100 per 1 s window: released by each window's quota, all 500 end
+    ``ok`` in the five windows that open before the deadline. Virtual time: deterministic."""
+    clock = FakeClock()
+    c = MemoryCoordinator(clock=clock)
+    provider = Window(clock, limit=100, origin=clock.monotonic() - 0.3)  # resets in 0.7 s
+    provider.served[0] = 100  # the window open now is used up
+    start = clock.monotonic()
+    outcomes = simulate(c, clock, provider, 500, Policy(deadline=5.0, max_attempts=5))
+    assert Counter(o.reason for o in outcomes) == {Reason.OK: 500}
+    assert dict(provider.served) == {0: 100, 1: 100, 2: 100, 3: 100, 4: 100, 5: 100}
+    assert set(provider.rejected) == {0}  # only first attempts, before any answer came back
+    assert clock.monotonic() - start < 5.0
+
+
+def test_with_a_fixed_spread_and_no_quota_the_same_herd_would_not_all_finish() -> None:
+    """The counterpart: without quota headers the release falls back to one per spread."""
+    clock = FakeClock()
+    c = MemoryCoordinator(clock=clock)
+    provider = Window(clock, limit=100, origin=clock.monotonic() - 0.3)
+    provider.served[0] = 100
+    quiet = Window.answer
+
+    def bare(self: Window) -> tuple[int, dict[str, str]]:
+        status, headers = quiet(self)
+        return status, {k: v for k, v in headers.items() if k == "retry-after"}
+
+    provider.answer = bare.__get__(provider)  # type: ignore[method-assign]
+    outcomes = simulate(c, clock, provider, 500, Policy(deadline=5.0, max_attempts=5))
+    assert Counter(o.reason for o in outcomes)[Reason.OK] < 500

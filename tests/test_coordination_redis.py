@@ -49,7 +49,7 @@ def coordinator(server: RedisServer, **options: object) -> RedisCoordinator:
 
 
 def test_the_scripts_are_complete() -> None:
-    assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish"}
+    assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish", "begin", "end"}
     assert all("__" not in text for text in _TEXT.values())
 
 
@@ -169,7 +169,7 @@ def test_redis_killed_mid_run_loses_no_operation(own_redis: RedisServer,
     own_redis.stop()
     assert run(20) == [Reason.OK] * 20  # every operation completes, coordinated locally
     assert c.degraded
-    assert c.fallbacks == 20 * 3  # admit, acquire and finish of each, answered locally
+    assert c.fallbacks == 20 * 2  # admit + acquire, learn + finish of each, answered locally
     warnings = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
     assert len(warnings) == 1  # logged once per transition
 
@@ -331,9 +331,9 @@ def test_each_call_answered_locally_is_reported_as_a_fallback(own_redis: RedisSe
     assert events.seen == []
     own_redis.stop()
     assert retrier.call(ScriptedProvider([OK], clock)).reason is Reason.OK
-    assert events.seen == [(KEY, "fallback")] * 3  # admit, acquire and finish
+    assert events.seen == [(KEY, "fallback")] * 2  # admit + acquire, learn + finish
     c.finish(KEY, ended(Reason.EXHAUSTED), False)  # the local breaker opens
-    assert events.seen[3:] == [(KEY, "fallback"), (KEY, "open")]
+    assert events.seen[2:] == [(KEY, "fallback"), (KEY, "open")]
     assert not failing.admit(KEY).allowed  # refused, not answered locally
     assert (refusals.seen, failing.fallbacks) == ([], 1)
     c.close()
@@ -354,7 +354,7 @@ def test_prometheus_counts_what_the_coordinator_reports(own_redis: RedisServer) 
     assert retrier.call(ScriptedProvider([OK], clock)).reason is Reason.OK  # answered locally
     text = generate_latest(registry).decode()
     assert f'retrybudget_breaker_transitions_total{{key="{KEY}",state="open"}} 1.0' in text
-    assert f'retrybudget_coordinator_fallbacks_total{{key="{KEY}"}} 3.0' in text
+    assert f'retrybudget_coordinator_fallbacks_total{{key="{KEY}"}} 2.0' in text
     assert f'retrybudget_operations_total{{key="{KEY}",method="none",outcome="ok"}} 1.0' in text
     c.close()
 
@@ -432,7 +432,8 @@ def test_every_key_has_a_ttl(redis_server: RedisServer) -> None:
     c.finish(KEY, ended(Reason.EXHAUSTED), False)
     raw = redis_server.client()
     keys = raw.keys(prefix + "*")
-    assert {k.decode().rsplit(":", 1)[1] for k in keys} == {"state", "slots", "leases", "budget"}
+    assert {k.decode().rsplit(":", 1)[1] for k in keys} == {"state", "slots", "leases", "budget",
+                                                                 "workers"}
     ttls = [raw.pttl(k) for k in keys]
     assert all(0 < ttl <= (600 + 2) * 1000 for ttl in ttls)
     assert permit.lease
@@ -453,3 +454,74 @@ async def test_five_hundred_tasks_on_one_gate_finish_in_bounded_time(
     assert c.fallbacks == 0
     await c.aclose()
     c.close()
+
+
+
+CLIENT_COMMANDS = ("cmdstat_eval", "cmdstat_evalsha", "cmdstat_script", "cmdstat_client",
+                   "cmdstat_hello", "cmdstat_ping", "cmdstat_select")
+"""What a client sends itself (INFO commandstats also counts the commands scripts run)."""
+
+
+def commands(server: RedisServer) -> int:
+    """Commands clients have sent the server so far: its round trips (no pipelining here)."""
+    raw = redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2.0)
+    stats = raw.info("commandstats")
+    raw.close()
+    return sum(int(v["calls"]) for name, v in stats.items()
+               if name.split("|")[0] in CLIENT_COMMANDS)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_an_operation_that_succeeds_at_once_costs_at_most_two_round_trips(
+    redis_server: RedisServer, asynchronous: bool,
+) -> None:
+    """The success path: admission + acquire in one script, learn + finish in another."""
+    c = RedisCoordinator(redis_server.url, prefix=unique_prefix(), socket_timeout=2.0)
+    answer = {"ratelimit-limit": "1000", "ratelimit-remaining": "900", "ratelimit-reset": "30"}
+    provider = ScriptedProvider([{"status": 200, "headers": answer}])
+    retrier = Retrier(policy=Policy(deadline=10), coordinator=c, key=KEY)
+    retrier.call(provider)  # warm up: connect and load the scripts
+    before, ops = commands(redis_server), 20
+    if asynchronous:
+        async def run() -> None:
+            async def fetch() -> object:
+                return provider()
+            for _ in range(ops):
+                assert (await retrier.acall(fetch)).reason is Reason.OK
+            await c.aclose()
+        asyncio.run(run())
+    else:
+        for _ in range(ops):
+            assert retrier.call(provider).reason is Reason.OK
+    sent = commands(redis_server) - before
+    assert sent <= 2 * ops + 4  # + the async client's script loads and connection set-up
+    assert c.fallbacks == 0
+    c.close()
+
+
+def test_while_redis_is_down_each_worker_counts_on_its_share_and_resumes_without_a_blind_window(
+    own_redis: RedisServer,
+) -> None:
+    clock = FakeClock()
+    prefix = unique_prefix()
+    a, b = (coordinator(own_redis, clock=clock, prefix=prefix, retry_interval=1.0)
+            for _ in range(2))
+    b.acquire(KEY, 1)
+    first = a.acquire(KEY, 1)  # a sees two live workers, as Redis counts them
+    quota = {"ratelimit-limit": "100", "ratelimit-remaining": "40", "ratelimit-reset": "30"}
+    a.learn(KEY, seen(200, quota), first.lease)
+    own_redis.stop()
+    # alone, a counts on its share: half the limit, half of what is left (40 / 2 = 20)
+    assert goes(a, KEY, 30) == 20
+    assert a.degraded
+    # Redis comes back empty: the first call offers what a knew, scaled back to every worker
+    own_redis.start()
+    clock.advance(1.0)  # a tries Redis again
+    assert a.acquire(KEY, 1).wait > 0  # the 20 a sent used up what it knew: held, not blind
+    assert not a.degraded
+    raw = redis.Redis(unix_socket_path=str(own_redis.socket), socket_timeout=2.0)
+    state = raw.hgetall(f"{prefix}{{{KEY}}}:state")
+    raw.close()
+    assert (state[b"limit"], state[b"quota"]) == (b"100", b"0")
+    a.close()
+    b.close()

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
+import math
 import shutil
 import signal
 import subprocess
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +34,10 @@ from retrybudget.coordination import (
     RedisCoordinator,
 )
 from retrybudget.core.classify import Classified, Kind, ResponseSeen, classify
+from retrybudget.core.flow import Attempt, AttemptResult, RequestInfo, Sleep, operation_flow
 from retrybudget.core.outcome import AttemptRecord, Outcome, Reason
 from retrybudget.core.profiles import GENERIC, Profile
+from retrybudget.core.throttle import Throttle, throttle_of
 
 REDIS_SERVER = shutil.which("redis-server")
 STEP = 0.02
@@ -215,14 +221,20 @@ class Recorder:
 # Building observations and outcomes -------------------------------------------------------------
 
 
-def seen(status: int, headers: dict[str, str] | None = None, *, profile: Profile = GENERIC,
-         wall: float | None = None) -> Classified:
+def classified(status: int, headers: dict[str, str] | None = None, *,
+               profile: Profile = GENERIC, wall: float | None = None) -> Classified:
     """A response as the flow would classify it."""
     at = SYSTEM_CLOCK.wall() if wall is None else wall
     return classify(profile, ResponseSeen.of(status, headers or {}), at)
 
 
-def throttled(ms: int) -> Classified:
+def seen(status: int, headers: dict[str, str] | None = None, *, profile: Profile = GENERIC,
+         wall: float | None = None) -> Throttle:
+    """A response as the flow hands it to the coordinator (read with ``profile``)."""
+    return throttle_of(profile, classified(status, headers, profile=profile, wall=wall))
+
+
+def throttled(ms: int) -> Throttle:
     """A 429 asking for ``ms`` milliseconds."""
     return seen(429, {"retry-after-ms": str(ms)})
 
@@ -301,6 +313,72 @@ async def herd_at_a_gate(c: Coordinator, key: str, tasks: int, spread: float,
     stats = c.stats()
     assert stats.gate_waits + stats.pacing_waits >= tasks * 0.9
     assert stats.gate_waits >= tasks * 0.25
+
+
+@dataclass
+class Window:
+    """A provider with a fixed window of ``limit`` requests per ``window`` seconds on a clock,
+    its windows starting at ``origin + k * window``. Over the limit: 429 with ``Retry-After``
+    (the reset rounded up, at least 1 s, as the sandbox does). Every answer carries the IETF
+    quota headers; an answer over the limit does not use quota."""
+
+    clock: Clock
+    limit: int
+    origin: float
+    window: float = 1.0
+    served: Counter[int] = field(default_factory=Counter)
+    rejected: Counter[int] = field(default_factory=Counter)
+
+    def answer(self) -> tuple[int, dict[str, str]]:
+        """The status and headers of a request arriving now."""
+        now = self.clock.monotonic()
+        index = math.floor((now - self.origin) / self.window)
+        reset = self.origin + (index + 1) * self.window - now
+        left = self.limit - self.served[index]
+        quota = {"ratelimit-limit": str(self.limit), "ratelimit-reset": f"{reset:.6f}"}
+        if left <= 0:
+            self.rejected[index] += 1
+            return 429, {"retry-after": str(max(1, math.ceil(reset))),
+                         "ratelimit-remaining": "0", **quota}
+        self.served[index] += 1
+        return 200, {"ratelimit-remaining": str(left - 1), **quota}
+
+
+def simulate(c: Coordinator, clock: FakeClock, provider: Window, operations: int,
+             policy: Policy, *, latency: float = 0.001, key: str = "api.example.com",
+             ) -> list[Outcome[object]]:
+    """Run ``operations`` operations concurrently, all starting now, through the real flow
+    and ``c``, in virtual time on ``clock`` (each request answered ``latency`` seconds after
+    it went): a deterministic stand-in for that many asyncio tasks."""
+    events: list[tuple[float, int, int, Any]] = []
+    flows = []
+    order = itertools.count()
+    for n in range(operations):
+        flow = operation_flow(policy, RequestInfo(key=key), clock, operation_id=f"op-{n}",
+                              sample=lambda: 0.5)
+        flows.append(flow)
+        heapq.heappush(events, (clock.monotonic(), next(order), n, None))
+    done: dict[int, Outcome[object]] = {}
+    while events:
+        at, _, n, reply = heapq.heappop(events)
+        if at > clock.monotonic():
+            clock.advance(at - clock.monotonic())
+        flow = flows[n]
+        try:
+            action = flow.send(reply)
+            while True:
+                if isinstance(action, Sleep):
+                    heapq.heappush(events, (at + action.wait.seconds, next(order), n, None))
+                    break
+                if isinstance(action, Attempt):
+                    status, headers = provider.answer()
+                    result = AttemptResult(ResponseSeen.of(status, headers))
+                    heapq.heappush(events, (at + latency, next(order), n, result))
+                    break
+                action = flow.send(c.handle(action))
+        except StopIteration as stop:
+            done[n] = stop.value
+    return [done[n] for n in range(operations)]
 
 
 # Worker processes (spawned; they import this module by name) ----------------------------------

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from retrybudget.coordination import CoordinationConfig, Coordinator, MemoryCoordinator
-from retrybudget.core.classify import Classified
 from retrybudget.core.flow import Admission, Permit
 from retrybudget.core.outcome import Outcome
+from retrybudget.core.throttle import Throttle
 from retrybudget.gateway import GatewayConfig, GatewayServer, create_app
 from retrybudget.sandbox import SandboxServer
 
@@ -60,8 +60,8 @@ class Resettable(Coordinator):
     def acquire(self, key: str, attempt: int) -> Permit:
         return self.inner.acquire(key, attempt)
 
-    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
-        self.inner.learn(key, classified, lease)
+    def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
+        self.inner.learn(key, throttle, lease)
 
     def spend_retry(self, key: str) -> bool:
         return self.inner.spend_retry(key)

@@ -28,7 +28,7 @@ def test_the_quick_storm_run_completes_with_honest_outcomes(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(out.read_text(encoding="utf-8"))
     scenarios = {s["name"]: s for s in document["scenarios"]}
-    assert set(scenarios) == {"retry-after", "github-403", "503", "outage"}
+    assert set(scenarios) == {"retry-after", "github-403", "503", "outage", "sustained"}
     for name, scenario in scenarios.items():
         [result] = scenario["results"]
         assert result["contender"] == "retrybudget-threads"
@@ -38,3 +38,4 @@ def test_the_quick_storm_run_completes_with_honest_outcomes(tmp_path: Path) -> N
         assert result["past_deadline"] == 0, (name, result["outcomes"])
         assert result["requests"] > 0, name
     assert scenarios["outage"]["results"][0]["ok"] == 0  # nothing succeeds in an outage
+    assert scenarios["sustained"]["results"][0]["extra"]["coordinator"]["breaker_opened"] >= 1

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.classify import Classified
 from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit, SpendRetry
 from ..core.outcome import Outcome
+from ..core.throttle import Throttle
 from ._stats import CoordinationStats
 
 __all__ = ["Coordinator", "NoCoordination"]
@@ -42,8 +42,9 @@ class Coordinator:
         """Leave to send attempt ``attempt``: go now, or wait and ask again."""
         return Permit()
 
-    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
-        """What an attempt showed about the provider (None: the attempt was not made)."""
+    def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
+        """What an attempt showed about the quota, as the core read it with the operation's
+        profile (None: the attempt was not made); gives back ``lease``."""
 
     def spend_retry(self, key: str) -> bool:
         """Take one retry from the shared retry budget; False refuses the retry."""
@@ -64,9 +65,9 @@ class Coordinator:
         """Async :meth:`acquire`."""
         return self.acquire(key, attempt)
 
-    async def alearn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Async :meth:`learn`."""
-        self.learn(key, classified, lease)
+        self.learn(key, throttle, lease)
 
     async def aspend_retry(self, key: str) -> bool:
         """Async :meth:`spend_retry`."""
@@ -83,7 +84,7 @@ class Coordinator:
         if isinstance(action, Acquire):
             return self.acquire(action.key, action.attempt)
         if isinstance(action, Learn):
-            self.learn(action.key, action.classified, action.lease)
+            self.learn(action.key, action.throttle, action.lease)
             return None
         if isinstance(action, SpendRetry):
             return self.spend_retry(action.key)
@@ -97,7 +98,7 @@ class Coordinator:
         if isinstance(action, Acquire):
             return await self.aacquire(action.key, action.attempt)
         if isinstance(action, Learn):
-            await self.alearn(action.key, action.classified, action.lease)
+            await self.alearn(action.key, action.throttle, action.lease)
             return None
         if isinstance(action, SpendRetry):
             return await self.aspend_retry(action.key)

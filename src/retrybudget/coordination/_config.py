@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from ..core.policy import Duration, PolicyError, seconds
-from ..core.profiles import GENERIC, Profile, get_profile
 
 __all__ = [
     "MAX_DURATION",
@@ -67,16 +64,14 @@ class GateConfig:
     """The shared rate-limit gate and the paced release of the workers held at it.
 
     When any worker learns that the provider throttles (a rate limit, or ``remaining`` 0 with
-    a reset), every worker under that key waits for the same instant: Retry-After first, else
-    the reset plus the profile's slack, else the profile's floor, doubled for each repeat.
+    a reset), every worker under that key waits for the same instant, the one the response's
+    :class:`~retrybudget.core.throttle.Throttle` names (read by the flow with the operation's
+    profile): Retry-After first, else the reset plus the profile's slack, else the profile's
+    floor, doubled for each repeat.
     Workers held at the gate get distinct wake-up slots ``spread`` apart, so the herd does not
     spend the new window at once.
 
     Attributes:
-        profile: turns a rate limit that names no time into a wait (``rate_limit_floor``,
-            ``rate_limit_multiplier``) and adds ``reset_slack`` after reset times.
-        profiles: per-key profiles (provider key -> profile or profile name), when one
-            coordinator serves providers with different profiles.
         spread: seconds between the wake-up slots of workers held at a gate (0: no herd
             control, everyone wakes at the gate instant; else at least 0.0001).
         max_gate: the longest gate one rate limit may set.
@@ -84,29 +79,17 @@ class GateConfig:
             lapsed slot was abandoned: its holder stopped or died).
     """
 
-    profile: Profile = GENERIC
-    profiles: Mapping[str, Profile] = field(default_factory=dict, hash=False)
     spread: float = 0.05
     max_gate: float = 3600.0
     claim_grace: float = 0.5
 
     def __post_init__(self) -> None:
-        try:
-            _set(self, "profile", get_profile(self.profile))
-            profiles = {str(k): get_profile(v) for k, v in dict(self.profiles).items()}
-        except ValueError as exc:
-            raise PolicyError(str(exc)) from None
-        _set(self, "profiles", MappingProxyType(profiles))
         _set(self, "spread", _duration(self.spread, "gate.spread"))
         if 0 < self.spread < MIN_SPREAD:
             raise PolicyError(f"gate.spread must be 0 (no herd control) or at least "
                               f"{MIN_SPREAD:g} seconds, got {self.spread}")
         _set(self, "max_gate", _duration(self.max_gate, "gate.max_gate", positive=True))
         _set(self, "claim_grace", _duration(self.claim_grace, "gate.claim_grace", positive=True))
-
-    def profile_for(self, key: str) -> Profile:
-        """The profile that applies to ``key``."""
-        return self.profiles.get(key, self.profile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,20 +140,24 @@ class ConcurrencyConfig:
 
 @dataclass(frozen=True, slots=True)
 class RetryBudgetConfig:
-    """A shared retry budget, in the manner of Finagle's ``RetryBudget`` and gRPC throttling.
+    """A shared retry budget earned by successes, in the manner of Finagle's ``RetryBudget``
+    with the refill of gRPC retry throttling and the AWS SDK retry quota.
 
-    Over the last ``ttl`` seconds, retries may number at most
-    ``min_retries_per_sec * ttl + ratio * first_attempts``; each retry spends one token, and
-    every first attempt that goes deposits ``ratio`` of one.
+    Over the last ``ttl`` seconds, retries after failures may number at most
+    ``min_retries_per_sec * ttl + ratio * healthy_operations``: each retry spends one token,
+    and every operation that ends with the provider answering (``ok``, ``not_found``, ...)
+    deposits ``ratio`` of one. A provider that is mostly healthy keeps earning retries for
+    its sporadic failures; in an outage nothing is earned, so only the small floor is spent
+    (and the breaker opens).
 
     Attributes:
-        ratio: retries allowed per first attempt (0.2: one retry for five requests).
-        min_retries_per_sec: a floor, so a quiet key can still retry a little.
+        ratio: retries earned per healthy operation (0.5: one retry for two successes).
+        min_retries_per_sec: a floor, so a quiet or fresh key can still retry a little.
         ttl: the window deposits and withdrawals count in.
     """
 
-    ratio: float = 0.2
-    min_retries_per_sec: float = 1.0
+    ratio: float = 0.5
+    min_retries_per_sec: float = 0.3
     ttl: float = 10.0
 
     def __post_init__(self) -> None:

@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.classify import Classified, Kind
+from ..core.classify import Kind
 from ..core.flow import Admission, Permit
 from ..core.outcome import Outcome, Reason, WaitReason
-from ..core.profiles import Profile
+from ..core.throttle import Throttle
 from ._config import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "SLICES",
     "Breaker",
     "Budget",
-    "Facts",
     "Health",
     "Phase",
     "Schedule",
@@ -40,7 +39,6 @@ __all__ = [
     "breaker_finish",
     "budget_deposit",
     "budget_withdraw",
-    "facts_of",
     "gate_delay",
     "health",
     "learn",
@@ -49,8 +47,11 @@ __all__ = [
     "permit_of",
     "plan_slot",
     "quota_hold",
+    "release_quota",
+    "release_slot",
     "rolled",
     "sent",
+    "window_used",
 ]
 
 EPSILON = 0.001
@@ -102,60 +103,6 @@ def health(outcome: Outcome[Any]) -> Health:
     return Health.SUCCESS
 
 
-# What a response says about the quota ----------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What one classified response tells the gate and pacing, in relative seconds.
-
-    Attributes:
-        throttled: the provider throttles (a rate limit, or remaining 0 with a reset).
-        hint: seconds until the provider's named time (slack included), None if none.
-        remaining: requests left in the quota, when a header said so.
-        limit: the quota size, when a header said so.
-        reset: seconds until the quota resets, when a header said so.
-    """
-
-    throttled: bool = False
-    hint: float | None = None
-    remaining: int | None = None
-    limit: int | None = None
-    reset: float | None = None
-
-    @property
-    def informative(self) -> bool:
-        """Whether there is anything to record (else a backend may skip the write)."""
-        return self.throttled or (self.remaining is not None and self.reset is not None)
-
-
-def facts_of(classified: Classified | None, profile: Profile) -> Facts:
-    """Read a classification for the gate and pacing (None: the attempt was not made).
-
-    The hint follows the per-operation rule (:func:`~retrybudget.core.decide.rate_limit_wait`):
-    Retry-After wins; else the reset plus the profile's slack when the quota is exhausted or
-    its state unknown; else no hint (the gate then uses the profile's floor).
-    """
-    if classified is None:
-        return Facts()
-    rate = classified.rate
-    exhausted = rate.remaining == 0 and rate.reset is not None
-    throttled = classified.kind is Kind.RATE_LIMITED or exhausted
-    hint: float | None = None
-    if throttled:
-        if rate.retry_after is not None:
-            hint = rate.retry_after.delay
-        elif rate.reset is not None and (rate.remaining is None or rate.remaining == 0):
-            hint = rate.reset.delay + profile.reset_slack
-    return Facts(
-        throttled=throttled,
-        hint=hint,
-        remaining=rate.remaining,
-        limit=rate.limit,
-        reset=None if rate.reset is None else rate.reset.delay,
-    )
-
-
 # The gate, slots and pacing ---------------------------------------------------------------
 
 
@@ -166,14 +113,21 @@ class Schedule:
     Attributes:
         gate: no request may start before this instant (the provider throttles until then).
         tail: the latest slot handed out (a request that went, or a reserved slot).
-        herd: the latest slot handed out while releasing workers held at a gate.
+        herd: the latest slot handed out while releasing workers held at a gate with an
+            unknown quota (one per ``spread``).
         streak: rate limits in a row that named no time (the gate doubles for each).
-        remaining: the quota left at the last observation.
+        remaining: the lowest ``remaining`` observed in the current window.
         limit: the quota size at the last observation.
         reset_at: when the observed quota resets (the profile's slack included).
-        quota: requests the current window still allows by this coordinator's count: the last
-            observation's ``remaining``, less the requests in flight then (they may not be
-            counted in it yet) and the requests sent since. None: not counted.
+        quota: requests the current window still allows by this coordinator's count
+            (``limit - used``, or without a limit the observation's ``remaining`` less the
+            requests in flight then). None: not counted.
+        used: requests of the current window spent by this coordinator's count, each counted
+            once (a request in flight is in it from the moment it went). None: not counted.
+        release: the instant of the latest release by quota (held workers admitted at once).
+        released: workers given a slot by that release so far (at it, or in later windows).
+        rolled_at: the reset instant of the window that rolled over last.
+        window: the window's length, learned from two resets in a row (None: unknown).
     """
 
     gate: float = NEVER
@@ -184,48 +138,73 @@ class Schedule:
     limit: int | None = None
     reset_at: float | None = None
     quota: int | None = None
+    used: int | None = None
+    release: float = NEVER
+    released: int = 0
+    rolled_at: float = NEVER
+    window: float | None = None
 
 
-def gate_delay(hint: float | None, streak: int, since_gate: float, profile: Profile,
+def gate_delay(throttle: Throttle, streak: int, since_gate: float,
                max_gate: float) -> tuple[float, int]:
-    """How long a rate limit closes the gate: ``(seconds, new streak)``.
+    """How long a throttling response closes the gate: ``(seconds, new streak)``.
 
-    With a hint, the hint. Without one, the profile's floor times its multiplier to the power
-    of the streak; the streak counts rate limits without a hint that came within one floor of
-    the previous gate's end, and restarts otherwise. Capped at ``max_gate``.
+    With a hint, the hint. Without one, :meth:`Throttle.wait` of the shared streak, which
+    counts rate limits without a hint that came within one floor of the previous gate's end
+    and restarts otherwise. Capped at ``max_gate``.
     """
-    if hint is not None:
-        return min(max(hint, 0.0), max_gate), streak
-    if since_gate > profile.rate_limit_floor:
+    if throttle.hint is not None:
+        return min(throttle.wait(streak), max_gate), streak
+    if since_gate > throttle.floor:
         streak = 0
-    delay = profile.rate_limit_floor * profile.rate_limit_multiplier ** min(streak, 32)
-    return min(delay, max_gate), streak + 1
+    return min(throttle.wait(streak), max_gate), streak + 1
 
 
-def learn(s: Schedule, facts: Facts, now: float, gate: GateConfig, profile: Profile,
-          in_flight: int = 0) -> Schedule:
-    """A key's schedule after a response (``in_flight``: other requests still unanswered).
+def window_used(used: int | None, limit: int, remaining: int, in_flight: int) -> int:
+    """Requests of the window spent, after an answer said ``remaining`` of ``limit`` are left.
+
+    The truth lies between ``limit - remaining`` (every request in flight already counted by
+    the provider) and that plus ``in_flight`` (none counted yet). The running count ``used``
+    (every request counted once, when it went) is kept inside those bounds; a window whose
+    count is not running yet (None) starts at the upper one.
+    """
+    low = limit - remaining
+    high = low + in_flight
+    return high if used is None else max(low, min(used, high))
+
+
+def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
+          in_flight: int = 0, answered: int = 0) -> Schedule:
+    """A key's schedule after a response (``in_flight``: other requests still unanswered;
+    ``answered``: 1 when the response's own request was counted in flight until now, so a
+    window that rolls over with this response counts it among its first requests).
 
     A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
     unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
-    response overtaken by a newer one). The observation also restarts the count of what the
-    window allows: ``remaining`` less the requests in flight (the provider may not have
-    counted them in it yet).
+    response overtaken by a newer one). With a limit, the window's count is
+    :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
+    the requests in flight.
     """
-    if facts.throttled:
-        delay, streak = gate_delay(facts.hint, s.streak, now - s.gate, profile, gate.max_gate)
+    if throttle.throttled:
+        delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         s = replace(s, gate=max(s.gate, now + delay), streak=streak)
-    if facts.remaining is not None and facts.reset is not None and facts.reset > 0:
-        s = rolled(s, now, in_flight)
-        reset_at = now + facts.reset + profile.reset_slack
-        stale = (
-            s.reset_at is not None and s.remaining is not None
-            and abs(reset_at - s.reset_at) < 1.0 and facts.remaining > s.remaining
-        )
-        if not stale:
-            s = replace(s, remaining=facts.remaining, limit=facts.limit, reset_at=reset_at,
-                        quota=max(facts.remaining - in_flight, 0))
+    remaining, limit = throttle.remaining, throttle.limit
+    if remaining is not None and throttle.reset is not None and throttle.reset > 0:
+        s = rolled(s, now, in_flight + answered)
+        reset_at = now + throttle.reset
+        same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
+        if same and s.remaining is not None and remaining > s.remaining:
+            return s  # stale
+        if limit is None or limit < remaining:
+            return replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
+                           quota=max(remaining - in_flight, 0), used=None)
+        if s.reset_at is None and s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON:
+            s = replace(s, window=min(reset_at - s.rolled_at, gate.max_gate))
+        counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
+        used = window_used(s.used if counting else None, limit, remaining, in_flight)
+        s = replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
+                    quota=max(limit - used, 0), used=used)
     return s
 
 
@@ -234,33 +213,68 @@ def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
 
     The old observation says nothing any more: it is dropped, and the count starts again
     from the limit (when one was given) less the requests still in flight, which may land
-    in the new window. The new window's reset is unknown until a response names it; until
-    then the count is kept but does not hold requests back.
+    in the new window (they count as its first ``used``). The new window's reset is unknown
+    until a response names it.
     """
     if s.reset_at is None or now < s.reset_at:
         return s
-    quota = None if s.limit is None else max(s.limit - in_flight, 0)
-    return replace(s, remaining=None, reset_at=None, quota=quota)
+    if s.limit is None:
+        return replace(s, remaining=None, reset_at=None, quota=None, used=None,
+                       rolled_at=s.reset_at)
+    used = min(in_flight, s.limit)
+    return replace(s, remaining=None, reset_at=None, quota=s.limit - used, used=used,
+                   rolled_at=s.reset_at)
 
 
 def sent(s: Schedule) -> Schedule:
     """A key's schedule after a request went: one less in the window's count."""
     if s.quota is None:
         return s
-    return replace(s, quota=max(s.quota - 1, 0))
+    return replace(s, quota=max(s.quota - 1, 0), used=None if s.used is None else s.used + 1)
 
 
-def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None) -> float | None:
+def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: int = 0,
+               spread: float = 0.0) -> float | None:
     """When the counted quota is used up: the instant it resets, else None.
 
-    Requests beyond what the window allows wait for the reset, in slots released like a
-    gate's herd. The gate itself does not move: the count is conservative (requests in flight
-    may already be counted by the provider), and a later response that shows more left
-    raises it again.
+    Requests beyond what the window allows wait for the reset and are released by quota
+    there. The gate itself does not move: a later response can still correct the count.
+    A count used up in a window whose reset no response has named yet (just rolled) holds
+    for ``spread`` while requests are in flight: their answers will name it.
     """
-    if pacing is None or s.quota is None or s.quota > 0 or s.reset_at is None:
+    if pacing is None or s.quota is None or s.quota > 0:
         return None
+    if s.reset_at is None:
+        return now + spread if in_flight > 0 and spread > 0 else None
     return s.reset_at if now < s.reset_at else None
+
+
+def release_quota(s: Schedule, at: float) -> int | None:
+    """How many held workers the window open at ``at`` admits at once; None: unknown.
+
+    A window that has reset by ``at`` admits its limit; one that has not (a gate shorter
+    than the window) admits what its count still allows.
+    """
+    if s.limit is None:
+        return None
+    if s.reset_at is not None and at < s.reset_at - EPSILON:
+        return s.quota
+    return s.limit
+
+
+def release_slot(s: Schedule, at: float, quota: int, spread: float) -> tuple[float, int]:
+    """The slot of one more held worker in the release at ``at``: ``(slot, released)``.
+
+    The first ``quota`` get ``at``; the next ``quota`` the window after it, and so on, when
+    the window's length is known; else ``at + spread`` (ask again once the release is
+    answered).
+    """
+    count = s.released if abs(s.release - at) <= EPSILON else 0
+    if count < quota:
+        return at, count + 1
+    if s.window is not None and quota > 0:
+        return at + (count // quota) * s.window, count + 1
+    return at + max(spread, EPSILON * 2), count + 1
 
 
 def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> float:
@@ -281,33 +295,41 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
     return (s.reset_at - now) / max(s.remaining, 1)
 
 
-def plan_slot(s: Schedule, now: float, gate: GateConfig,
-              pacing: PacingConfig | None) -> tuple[float, Schedule]:
+def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
+              in_flight: int = 0) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
-    While the gate is closed, the counted quota is used up (:func:`quota_hold`), or workers
-    held at either are still being released, slots are ``spread`` apart (or the pacing
-    interval, if longer) and none comes before the gate or the quota's reset; otherwise they
-    are the pacing interval apart; with neither, the slot is now. The release ends with the
-    last worker that was held (``herd``): newcomers during it queue behind it without
-    prolonging it, so a steady stream of workers is not paced at one per ``spread`` for
-    ever. Pacing spreads what is left of a window until its reset, so no slot is paced past
-    it (later ones are ``spread`` apart). A slot at most :data:`EPSILON` ahead means "go
-    now"; a later one is reserved by the caller.
+    A worker held by a closed gate or a used-up count waits for the instant they open
+    (``at``). When the quota of the window open then is known (:func:`release_quota`), the
+    first that many held workers all get ``at`` itself (a release by quota); the rest get
+    ``at + spread`` and ask again then, when the answers of the release have named the next
+    window. When the quota is unknown, held workers get slots ``spread`` apart (or the
+    pacing interval, if longer), a release that ends with the last worker held (``herd``):
+    newcomers during it queue behind it without prolonging it. Otherwise slots are the
+    pacing interval apart (never paced past the reset); with neither, the slot is now. A
+    slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     """
     gated = now < s.gate
-    hold = quota_hold(s, now, pacing)
-    herding = gated or hold is not None or s.herd > now
+    hold = quota_hold(s, now, pacing, in_flight, gate.spread)
+    held = gated or hold is not None
     interval = pacing_interval(s, now, pacing)
+    if held:
+        at = max(now, s.gate, NEVER if hold is None else hold)
+        if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset
+            return at, replace(s, tail=max(s.tail, at))
+        quota = release_quota(s, at)
+        if quota is not None:
+            slot, count = release_slot(s, at, quota, gate.spread)
+            return slot, replace(s, tail=max(s.tail, slot), release=at, released=count)
+    herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval
-    if spacing <= 0 and not gated and hold is None:
+    if spacing <= 0 and not held:
         slot = now
     else:
         paced = s.tail + spacing
         if interval > 0 and s.reset_at is not None and paced > s.reset_at:
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
         slot = max(now, s.gate, paced, NEVER if hold is None else hold)
-    held = gated or hold is not None  # a newcomer during a release does not prolong it
     return slot, replace(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
 
 
@@ -316,7 +338,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig,
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """One key's retry budget: ``(slice, first attempts, retries)`` per live slice."""
+    """One key's retry budget: ``(slice, healthy operations, retries)`` per live slice."""
 
     slices: tuple[tuple[int, int, int], ...] = ()
 
@@ -337,7 +359,8 @@ def _add(slices: list[tuple[int, int, int]], current: int, deposits: int,
 
 
 def budget_deposit(b: Budget, now: float, cfg: RetryBudgetConfig) -> Budget:
-    """The budget after a first attempt went out (it deposits ``ratio`` of a retry)."""
+    """The budget after an operation ended with the provider answering (it deposits
+    ``ratio`` of a retry)."""
     current, slices = _live(b, now, cfg)
     return _add(slices, current, 1, 0)
 
@@ -346,7 +369,7 @@ def budget_withdraw(b: Budget, now: float, cfg: RetryBudgetConfig) -> tuple[bool
     """Take one retry if the balance allows: ``(allowed, new budget)``.
 
     The balance over the window (the last ``ttl`` seconds, counted in :data:`SLICES` slices)
-    is ``min_retries_per_sec * ttl + ratio * first_attempts - retries``; a retry needs 1.
+    is ``min_retries_per_sec * ttl + ratio * healthy_operations - retries``; a retry needs 1.
     """
     current, slices = _live(b, now, cfg)
     deposits = sum(sl[1] for sl in slices)

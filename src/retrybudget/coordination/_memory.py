@@ -7,6 +7,7 @@ the async methods can call the sync ones without blocking the event loop.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 from collections import deque
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.classify import Classified
 from ..core.flow import Admission, Permit
 from ..core.outcome import Outcome
+from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe._hooks import notify
 from ._base import Coordinator
 from ._config import CoordinationConfig
@@ -25,14 +26,13 @@ from ._logic import (
     FLIGHT_TTL,
     Breaker,
     Budget,
-    Facts,
+    Health,
     Schedule,
     admission_of,
     breaker_admit,
     breaker_finish,
     budget_deposit,
     budget_withdraw,
-    facts_of,
     health,
     learn,
     moved,
@@ -139,17 +139,21 @@ class MemoryCoordinator(Coordinator):
             slots = k.slots
             while slots and slots[0] < now - cfg.gate.claim_grace:
                 slots.popleft()  # lapsed: its holder stopped or died
-            hold = quota_hold(k.schedule, now, pacing)
+            hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
             if now >= k.schedule.gate and slots and slots[0] <= now + EPSILON and hold is None:
                 slots.popleft()
             else:
                 gate = k.schedule.gate
-                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing)
+                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight)
                 if slot > now + EPSILON:
-                    slots.append(slot)
+                    if slots and slot < slots[-1]:
+                        bisect.insort(slots, slot)  # a release by quota before later slots
+                    else:
+                        slots.append(slot)
                     code = "gate" if now < gate else "pace"
+                    reset_in = None if hold is None or k.schedule.reset_at is None else hold - now
                     permit = permit_of(code, slot - now, gate - now, None, self.clock.wall(),
-                                       None if hold is None else hold - now)
+                                       reset_in)
                     return self._tally.permit(permit)
             lease = None
             if pacing is not None:
@@ -157,31 +161,32 @@ class MemoryCoordinator(Coordinator):
             if cap is not None or pacing is not None:
                 lease = f"m:{next(self._ids)}"
                 k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
-            if attempt == 1 and cfg.retry_budget is not None:
-                k.budget = budget_deposit(k.budget, now, cfg.retry_budget)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
-    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; close the gate on throttling; remember the quota for pacing."""
-        self._learn(key, facts_of(classified, self.config.gate.profile_for(key)), lease)
-
-    def _learn(self, key: str, facts: Facts, lease: str | None) -> None:
+        facts = NO_THROTTLE if throttle is None else throttle
         if lease is None and not facts.informative:
             return
         with self._lock:
             k = self._key(key)
-            if lease is not None:
-                k.leases.pop(lease, None)
+            answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
             if facts.informative:
                 now = self.clock.monotonic()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
-                                   self.config.gate.profile_for(key), self._in_flight(k, now))
+                                   self._in_flight(k, now), answered)
                 while k.slots and k.slots[0] < k.schedule.gate:
                     k.slots.popleft()  # reserved before the gate moved: ask again
 
+    def schedule(self, key: str) -> Schedule | None:
+        """``key``'s gate and window count as they stand (None: nothing known of it)."""
+        with self._lock:
+            k = self._keys.get(key)
+            return None if k is None else k.schedule
+
     def hold(self, key: str, seconds: float) -> None:
         """Close ``key``'s gate for at least ``seconds`` (a gate learned elsewhere)."""
-        self._learn(key, Facts(throttled=True, hint=max(0.0, seconds)), None)
+        self.learn(key, Throttle(throttled=True, hint=max(0.0, seconds)), None)
 
     def spend_retry(self, key: str) -> bool:
         """Take one retry from the key's retry budget (False: refused)."""
@@ -194,17 +199,22 @@ class MemoryCoordinator(Coordinator):
         return self._tally.retry(allowed)
 
     def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
-        """Record one logical operation in the key's breaker."""
-        cfg = self.config.breaker
-        if cfg is None:
-            return
+        """Record one logical operation in the key's breaker; a healthy one earns retries."""
+        cfg, budget = self.config.breaker, self.config.retry_budget
         verdict = health(outcome)
+        earns = budget is not None and verdict is Health.SUCCESS
+        if cfg is None and not earns:
+            return
+        opened, state = False, None
         with self._lock:
             k = self._key(key)
-            before = k.breaker
-            k.breaker, opened = breaker_finish(before, verdict, probe, self.clock.monotonic(),
-                                               cfg)
-            state = moved(before, k.breaker)
+            now = self.clock.monotonic()
+            if earns and budget is not None:
+                k.budget = budget_deposit(k.budget, now, budget)
+            if cfg is not None:
+                before = k.breaker
+                k.breaker, opened = breaker_finish(before, verdict, probe, now, cfg)
+                state = moved(before, k.breaker)
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)

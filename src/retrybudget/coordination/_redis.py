@@ -17,8 +17,11 @@ coordinator that saw a transition reports it to its events objects.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import logging
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,21 +36,21 @@ from redis.commands.core import AsyncScript, Script
 from redis.retry import Retry
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.classify import Classified
-from ..core.flow import Admission, Permit
+from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit
 from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
+from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe._hooks import BREAKER_STATES, notify
-from ._base import Coordinator
+from ._base import Coordinator, CoordinatorAction
 from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
     SLICES,
+    Health,
     Verdict,
     admission_of,
-    facts_of,
     health,
     permit_of,
 )
@@ -66,11 +69,25 @@ OnFailure = Literal["local", "fail"]
 UNAVAILABLE = "coordinator unavailable"
 """The detail of an admission refused because Redis is unavailable (``on_failure="fail"``)."""
 
+WORKER_TTL = 10.0
+"""Seconds a coordinator counts among a key's live workers after its last acquire (its share of
+the quota while Redis is unreachable is ``1 / live workers``)."""
+
 HORIZON = MAX_HINT_SECONDS + MAX_DURATION
 """How far ahead a stored instant may lie before the scripts treat it as garbage."""
 
+_HELD: contextvars.ContextVar[tuple[object, str, Permit | None, Learn | None] | None] = (
+    contextvars.ContextVar("retrybudget_redis_held", default=None))
+"""What a worker's last call left for its next one, in this thread or task: ``(coordinator,
+key, the first attempt's permit got with the admission, a final learn to send with the
+finish)``."""
+
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
 _SCRIPTS = ("admit", "acquire", "learn", "spend", "finish")
+_MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish")}
+"""Scripts made of two: one round trip where the flow makes two calls back to back (an
+operation's admission and its first attempt's acquire; its last attempt's learn and its
+finish)."""
 Arg = str | int | float
 
 
@@ -84,8 +101,28 @@ def _scripts_text() -> dict[str, str]:
         .replace("__HORIZON__", repr(HORIZON))
         .replace("__EPSILON__", repr(EPSILON))
         .replace("__SLICES__", repr(SLICES))
+        .replace("__WORKER_TTL__", repr(WORKER_TTL))
     )
-    return {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
+    texts = {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
+    for name, (first, second) in _MERGED.items():
+        parts = "".join(f"local function {part}_part(ARGS)\n"
+                        + _source(part).replace("ARGV[", "ARGS[") + "\nend\n"
+                        for part in (first, second))
+        texts[name] = prelude + "\n" + parts + f"""
+-- {first}, then {second} in the same call (the second only when the first admits, for an
+-- admission). ARGV: idle, n (the first's own argument count), the first's arguments, the
+-- second's. Returns {{the first's reply, the second's reply or false}}.
+local n = tonumber(ARGV[2]) or 0
+local first, second = {{ARGV[1]}}, {{ARGV[1]}}
+for i = 3, 2 + n do first[#first + 1] = ARGV[i] end
+for i = 3 + n, #ARGV do second[#second + 1] = ARGV[i] end
+local reply = {first}_part(first)
+if {"true" if first == "learn" else "reply[1] == 1"} then
+  return {{reply, {second}_part(second)}}
+end
+return {{reply, false}}
+"""
+    return texts
 
 
 _TEXT = _scripts_text()
@@ -222,6 +259,9 @@ class RedisCoordinator(Coordinator):
         self._degraded = False
         self._retry_at = 0.0
         self._tally = Tally()
+        self._id = uuid.uuid4().hex
+        self._live: dict[str, int] = {}  # key -> live workers last seen in Redis
+        self._reseed: set[str] = set()  # keys whose next acquire offers the local observation
 
     def __repr__(self) -> str:
         state = "degraded" if self._degraded else "up"
@@ -268,6 +308,7 @@ class RedisCoordinator(Coordinator):
             if self._degraded:
                 return
             self._degraded = True
+            self._reseed = set(self._live)  # Redis may come back empty: offer what we know
         logger.warning(
             "Redis coordination unavailable (%s: %s); %s", type(exc).__name__, exc,
             "coordinating locally" if self.on_failure == "local" else "refusing new operations",
@@ -354,7 +395,7 @@ class RedisCoordinator(Coordinator):
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self.prefix}{{{key}}}:"
-        return [base + "state", base + "slots", base + "leases", base + "budget"]
+        return [base + "state", base + "slots", base + "leases", base + "budget", base + "workers"]
 
     def _call(self, script: str | None, key: str, args: Sequence[Arg],
               parse: Callable[[object], T], local: Callable[[], T],
@@ -386,7 +427,7 @@ class RedisCoordinator(Coordinator):
 
     def _acquire(self, key: str, attempt: int) -> _Call[Permit]:
         cfg = self.config
-        gate, pacing, cap, budget = cfg.gate, cfg.pacing, cfg.concurrency, cfg.retry_budget
+        gate, pacing, cap = cfg.gate, cfg.pacing, cfg.concurrency
         args = (
             attempt, gate.spread, gate.claim_grace,
             0 if pacing is None else 1,
@@ -395,11 +436,15 @@ class RedisCoordinator(Coordinator):
             0 if cap is None else cap.limit,
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
-            0 if budget is None else budget.ttl,
+            self._id, *self._seed(key),
         )
 
         def parse(raw: object) -> Permit:
-            code, wait, gate_in, lease, reset_in = _items(raw, 5)
+            code, wait, gate_in, lease, reset_in, live = _items(raw, 6)
+            workers = int(_number(live, 1.0))
+            if workers >= 1:
+                self._live[key] = workers
+            self._reseed.discard(key)  # Redis answered: it holds (or now has) the quota
             permit = permit_of(_text(code), _number(wait), _number(gate_in), _text(lease),
                                self.clock.wall(), _optional(reset_in))
             if permit.reason is WaitReason.GATE and permit.wait > 0:
@@ -408,12 +453,11 @@ class RedisCoordinator(Coordinator):
 
         return self._call("acquire", key, args, parse, lambda: self.local.acquire(key, attempt))
 
-    def _learn(self, key: str, classified: Classified | None, lease: str | None) -> _Call[None]:
+    def _learn(self, key: str, throttle: Throttle | None, lease: str | None) -> _Call[None]:
         if lease is not None and lease.startswith("m:"):  # taken locally while Redis was away
             self.local.learn(key, None, lease)
             lease = None
-        profile = self.config.gate.profile_for(key)
-        facts = facts_of(classified, profile)
+        facts = NO_THROTTLE if throttle is None else throttle
         needed = lease is not None or facts.informative
         args = (
             lease or "", 1 if facts.throttled else 0,
@@ -421,12 +465,33 @@ class RedisCoordinator(Coordinator):
             -1 if facts.remaining is None else facts.remaining,
             -1 if facts.limit is None else facts.limit,
             -1 if facts.reset is None else facts.reset,
-            profile.rate_limit_floor, profile.rate_limit_multiplier, self.config.gate.max_gate,
-            profile.reset_slack,
+            facts.floor, facts.multiplier, self.config.gate.max_gate,
         )
         return self._call("learn" if needed else None, key, args,
-                          lambda raw: self.local.learn(key, classified, None),
-                          lambda: self.local.learn(key, classified, lease))
+                          lambda raw: self.local.learn(key, self._share(key, facts), None),
+                          lambda: self.local.learn(key, self._share(key, facts), lease))
+
+    def _share(self, key: str, facts: Throttle) -> Throttle:
+        """What this coordinator may count on of a quota observation while alone: its share,
+        ``1 / live workers`` (as last seen in Redis), of the limit and of what is left."""
+        workers = self._live.get(key, 1)
+        if workers <= 1 or facts.remaining is None:
+            return facts
+        limit = None if facts.limit is None else max(facts.limit // workers, 1)
+        return dataclasses.replace(facts, remaining=facts.remaining // workers, limit=limit)
+
+    def _seed(self, key: str) -> tuple[Arg, ...]:
+        """The local quota observation, scaled back to every worker's, for the first acquire
+        after Redis came back (adopted only when Redis holds none: it restarted empty)."""
+        if key not in self._reseed:
+            return ()
+        s = self.local.schedule(key)
+        now = self.clock.monotonic()
+        if s is None or s.limit is None or s.quota is None or s.reset_at is None or (
+                s.reset_at <= now):
+            return ()
+        workers = self._live.get(key, 1)
+        return (s.limit * workers, min(s.quota * workers, s.limit * workers), s.reset_at - now)
 
     def _spend(self, key: str) -> _Call[bool]:
         cfg = self.config.retry_budget
@@ -435,12 +500,16 @@ class RedisCoordinator(Coordinator):
                           lambda raw: _text(raw) == "1", lambda: self.local.spend_retry(key))
 
     def _finish(self, key: str, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
-        cfg = self.config.breaker
-        args: tuple[Arg, ...] = ()
-        if cfg is not None:
-            ratio = -1 if cfg.failure_ratio is None else cfg.failure_ratio
-            args = (health(outcome).value, 1 if probe else 0, cfg.consecutive_failures, ratio,
-                    cfg.window, cfg.min_operations, cfg.cool_down)
+        cfg, budget = self.config.breaker, self.config.retry_budget
+        verdict = health(outcome)
+        earns = budget is not None and verdict is Health.SUCCESS
+        args: tuple[Arg, ...] = (
+            verdict.value, 1 if probe else 0,
+            0 if cfg is None else cfg.consecutive_failures,
+            -1 if cfg is None or cfg.failure_ratio is None else cfg.failure_ratio,
+            0 if cfg is None else cfg.window, 0 if cfg is None else cfg.min_operations,
+            0 if cfg is None else cfg.cool_down, 0 if budget is None else budget.ttl,
+        )
 
         def parse(raw: object) -> bool:
             opened, entered = _items(raw, 2)
@@ -451,11 +520,112 @@ class RedisCoordinator(Coordinator):
             self.local.finish(key, outcome, probe)
             return False
 
-        return self._call(None if cfg is None else "finish", key, args, parse, local)
+        return self._call("finish" if cfg is not None or earns else None, key, args, parse, local)
 
     def _opened(self, opened: bool) -> None:
         if opened:
             self._tally.add("breaker_opened")
+
+    def _begin(self, key: str) -> _Call[tuple[Admission, Permit | None]]:
+        """An admission and, when admitted, the first attempt's acquire: one script."""
+        admit, acquire = self._admit(key), self._acquire(key, 1)
+        own = admit.args[1:]
+
+        def parse(raw: object) -> tuple[Admission, Permit | None]:
+            first, second = _items(raw, 2)
+            admission = admit.parse(first)
+            return admission, acquire.parse(second) if admission.allowed else None
+
+        def local() -> tuple[Admission, Permit | None]:
+            admission = admit.local()
+            return admission, acquire.local() if admission.allowed else None
+
+        refusal = None if admit.refusal is None else (admit.refusal, None)
+        return self._call("begin", key, (len(own), *own, *acquire.args[1:]), parse, local,
+                          refusal)
+
+    def _end(self, learn: Learn, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
+        """A final attempt's learn and the operation's finish: one script when both are due."""
+        first, second = self._learn(learn.key, learn.throttle, learn.lease), self._finish(
+            learn.key, outcome, probe)
+        if first.script is None:
+            return second
+        if second.script is None:
+            return _Call(first.key, first.script, first.keys, first.args,
+                         lambda raw: bool(first.parse(raw)), lambda: bool(first.local()))
+        own = first.args[1:]
+
+        def parse(raw: object) -> bool:
+            one, two = _items(raw, 2)
+            first.parse(one)
+            return second.parse(two)
+
+        def local() -> bool:
+            first.local()
+            return second.local()
+
+        return self._call("end", learn.key, (len(own), *own, *second.args[1:]), parse, local)
+
+    def _held(self, action: CoordinatorAction) -> tuple[bool, object, _Call[Any] | None]:
+        """What a flow action needs, given what this worker's last call left: ``(answered,
+        answer, a call to run first or instead)``."""
+        held = _HELD.get()
+        if held is not None and held[0] is not self:
+            held = None
+        if isinstance(action, Admit):
+            _HELD.set(None)
+            if self.config.breaker is None:
+                return False, None, None
+            return True, None, self._begin(action.key)
+        if held is not None:
+            _HELD.set(None)
+            _, key, permit, learn = held
+            if isinstance(action, Acquire) and permit is not None and action.key == key and (
+                    action.attempt == 1):
+                return True, permit, None
+            if isinstance(action, Finish) and learn is not None and action.key == key:
+                return True, None, self._end(learn, action.outcome, action.probe)
+            if learn is not None:  # not the finish it expected: send it on its own now
+                return False, None, self._learn(learn.key, learn.throttle, learn.lease)
+        if isinstance(action, Learn) and action.final:
+            _HELD.set((self, action.key, None, action))
+            return True, None, None
+        return False, None, None
+
+    def _settle(self, action: CoordinatorAction, result: object) -> object:
+        """The answer to a flow action from the merged call just run."""
+        if isinstance(action, Admit):
+            assert isinstance(result, tuple)  # noqa: S101 - _begin's answer
+            admission: Admission = result[0]
+            permit: Permit | None = result[1]
+            _HELD.set((self, action.key, permit, None) if permit is not None else None)
+            return self._tally.admission(admission)
+        if isinstance(action, Finish):
+            self._opened(bool(result))
+        return None
+
+    def handle(self, action: CoordinatorAction) -> object:
+        """Perform one of the flow's actions: an admission brings the first attempt's acquire
+        along, and a final learn goes with the finish (one round trip each)."""
+        answered, answer, call = self._held(action)
+        if call is not None:
+            result = self._run(call)
+            if answered:
+                return self._settle(action, result)
+        if answered:
+            return self._tally.permit(answer) if isinstance(answer, Permit) else answer
+        return super().handle(action)
+
+    async def ahandle(self, action: CoordinatorAction) -> object:
+        """Async :meth:`handle`."""
+        answered, answer, call = self._held(action)
+        if call is not None:
+            result = await self._arun(call)
+            if answered:
+                return self._settle(action, result)
+        if answered:
+            return self._tally.permit(answer) if isinstance(answer, Permit) else answer
+        return await super().ahandle(action)
 
     # The interface ---------------------------------------------------------------------------
 
@@ -467,9 +637,9 @@ class RedisCoordinator(Coordinator):
         """The shared gate, slots, pacing and concurrency cap."""
         return self._tally.permit(self._run(self._acquire(key, attempt)))
 
-    def learn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; share the gate and the quota observation."""
-        self._run(self._learn(key, classified, lease))
+        self._run(self._learn(key, throttle, lease))
 
     def spend_retry(self, key: str) -> bool:
         """Take one retry from the shared retry budget (False: refused)."""
@@ -487,9 +657,9 @@ class RedisCoordinator(Coordinator):
         """Async :meth:`acquire`."""
         return self._tally.permit(await self._arun(self._acquire(key, attempt)))
 
-    async def alearn(self, key: str, classified: Classified | None, lease: str | None) -> None:
+    async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Async :meth:`learn`."""
-        await self._arun(self._learn(key, classified, lease))
+        await self._arun(self._learn(key, throttle, lease))
 
     async def aspend_retry(self, key: str) -> bool:
         """Async :meth:`spend_retry`."""

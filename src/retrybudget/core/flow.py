@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from .._clock import Clock
 from ._values import fast_init
-from .classify import Classified, Kind, Observation, classify
+from .classify import Kind, Observation, classify
 from .decide import OperationState, Retry, Stop, decide, plan_attempt, plan_wait
 from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .policy import Policy
+from .throttle import Throttle, throttle_of
 
 __all__ = [
     "Acquire",
@@ -94,11 +95,16 @@ class Sleep:
 
 @dataclass(slots=True)
 class Learn:
-    """Report what an attempt showed (or None if it was not made) and release its lease. Reply: None."""
+    """Report what an attempt showed about the quota (:class:`~retrybudget.core.throttle.Throttle`,
+    read with the policy's profile; None if the attempt was not made) and release its lease.
+    Reply: None."""
 
     key: str
-    classified: Classified | None
+    throttle: Throttle | None
     lease: str | None
+    final: bool = False
+    """True when the operation's :class:`Finish` comes next, with no wait between: a
+    coordinator may send this report together with it (one round trip instead of two)."""
 
 
 @dataclass(slots=True)
@@ -283,7 +289,7 @@ def operation_flow(
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
-                yield Learn(key, None, permit.lease)
+                yield Learn(key, None, permit.lease, report)
             return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
 
         result = yield Attempt(state.attempts + 1, plan)
@@ -292,10 +298,10 @@ def operation_flow(
         state = state.with_method(result.observation.method)
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
-        if coordinated:
-            yield Learn(key, classified, permit.lease)
-
         decision = decide(policy, state, classified, now, wall, sample())
+        if coordinated:
+            yield Learn(key, throttle_of(policy.profile, classified), permit.lease,
+                        report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):
             decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,

@@ -1,12 +1,14 @@
 -- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
--- quota_hold) or plan_slot; a request that goes is sent (counted) and holds a lease.
--- ARGV: idle, attempt, spread, claim_grace, pacing (0|1), threshold, min_remaining,
--- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, retry budget ttl
--- (0: off).
+-- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
+-- that goes is sent (counted) and holds a lease.
+-- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
+-- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, this coordinator's
+-- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), and optionally a seed
+-- (limit, remaining, seconds to the reset): a quota observation to adopt when none is
+-- stored (Redis came back empty), so the first window is not sent blind.
 -- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or '',
 -- seconds until the window resets when its used-up count holds a pace wait (quota_hold) or
--- ''}.
-local attempt = finite(ARGV[2]) or 1
+-- '', the live workers}.
 local spread = finite(ARGV[3]) or 0
 local grace = finite(ARGV[4]) or 0.5
 local pacing = ARGV[5] == '1'
@@ -15,25 +17,52 @@ local min_remaining = finite(ARGV[7]) or 0
 local limit = finite(ARGV[8]) or 0
 local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
-local budget_ttl = finite(ARGV[11]) or 0
+local me = ARGV[11] or ''
+local seed_limit, seed_left, seed_reset = finite(ARGV[12]), finite(ARGV[13]), finite(ARGV[14])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
 local in_flight = 0
 if tracked then in_flight = live_leases(leases) end
 if limit > 0 and in_flight >= limit then
-  return {'busy', fmt(poll), '0', ''}
+  return {'busy', fmt(poll), '0', '', '', 1}
 end
 
-local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota'})
+-- the live workers: every coordinator that asked in the last WORKER_TTL seconds
+typed(KEYS[5], 'zset')
+local live = 1
+if me ~= '' then
+  redis.call('ZADD', KEYS[5], fmt(NOW), me)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt(NOW - WORKER_TTL))
+  live = redis.call('ZCARD', KEYS[5])
+  extend(KEYS[5], WORKER_TTL + 1)
+end
+
+local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
+                       'release', 'released', 'window'})
+if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
+    and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
+  s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
+  s.reset_at, s.quota = fmt(NOW + seed_reset), string.format('%d', seed_left)
+  s.used = string.format('%d', seed_limit - seed_left)
+  redis.call('HSET', state, 'limit', s.limit, 'remaining', s.remaining, 'reset_at', s.reset_at,
+             'quota', s.quota, 'used', s.used)
+end
 local gate = instant(s.gate) or NEVER
 local quota = rolled(state, s, in_flight)
 local remaining = count(s.remaining, 1e15)
 local reset_at = instant(s.reset_at)
--- quota_hold: the counted quota is used up until the reset
+-- quota_hold: the counted quota is used up until the reset (or, while no answer has named
+-- the new window's reset, for one spread while requests are in flight)
 local hold = nil
-if pacing and quota ~= nil and quota <= 0 and reset_at ~= nil and NOW < reset_at then
-  hold = reset_at
+local unnamed = false
+if pacing and quota ~= nil and quota <= 0 then
+  if reset_at ~= nil then
+    if NOW < reset_at then hold = reset_at end
+  elseif in_flight > 0 and spread > 0 then
+    hold = NOW + spread
+    unnamed = true
+  end
 end
 typed(slots, 'zset')
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
@@ -60,29 +89,62 @@ else
   local tail = instant(s.tail) or NEVER
   local herd = instant(s.herd) or NEVER
   local gated = NOW < gate
-  local herding = gated or hold ~= nil or herd > NOW
-  local spacing = interval
-  if herding then spacing = math.max(interval, spread) end
-  local slot = NOW
-  if spacing > 0 or gated or hold ~= nil then
-    local paced = tail + spacing
-    if interval > 0 and reset_at ~= nil and paced > reset_at then
-      paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+  local held = gated or hold ~= nil
+  local slot = nil
+  local herded = held
+  if held then
+    local at = math.max(NOW, gate, hold or NEVER)
+    local size = count(s.limit, 1e15)
+    if unnamed then
+      slot, herded = at, false
+    elseif size ~= nil then
+      -- release_quota: a window reset by `at` admits its limit, else what its count allows
+      local release_quota = size
+      if reset_at ~= nil and at < reset_at - EPSILON then release_quota = quota end
+      if release_quota ~= nil then
+        local release = instant(s.release) or NEVER
+        local released = 0
+        if math.abs(release - at) <= EPSILON then released = count(s.released, 1e15) or 0 end
+        -- release_slot: the quota at `at`, the next quota a window later, ...
+        local window = finite(s.window)
+        if window ~= nil and (window <= 0 or window > HORIZON) then window = nil end
+        if released < release_quota then
+          slot = at
+        elseif window ~= nil and release_quota > 0 then
+          slot = at + math.floor(released / release_quota) * window
+        else
+          slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
+        end
+        redis.call('HSET', state, 'release', fmt(at), 'released', string.format('%d', released + 1))
+        herded = false
+      end
     end
-    slot = math.max(NOW, gate, paced, hold or NEVER)
+  end
+  if slot == nil then
+    local herding = held or herd > NOW
+    local spacing = interval
+    if herding then spacing = math.max(interval, spread) end
+    slot = NOW
+    if spacing > 0 or held then
+      local paced = tail + spacing
+      if interval > 0 and reset_at ~= nil and paced > reset_at then
+        paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+      end
+      slot = math.max(NOW, gate, paced, hold or NEVER)
+    end
   end
   redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
-  if gated or hold ~= nil then redis.call('HSET', state, 'herd', fmt(slot)) end  -- held only
+  if herded then redis.call('HSET', state, 'herd', fmt(slot)) end  -- held, quota unknown
   extend(state, math.max(IDLE, slot - NOW) + 1)
   if slot > NOW + EPSILON then
     redis.call('ZADD', slots, fmt(slot), next_id(state))
     extend(slots, slot - NOW + grace + 1)
     local reset_in = ''
-    if hold ~= nil then reset_in = fmt(hold - NOW) end
+    if hold ~= nil and not unnamed then reset_in = fmt(hold - NOW) end
     if gated then
-      return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in}
+      return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in, live}
     end
-    return {'pace', fmt(slot - NOW), '0', '', reset_in}
+    return {'pace', fmt(slot - NOW), '0', '', reset_in, live}
   end
 end
 
@@ -91,13 +153,11 @@ if tracked then
   -- sent: one less in the window's count
   if quota ~= nil and pacing then
     redis.call('HSET', state, 'quota', string.format('%d', math.max(quota - 1, 0)))
+    local used = count(s.used, 1e15)
+    if used ~= nil then redis.call('HSET', state, 'used', string.format('%d', used + 1)) end
   end
   lease = 'r:' .. next_id(state)
   redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)
   extend(leases, lease_ttl + 1)
 end
-if attempt == 1 and budget_ttl > 0 then
-  local current = budget_live(KEYS[4], budget_ttl)
-  budget_add(KEYS[4], budget_ttl, 'd', current)
-end
-return {'go', '0', '0', lease}
+return {'go', '0', '0', lease, '', live}

@@ -1,8 +1,18 @@
+-- MemoryCoordinator.finish: a healthy operation earns retries (budget_deposit), then
 -- breaker_finish. ARGV: idle, health (success|failure|neutral), probe 0|1,
--- consecutive_failures, failure_ratio (-1: off), window, min_operations, cool_down.
+-- consecutive_failures (0: no breaker), failure_ratio (-1: off), window, min_operations,
+-- cool_down, retry budget ttl (0: off).
 -- Returns {1 when this finish opened the breaker else 0, the state entered (moved): 'open',
 -- 'closed' (a successful probe) or '' (no transition)}.
 local verdict = ARGV[2]
+local budget_ttl = finite(ARGV[9]) or 0
+if budget_ttl > 0 and verdict == 'success' then
+  local current = budget_live(KEYS[4], budget_ttl)
+  budget_add(KEYS[4], budget_ttl, 'd', current)
+end
+if (finite(ARGV[4]) or 0) <= 0 then
+  return {0, ''}
+end
 local probe = ARGV[3] == '1'
 local consecutive = finite(ARGV[4]) or 5
 local ratio = finite(ARGV[5]) or -1

@@ -1,7 +1,8 @@
 -- Give back a lease, then _logic.learn: close the gate on throttling (gate_delay), remember
--- the quota for pacing and restart the window's count. ARGV: idle, lease or '', throttled
--- 0|1, hint (-1: none), remaining (-1), limit (-1), reset (-1), floor, multiplier, max_gate,
--- reset_slack. Returns 1.
+-- the quota for pacing and restart the window's count. The values are the response's
+-- Throttle, read by the flow with the operation's profile (hint and reset include its slack).
+-- ARGV: idle, lease or '', throttled 0|1, hint (-1: none), remaining (-1), limit (-1),
+-- reset (-1), floor, multiplier, max_gate. Returns 1.
 local lease = ARGV[2]
 local throttled = ARGV[3] == '1'
 local hint = finite(ARGV[4]) or -1
@@ -11,19 +12,20 @@ local reset = finite(ARGV[7]) or -1
 local floor = finite(ARGV[8]) or 1
 local multiplier = finite(ARGV[9]) or 2
 local max_gate = finite(ARGV[10]) or 3600
-local slack = finite(ARGV[11]) or 0
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
+local answered = 0  -- the response's own request, in flight until now
 if lease ~= '' then
   typed(leases, 'zset')
-  redis.call('ZREM', leases, lease)
+  answered = redis.call('ZREM', leases, lease)
 end
 local observed = remaining >= 0 and reset > 0
 if not throttled and not observed then
   return 1
 end
 
-local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota'})
+local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota', 'used',
+                       'rolled_at'})
 local far = NOW
 if throttled then
   local gate = instant(s.gate) or NEVER
@@ -31,7 +33,7 @@ if throttled then
   if hint >= 0 then
     delay = math.min(hint, max_gate)
   else
-    -- gate_delay without a hint: the floor, doubled for each repeat
+    -- gate_delay without a hint: Throttle.wait of the shared streak
     local streak = count(s.streak, 1e6) or 0
     if NOW - gate > floor then streak = 0 end
     delay = math.min(floor * multiplier ^ math.min(streak, 32), max_gate)
@@ -45,19 +47,30 @@ if throttled then
 end
 if observed then
   local in_flight = live_leases(leases)
-  rolled(state, s, in_flight)
-  local reset_at = NOW + reset + slack
+  rolled(state, s, in_flight + answered)
+  local reset_at = NOW + reset
   local known = count(s.remaining, 1e15)
   local known_at = instant(s.reset_at)
-  local stale = known ~= nil and known_at ~= nil and math.abs(reset_at - known_at) < 1
-    and remaining > known
+  local same = known_at ~= nil and math.abs(reset_at - known_at) < 1
+  local stale = same and known ~= nil and remaining > known
   if not stale then
-    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at),
-               'quota', string.format('%d', math.max(remaining - in_flight, 0)))
-    if quota >= 0 then
-      redis.call('HSET', state, 'limit', string.format('%d', quota))
+    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
+    local rolled_at = instant(s.rolled_at)
+    if known_at == nil and rolled_at ~= nil and reset_at > rolled_at + EPSILON then
+      redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
+    end
+    if quota >= 0 and quota >= remaining then
+      -- window_used: the running count, kept between "all in flight counted" and "none"
+      local used = count(s.used, 1e15)
+      local counting = used ~= nil and (same or known_at == nil)  -- rolled into this window
+      local low = quota - remaining
+      local high = low + in_flight
+      if counting then used = math.max(low, math.min(used, high)) else used = high end
+      redis.call('HSET', state, 'limit', string.format('%d', quota), 'used', string.format('%d', used),
+                 'quota', string.format('%d', math.max(quota - used, 0)))
     else
-      redis.call('HDEL', state, 'limit')
+      redis.call('HSET', state, 'quota', string.format('%d', math.max(remaining - in_flight, 0)))
+      redis.call('HDEL', state, 'limit', 'used')
     end
     far = math.max(far, reset_at)
   end

@@ -1,6 +1,7 @@
 -- retrybudget: shared by every script (prepended to each body).
 --
--- KEYS[1] state hash, KEYS[2] slots zset, KEYS[3] leases zset, KEYS[4] budget hash.
+-- KEYS[1] state hash, KEYS[2] slots zset, KEYS[3] leases zset, KEYS[4] budget hash, KEYS[5]
+-- live workers zset.
 -- ARGV[1] is always the idle TTL in seconds. Every instant is seconds on this server's clock
 -- (TIME): clients' clocks differ, so they only ever receive relative waits. Values read back
 -- are checked: garbage, NaN, infinities and implausible instants count as absent, and a key
@@ -10,6 +11,7 @@ local HORIZON = __HORIZON__          -- seconds ahead a stored instant may plaus
 local EPSILON = __EPSILON__          -- _logic.EPSILON
 local SLICES = __SLICES__            -- _logic.SLICES
 local NEVER = -math.huge             -- _logic.NEVER
+local WORKER_TTL = __WORKER_TTL__    -- _redis.WORKER_TTL
 
 local function finite(v)
   local n = tonumber(v)
@@ -66,7 +68,7 @@ local function next_id(key)
   return string.format('%d', n)
 end
 
--- The retry budget's live slices (_logic._live): sums of first attempts and retries over the
+-- The retry budget's live slices (_logic._live): sums of healthy operations and retries over the
 -- last SLICES slices; older or garbage fields are deleted.
 local function budget_live(key, ttl)
   typed(key, 'hash')
@@ -106,22 +108,25 @@ local function live_leases(key)
 end
 
 -- _logic.rolled: once the observed window has reset, drop the observation and count again
--- from the limit, less the requests in flight. `s` holds the state's fields (remaining,
--- limit, reset_at, quota) and is updated; returns the window's count (nil: not counted).
+-- from the limit, less the requests still in flight (the new window's first `used`). `s`
+-- holds the state's fields (remaining, limit, reset_at, quota, used) and is updated; returns
+-- the window's count (nil: not counted).
 local function rolled(key, s, in_flight)
   local quota = count(s.quota, 1e15)
   local reset_at = instant(s.reset_at)
   if reset_at == nil or NOW < reset_at then return quota end
-  s.remaining, s.reset_at = nil, nil
+  s.remaining, s.reset_at, s.rolled_at = nil, nil, fmt(reset_at)
   redis.call('HDEL', key, 'remaining', 'reset_at')
+  redis.call('HSET', key, 'rolled_at', s.rolled_at)
   local size = count(s.limit, 1e15)
   if size == nil then
-    s.quota = nil
-    redis.call('HDEL', key, 'quota')
+    s.quota, s.used = nil, nil
+    redis.call('HDEL', key, 'quota', 'used')
     return nil
   end
-  quota = math.max(size - in_flight, 0)
-  s.quota = string.format('%d', quota)
-  redis.call('HSET', key, 'quota', s.quota)
+  local used = math.min(in_flight, size)
+  quota = size - used
+  s.quota, s.used = string.format('%d', quota), string.format('%d', used)
+  redis.call('HSET', key, 'quota', s.quota, 'used', s.used)
   return quota
 end
