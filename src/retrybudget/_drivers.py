@@ -20,9 +20,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from .coordination._base import Coordinator, NoCoordination
-from .core.classify import FailureKind, FailureSeen, Observation, ResponseSeen
+from .core.classify import (
+    Classified,
+    FailureKind,
+    FailureSeen,
+    Kind,
+    Observation,
+    ResponseSeen,
+    classify,
+)
+from .core.decide import OperationState, Stop, decide, plan_attempt
 from .core.flow import (
     Action,
     Attempt,
@@ -33,7 +42,7 @@ from .core.flow import (
     Sleep,
     operation_flow,
 )
-from .core.outcome import Outcome, Reason
+from .core.outcome import FirstOk, Outcome, Reason, first_ok, operation_id
 from .core.policy import Policy, PolicyError, Validator
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 
@@ -190,10 +199,103 @@ class _OperationIds:
         self.counter = itertools.count(1)
 
     def __call__(self) -> str:
-        return f"{self.prefix}{next(self.counter):06x}"
+        return operation_id(self.prefix, next(self.counter))
 
 
 _operation_id = _OperationIds()
+
+
+class _Fresh(OperationState):
+    """The state of an operation before its first attempt, for :func:`plan_attempt` (fast).
+
+    What :meth:`OperationState.start` builds, as far as planning the first attempt reads it:
+    no attempts made, no provider-named time, the deadline from the start.
+    """
+
+    __slots__ = ()
+    attempts = 0
+    retry_at = None
+
+
+_set_deadline = vars(OperationState)["deadline_at"].__set__
+
+
+def _fresh(policy: Policy, now: float) -> OperationState:
+    """A :class:`_Fresh` state started at ``now`` (its deadline as ``OperationState.start``'s)."""
+    state = object.__new__(_Fresh)
+    _set_deadline(state, None if policy.deadline is None else now + policy.deadline)
+    return state
+
+
+class _Replay:
+    """A clock that first answers with readings already taken, then reads the real one.
+
+    The first-attempt fast path reads the clock where the flow would (start, attempt start,
+    after the attempt); when the attempt turns out not to be a plain success, the generic
+    flow runs over this clock, so it sees exactly those readings and decides exactly as if it
+    had made the attempt itself.
+    """
+
+    __slots__ = ("clock", "monotonics", "walls")
+
+    def __init__(self, clock: Clock, monotonics: list[float], walls: list[float]) -> None:
+        self.clock = clock
+        self.monotonics = monotonics
+        self.walls = walls
+
+    def monotonic(self) -> float:
+        return self.monotonics.pop(0) if self.monotonics else self.clock.monotonic()
+
+    def wall(self) -> float:
+        return self.walls.pop(0) if self.walls else self.clock.wall()
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
+    async def async_sleep(self, seconds: float) -> None:
+        await self.clock.async_sleep(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstSuccess:
+    """What the rules say of a plain value returned at the first attempt, worked out once.
+
+    A plain value (no validator, no status to read) is the constant observation
+    ``_PLAIN_VALUE``: its classification has no headers, so no clock or state in it, and the
+    decision after it is a terminal ``ok``. :func:`_first_success` asks the real
+    :func:`classify` and :func:`decide` once per policy, checks the answer does not depend on
+    the time, the state or the sample, and the fast path reuses it.
+    """
+
+    classified: Classified
+    detail: str
+    plain: bool = False
+    """The interpreter reads every built-in value as ``_PLAIN_VALUE`` (no validator)."""
+    monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic
+    """Reads the retrier's clock."""
+    first: FirstOk | None = None
+    """What the retrier's first-attempt successes share."""
+
+
+def _first_success(policy: Policy) -> _FirstSuccess | None:
+    """The classification and decision of a plain first-attempt success, or None if they vary."""
+    seen = [classify(policy.profile, _PLAIN_VALUE, wall) for wall in (0.0, 1_800_000_000.0)]
+    if seen[0] != seen[1]:
+        return None
+    classified = seen[0]
+    if classified.kind is not Kind.OK or classified.conflicts or classified.rate.evidence:
+        return None
+    decisions = {
+        decide(policy, dataclasses.replace(OperationState.start(policy, "probe", now), attempts=n),
+               classified, now + 0.5, wall, sample)
+        for now, wall, sample, n in ((0.0, 0.0, 0.0, 0), (1e6, 1.8e9, 0.999, policy.max_attempts - 1))
+    }
+    if len(decisions) != 1:
+        return None
+    decision = decisions.pop()
+    if not isinstance(decision, Stop) or decision.reason is not Reason.OK or decision.retry_at is not None:
+        return None
+    return _FirstSuccess(classified, decision.detail)
 
 
 @dataclass(frozen=True)
@@ -321,17 +423,50 @@ class Retrier:
     def _interpreter(self) -> Interpreter:
         return self.interpreter or CallInterpreter(validator=self.policy.validator)
 
+    @functools.cached_property
+    def _fast(self) -> _FirstSuccess | None:
+        """The first-attempt fast path's answer, when nobody needs the flow's actions."""
+        if self.hooks or not self.coordinator.passive:
+            return None
+        found = _first_success(self.policy)
+        if found is None:
+            return None
+        interp = self._interpreter
+        plain = type(interp) is CallInterpreter and interp.validator is None
+        req, seen = self._request, found.classified
+        first = FirstOk(seen.status, seen.kind, found.detail, seen.sent, req.key, req.method,
+                        req.job_id, self.policy)
+        return dataclasses.replace(found, plain=plain, monotonic=monotonic_reader(self.clock),
+                                   first=first)
+
+    @staticmethod
+    def _first(fast: _FirstSuccess,
+               at: tuple[str, int, float, float, float, float, float | None, Any]) -> Outcome[Any]:
+        """The outcome of a plain value returned at the first attempt (as the flow builds it)."""
+        assert fast.first is not None  # noqa: S101 - set with the fast path
+        return first_ok(fast.first, at)
+
+    def _replayed(self, op_id: str, readings: list[float], walls: list[float]) -> FlowGen:
+        """The generic flow over the clock readings the fast path already took."""
+        return operation_flow(self.policy, self._request, _Replay(self.clock, readings, walls),
+                              operation_id=op_id, sample=self.random.random, coordinated=False,
+                              report=False)
+
+    def _after_first(self, op_id: str, readings: list[float], wall: float) -> FlowGen:
+        """The generic flow, up to the first attempt the fast path already made."""
+        flow = self._replayed(op_id, readings, [wall])
+        action = flow.send(None)
+        assert isinstance(action, Attempt)  # noqa: S101 - the same readings, the same plan
+        return flow
+
     def _kwargs(self, kwargs: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         if self.timeout_kwarg is None:
             return kwargs
         return {**kwargs, self.timeout_kwarg: attempt.timeout}
 
-    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Outcome[T]:
-        """Call ``fn(*args, **kwargs)`` under the budget; never raises for provider failures.
-
-        Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
-        :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
-        """
+    def _performer(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Callable[[Attempt], AttemptResult]:
+        """Each attempt of ``fn(*args, **kwargs)``, read by the interpreter."""
         interp = self._interpreter
 
         def perform(attempt: Attempt) -> AttemptResult:
@@ -344,7 +479,84 @@ class Retrier:
                 _ATTEMPT_TIMEOUT.reset(token)
             return AttemptResult(interp.value(value), value, None)
 
-        return cast("Outcome[T]", self.run(perform))
+        return perform
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Outcome[T]:
+        """Call ``fn(*args, **kwargs)`` under the budget; never raises for provider failures.
+
+        Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
+        :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
+        """
+        fast = self._fast
+        if fast is None:
+            return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs)))
+        # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
+        # operation (the same clock readings, plan and sample), with the answer worked out once
+        # for a plain success; anything else goes on in the generic flow from those readings.
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        monotonic, policy = fast.monotonic, self.policy
+        t0 = monotonic()
+        t1 = monotonic()
+        plan = plan_attempt(policy, _fresh(policy, t0), t1)
+        if isinstance(plan, Stop):
+            flow = self._replayed(operation_id(prefix, number), [t0, t1], [])
+            return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
+        result: AttemptResult | None = None
+        token = _ATTEMPT_TIMEOUT.set(plan)
+        try:
+            value = fn(*args, **kwargs) if self.timeout_kwarg is None else fn(
+                *args, **{**kwargs, self.timeout_kwarg: plan})
+        except Exception as exc:
+            result = AttemptResult(self._interpreter.error(exc), None, exc)
+        finally:
+            _ATTEMPT_TIMEOUT.reset(token)
+        if result is None:
+            if fast.plain and type(value) in _PLAIN_TYPES:
+                t2 = monotonic()
+                self.random.random()  # the flow draws one sample per decision
+                return self._first(fast, (prefix, number, t0, t1, t2, monotonic(), plan, value))
+            result = AttemptResult(self._interpreter.value(value), value, None)
+        t2 = monotonic()
+        if result.observation is _PLAIN_VALUE:
+            self.random.random()
+            return self._first(fast, (prefix, number, t0, t1, t2, monotonic(), plan,
+                                             result.value))
+        flow = self._after_first(operation_id(prefix, number), [t0, t1, t2],
+                                 self.clock.wall())
+        return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), result))
+
+    def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
+               reply: object) -> Outcome[object]:
+        """Drive an uncoordinated, unobserved flow to its end (the tail of :meth:`run`)."""
+        while True:
+            try:
+                action = flow.send(reply)
+            except StopIteration as done:
+                return cast("Outcome[object]", done.value)
+            if isinstance(action, Attempt):
+                reply = perform(action)
+            elif isinstance(action, Sleep):
+                self.clock.sleep(action.wait.seconds)
+                reply = None
+            else:  # pragma: no cover - an uncoordinated flow asks no coordinator
+                reply = self.coordinator.handle(action)
+
+    async def _adrive(self, flow: FlowGen, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                      reply: object) -> Outcome[object]:
+        """The async twin of :meth:`_drive`."""
+        while True:
+            try:
+                action = flow.send(reply)
+            except StopIteration as done:
+                return cast("Outcome[object]", done.value)
+            if isinstance(action, Attempt):
+                reply = await perform(action)
+            elif isinstance(action, Sleep):
+                await self.clock.async_sleep(action.wait.seconds)
+                reply = None
+            else:  # pragma: no cover - an uncoordinated flow asks no coordinator
+                reply = await self.coordinator.ahandle(action)
 
     async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
         """Await ``fn(*args, **kwargs)`` under the budget, each attempt cut at its timeout."""
@@ -361,7 +573,27 @@ class Retrier:
                 _ATTEMPT_TIMEOUT.reset(token)
             return AttemptResult(interp.value(value), value, None)
 
-        return cast("Outcome[T]", await self.arun(perform))
+        fast = self._fast
+        if fast is None:
+            return cast("Outcome[T]", await self.arun(perform))
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        monotonic, policy = fast.monotonic, self.policy
+        t0 = monotonic()
+        t1 = monotonic()
+        plan = plan_attempt(policy, _fresh(policy, t0), t1)
+        if isinstance(plan, Stop):
+            flow = self._replayed(operation_id(prefix, number), [t0, t1], [])
+            return cast("Outcome[T]", await self._adrive(flow, perform, None))
+        result = await perform(Attempt(1, plan))
+        t2 = monotonic()
+        if result.observation is _PLAIN_VALUE:
+            self.random.random()  # the flow draws one sample per decision
+            return self._first(fast, (prefix, number, t0, t1, t2, monotonic(), plan,
+                                             result.value))
+        flow = self._after_first(operation_id(prefix, number), [t0, t1, t2],
+                                 self.clock.wall())
+        return cast("Outcome[T]", await self._adrive(flow, perform, result))
 
 
 def call(fn: Callable[..., T], /, *args: Any, retrier: Retrier | None = None, **kwargs: Any) -> Outcome[T]:

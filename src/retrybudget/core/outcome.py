@@ -8,15 +8,26 @@ the provider named a time to come back.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._values import fast_init
 from .classify import Kind
 from .policy import Policy
 
-__all__ = ["GATEWAY_MAPPING", "AttemptRecord", "Outcome", "Reason", "Wait", "WaitReason"]
+__all__ = [
+    "GATEWAY_MAPPING",
+    "AttemptRecord",
+    "FirstOk",
+    "Outcome",
+    "Reason",
+    "Wait",
+    "WaitReason",
+    "first_ok",
+    "operation_id",
+]
 
 T = TypeVar("T")
 
@@ -211,6 +222,148 @@ class Outcome(Generic[T]):
             ],
             "detail": self.detail,
         }
+
+
+class _FirstOk(Outcome[T]):
+    """An :class:`Outcome` of an operation that succeeded at its first attempt, built lazily.
+
+    The first-attempt fast path knows such an outcome from a handful of numbers; this holds
+    them and works out each field when it is read, its one :class:`AttemptRecord` included.
+    It reads as an ``Outcome`` in every way: the same fields and values, equal to the
+    ``Outcome`` the generic flow builds, the same ``repr``, and ``dataclasses.replace``,
+    ``copy`` and ``pickle`` give a plain ``Outcome``. Built with :func:`first_ok` only.
+    """
+
+    __slots__ = ("_at", "_first")
+
+    _at: tuple[str, int, float, float, float, float, float | None, object]
+    _first: FirstOk
+
+    reason = Reason.OK
+    attempts = 1
+    waits = ()
+    retry_at = None
+    error = None
+    conflicts = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # replace() makes an Outcome
+        return Outcome(*args, **kwargs)
+
+    @property
+    def operation_id(self) -> str:
+        return operation_id(self._at[0], self._at[1])
+
+    @property
+    def elapsed(self) -> float:
+        return self._at[5] - self._at[2]
+
+    @property
+    def value(self) -> T | None:
+        return self._at[7]  # type: ignore[return-value]
+
+    @property
+    def last(self) -> object | None:
+        return self._at[7]
+
+    @property
+    def history(self) -> tuple[AttemptRecord, ...]:
+        first = self._first
+        _prefix, _n, t0, t1, t2, _t3, plan, _value = self._at
+        return (AttemptRecord(  # positional: the fields in declaration order
+            1, t1 - t0, t2 - t1, first.status, None, first.kind, "stop", first.detail,
+            (), plan, first.sent,
+        ),)
+
+    @property
+    def detail(self) -> str:
+        return self._first.detail
+
+    @property
+    def key(self) -> str:
+        return self._first.key
+
+    @property
+    def method(self) -> str | None:
+        return self._first.method
+
+    @property
+    def job_id(self) -> str | None:
+        return self._first.job_id
+
+    @property
+    def policy(self) -> Policy | None:
+        return self._first.policy
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f) for f in _COMPARED)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self._fields() == tuple(getattr(other, f) for f in _COMPARED)
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return Outcome.__repr__(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Outcome, tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
+
+_FirstOk.__name__ = _FirstOk.__qualname__ = Outcome.__qualname__  # its repr is an Outcome's
+_COMPARED = tuple(f.name for f in dataclasses.fields(Outcome) if f.compare)
+
+
+@dataclass(frozen=True, slots=True)
+class FirstOk:
+    """What every first-attempt success of one retrier has in common (its fast path's constants).
+
+    Attributes:
+        status: the status the classification reported.
+        kind: the classification's kind.
+        detail: the decision's detail.
+        sent: whether the request may have reached the provider.
+        key: the provider key.
+        method: the request method.
+        job_id: the caller's job id.
+        policy: the policy.
+    """
+
+    status: int | None
+    kind: Kind
+    detail: str
+    sent: bool
+    key: str
+    method: str | None
+    job_id: str | None
+    policy: Policy | None
+
+
+_new = object.__new__
+_set_at = vars(_FirstOk)["_at"].__set__
+_set_first = vars(_FirstOk)["_first"].__set__
+
+
+def operation_id(prefix: str, number: int) -> str:
+    """The operation id of the ``number``-th operation under an id ``prefix``."""
+    return f"{prefix}{number:06x}"
+
+
+def first_ok(first: FirstOk, at: tuple[str, int, float, float, float, float, float | None, T],
+             ) -> Outcome[T]:
+    """The outcome of a first-attempt success, its fields worked out when read.
+
+    Args:
+        first: what the retrier's first-attempt successes share.
+        at: the operation id's prefix and number, the flow's four monotonic readings (start,
+            attempt start, attempt end, end), the first attempt's timeout and the value returned.
+    """
+    outcome = _new(_FirstOk)
+    _set_at(outcome, at)
+    _set_first(outcome, first)
+    return outcome
 
 
 GATEWAY_MAPPING: dict[Reason, tuple[int, str | None]] = {
