@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import FakeClock
+from retrybudget.core.classify import ResponseSeen
+from retrybudget.core.flow import AttemptResult
 from retrybudget.core.outcome import Outcome
-from strategies import policies
+from strategies import header_sets, policies
 
 # One scripted attempt: what the callable does (and how long it takes on the fake clock).
 behaviours = st.sampled_from(["plain", "object", "connection", "timeout", "bug", "response"])
@@ -183,3 +185,46 @@ def test_hooks_and_coordinators_take_the_generic_flow() -> None:
     coordinated = rb.Retrier(policy=rb.Policy(), clock=FakeClock(),
                              coordinator=rb.MemoryCoordinator())
     assert type(coordinated.call(lambda: 1)) is Outcome
+
+
+response_steps = st.tuples(
+    st.sampled_from([200, 201, 204, 301, 404, 429, 403, 503]),
+    header_sets(),
+    st.sampled_from(["", "validator returned False"]),
+    st.sampled_from([None, "POST", "GET"]),
+    st.sampled_from([0.0, 0.25, 2.0]),
+)
+
+
+@given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
+       method=st.sampled_from([None, "GET", "POST"]),
+       steps=st.lists(st.one_of(response_steps, attempt_steps), min_size=1, max_size=4))
+def test_run_fast_path_matches_the_generic_flow(
+    policy: rb.Policy, start: float, seed: int, method: str | None, steps: list[tuple[Any, ...]]
+) -> None:
+    """What the HTTP integrations drive: responses with any headers, any status, any method."""
+    fast, = _twins(policy, start, seed, method=method)[:1]
+    slow = rb.Retrier(policy=policy, clock=FakeClock(monotonic=start), random=random.Random(seed),
+                      method=method, hooks=(object(),))  # a hook: the generic flow
+
+    def performer(clock: FakeClock) -> Any:
+        calls = iter(range(10**6))
+        plain = _script(clock, [s for s in steps if len(s) == 2] or [("plain", 0.0)])
+
+        def perform(attempt: Any) -> AttemptResult:
+            step = steps[min(next(calls), len(steps) - 1)]
+            if len(step) == 2:
+                return slow._performer(plain, (), {})(attempt)
+            status, headers, payload_error, seen_method, took = step
+            clock.advance(took)
+            seen = ResponseSeen.of(status, headers, payload_error=payload_error,
+                                   method=seen_method)
+            return AttemptResult(seen, {"status": status}, None)
+
+        return perform
+
+    got = fast.run(performer(fast.clock))  # type: ignore[arg-type]
+    want = slow.run(performer(slow.clock))  # type: ignore[arg-type]
+    _same(got, want)
+    assert fast.clock.sleeps == slow.clock.sleeps  # type: ignore[attr-defined]
+    assert fast.random.getstate() == slow.random.getstate()

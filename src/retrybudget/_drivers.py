@@ -42,7 +42,8 @@ from .core.flow import (
     Sleep,
     operation_flow,
 )
-from .core.outcome import FirstOk, Outcome, Reason, first_ok, operation_id
+from .core.outcome import Outcome, Reason, first_ok, operation_id
+from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 
@@ -273,8 +274,6 @@ class _FirstSuccess:
     """The interpreter reads every built-in value as ``_PLAIN_VALUE`` (no validator)."""
     monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic
     """Reads the retrier's clock."""
-    first: FirstOk | None = None
-    """What the retrier's first-attempt successes share."""
 
 
 def _first_success(policy: Policy) -> _FirstSuccess | None:
@@ -293,7 +292,8 @@ def _first_success(policy: Policy) -> _FirstSuccess | None:
     if len(decisions) != 1:
         return None
     decision = decisions.pop()
-    if not isinstance(decision, Stop) or decision.reason is not Reason.OK or decision.retry_at is not None:
+    if (not isinstance(decision, Stop) or decision.reason is not Reason.OK
+            or decision.retry_at is not None or decision.detail != classified.detail):
         return None
     return _FirstSuccess(classified, decision.detail)
 
@@ -377,6 +377,30 @@ class Retrier:
         operation_id: str | None = None,
     ) -> Outcome[object]:
         """Drive one operation synchronously; ``perform`` makes each attempt."""
+        monotonic = self._fast_run
+        if monotonic is not None and operation_id is None:
+            # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
+            # the operation without the generic flow; anything else goes on in it.
+            req = request or self._request
+            ids = _operation_id
+            prefix, number = ids.prefix, next(ids.counter)
+            policy = self.policy
+            t0 = monotonic()
+            t1 = monotonic()
+            plan = plan_attempt(policy, _fresh(policy, t0), t1)
+            if isinstance(plan, Stop):
+                flow = self._replayed(_format_id(prefix, number), req, [t0, t1], [])
+                return self._drive(flow, perform, None)
+            result = perform(Attempt(1, plan))
+            t2 = monotonic()
+            wall = self.clock.wall()
+            seen = self._settled(result, req, wall)
+            if seen is not None:
+                self.random.random()  # the flow draws one sample per decision
+                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
+                                 req, policy))
+            flow = self._after_first(_format_id(prefix, number), req, [t0, t1, t2], wall)
+            return self._drive(flow, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         reply: object = None
@@ -402,6 +426,30 @@ class Retrier:
         operation_id: str | None = None,
     ) -> Outcome[object]:
         """Drive one operation asynchronously; ``perform`` makes each attempt."""
+        monotonic = self._fast_run
+        if monotonic is not None and operation_id is None:
+            # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
+            # the operation without the generic flow; anything else goes on in it.
+            req = request or self._request
+            ids = _operation_id
+            prefix, number = ids.prefix, next(ids.counter)
+            policy = self.policy
+            t0 = monotonic()
+            t1 = monotonic()
+            plan = plan_attempt(policy, _fresh(policy, t0), t1)
+            if isinstance(plan, Stop):
+                flow = self._replayed(_format_id(prefix, number), req, [t0, t1], [])
+                return await self._adrive(flow, perform, None)
+            result = await perform(Attempt(1, plan))
+            t2 = monotonic()
+            wall = self.clock.wall()
+            seen = self._settled(result, req, wall)
+            if seen is not None:
+                self.random.random()  # the flow draws one sample per decision
+                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
+                                 req, policy))
+            flow = self._after_first(_format_id(prefix, number), req, [t0, t1, t2], wall)
+            return await self._adrive(flow, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         reply: object = None
@@ -433,28 +481,41 @@ class Retrier:
             return None
         interp = self._interpreter
         plain = type(interp) is CallInterpreter and interp.validator is None
-        req, seen = self._request, found.classified
-        first = FirstOk(seen.status, seen.kind, found.detail, seen.sent, req.key, req.method,
-                        req.job_id, self.policy)
-        return dataclasses.replace(found, plain=plain, monotonic=monotonic_reader(self.clock),
-                                   first=first)
+        return dataclasses.replace(found, plain=plain, monotonic=monotonic_reader(self.clock))
 
-    @staticmethod
-    def _first(fast: _FirstSuccess,
-               at: tuple[str, int, float, float, float, float, float | None, Any]) -> Outcome[Any]:
-        """The outcome of a plain value returned at the first attempt (as the flow builds it)."""
-        assert fast.first is not None  # noqa: S101 - set with the fast path
-        return first_ok(fast.first, at)
+    @functools.cached_property
+    def _fast_run(self) -> Callable[[], float] | None:
+        """The clock reader of :meth:`run`'s first-attempt fast path, when nobody needs the flow."""
+        if self.hooks or not self.coordinator.passive:
+            return None
+        return monotonic_reader(self.clock)
 
-    def _replayed(self, op_id: str, readings: list[float], walls: list[float]) -> FlowGen:
+    def _settled(self, result: AttemptResult, request: RequestInfo, wall: float) -> Classified | None:
+        """The classification of a first attempt that ends the operation as ok, else None.
+
+        An ``ok`` classification is terminal (the decision stops with its detail, no retry
+        time) and, with no conflicting evidence and no method learnt from the attempt, adds
+        nothing to the operation's state but its one record.
+        """
+        seen = result.observation
+        if seen.method is not None and request.method is None:
+            return None
+        classified = classify(self.policy.profile, seen, wall)
+        if classified.kind is not Kind.OK or classified.conflicts:
+            return None
+        return classified
+
+    def _replayed(self, op_id: str, request: RequestInfo, readings: list[float],
+                  walls: list[float]) -> FlowGen:
         """The generic flow over the clock readings the fast path already took."""
-        return operation_flow(self.policy, self._request, _Replay(self.clock, readings, walls),
+        return operation_flow(self.policy, request, _Replay(self.clock, readings, walls),
                               operation_id=op_id, sample=self.random.random, coordinated=False,
                               report=False)
 
-    def _after_first(self, op_id: str, readings: list[float], wall: float) -> FlowGen:
+    def _after_first(self, op_id: str, request: RequestInfo, readings: list[float],
+                     wall: float) -> FlowGen:
         """The generic flow, up to the first attempt the fast path already made."""
-        flow = self._replayed(op_id, readings, [wall])
+        flow = self._replayed(op_id, request, readings, [wall])
         action = flow.send(None)
         assert isinstance(action, Attempt)  # noqa: S101 - the same readings, the same plan
         return flow
@@ -500,7 +561,7 @@ class Retrier:
         t1 = monotonic()
         plan = plan_attempt(policy, _fresh(policy, t0), t1)
         if isinstance(plan, Stop):
-            flow = self._replayed(operation_id(prefix, number), [t0, t1], [])
+            flow = self._replayed(_format_id(prefix, number), self._request, [t0, t1], [])
             return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
@@ -515,15 +576,21 @@ class Retrier:
             if fast.plain and type(value) in _PLAIN_TYPES:
                 t2 = monotonic()
                 self.random.random()  # the flow draws one sample per decision
-                return self._first(fast, (prefix, number, t0, t1, t2, monotonic(), plan, value))
+                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
+                                 fast.classified, self._request, policy))
             result = AttemptResult(self._interpreter.value(value), value, None)
         t2 = monotonic()
         if result.observation is _PLAIN_VALUE:
             self.random.random()
-            return self._first(fast, (prefix, number, t0, t1, t2, monotonic(), plan,
-                                             result.value))
-        flow = self._after_first(operation_id(prefix, number), [t0, t1, t2],
-                                 self.clock.wall())
+            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value,
+                             fast.classified, self._request, policy))
+        wall = self.clock.wall()
+        seen = self._settled(result, self._request, wall)
+        if seen is not None:
+            self.random.random()
+            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
+                             self._request, policy))
+        flow = self._after_first(_format_id(prefix, number), self._request, [t0, t1, t2], wall)
         return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), result))
 
     def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
@@ -583,16 +650,21 @@ class Retrier:
         t1 = monotonic()
         plan = plan_attempt(policy, _fresh(policy, t0), t1)
         if isinstance(plan, Stop):
-            flow = self._replayed(operation_id(prefix, number), [t0, t1], [])
+            flow = self._replayed(_format_id(prefix, number), self._request, [t0, t1], [])
             return cast("Outcome[T]", await self._adrive(flow, perform, None))
         result = await perform(Attempt(1, plan))
         t2 = monotonic()
         if result.observation is _PLAIN_VALUE:
             self.random.random()  # the flow draws one sample per decision
-            return self._first(fast, (prefix, number, t0, t1, t2, monotonic(), plan,
-                                             result.value))
-        flow = self._after_first(operation_id(prefix, number), [t0, t1, t2],
-                                 self.clock.wall())
+            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value,
+                             fast.classified, self._request, policy))
+        wall = self.clock.wall()
+        seen = self._settled(result, self._request, wall)
+        if seen is not None:
+            self.random.random()
+            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
+                             self._request, policy))
+        flow = self._after_first(_format_id(prefix, number), self._request, [t0, t1, t2], wall)
         return cast("Outcome[T]", await self._adrive(flow, perform, result))
 
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ._values import fast_init
-from .classify import Kind
+from .classify import Classified, Kind
 from .policy import Policy
 
 __all__ = [
     "GATEWAY_MAPPING",
     "AttemptRecord",
-    "FirstOk",
+    "FirstAttempt",
     "Outcome",
     "Reason",
     "Wait",
@@ -227,24 +227,22 @@ class Outcome(Generic[T]):
 class _FirstOk(Outcome[T]):
     """An :class:`Outcome` of an operation that succeeded at its first attempt, built lazily.
 
-    The first-attempt fast path knows such an outcome from a handful of numbers; this holds
+    The first-attempt fast path knows such an outcome from a handful of values; this holds
     them and works out each field when it is read, its one :class:`AttemptRecord` included.
     It reads as an ``Outcome`` in every way: the same fields and values, equal to the
     ``Outcome`` the generic flow builds, the same ``repr``, and ``dataclasses.replace``,
     ``copy`` and ``pickle`` give a plain ``Outcome``. Built with :func:`first_ok` only.
     """
 
-    __slots__ = ("_at", "_first")
+    __slots__ = ("_at",)
 
-    _at: tuple[str, int, float, float, float, float, float | None, object]
-    _first: FirstOk
+    _at: FirstAttempt
 
     reason = Reason.OK
     attempts = 1
     waits = ()
     retry_at = None
     error = None
-    conflicts = ()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # replace() makes an Outcome
         return Outcome(*args, **kwargs)
@@ -259,40 +257,45 @@ class _FirstOk(Outcome[T]):
 
     @property
     def value(self) -> T | None:
-        return self._at[7]  # type: ignore[return-value]
+        value: T | None = self._at[7]
+        return value
 
     @property
     def last(self) -> object | None:
-        return self._at[7]
+        last: object | None = self._at[7]
+        return last
 
     @property
     def history(self) -> tuple[AttemptRecord, ...]:
-        first = self._first
-        _prefix, _n, t0, t1, t2, _t3, plan, _value = self._at
+        _prefix, _n, t0, t1, t2, _t3, plan, _value, seen, _request, _policy = self._at
         return (AttemptRecord(  # positional: the fields in declaration order
-            1, t1 - t0, t2 - t1, first.status, None, first.kind, "stop", first.detail,
-            (), plan, first.sent,
+            1, t1 - t0, t2 - t1, seen.status, None, seen.kind, "stop", seen.detail,
+            seen.rate.evidence, plan, seen.sent,
         ),)
 
     @property
     def detail(self) -> str:
-        return self._first.detail
+        return self._at[8].detail
+
+    @property
+    def conflicts(self) -> tuple[str, ...]:
+        return self._at[8].conflicts
 
     @property
     def key(self) -> str:
-        return self._first.key
+        return self._at[9].key
 
     @property
     def method(self) -> str | None:
-        return self._first.method
+        return self._at[9].method
 
     @property
     def job_id(self) -> str | None:
-        return self._first.job_id
+        return self._at[9].job_id
 
     @property
     def policy(self) -> Policy | None:
-        return self._first.policy
+        return self._at[10]
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, f) for f in _COMPARED)
@@ -316,34 +319,26 @@ _FirstOk.__name__ = _FirstOk.__qualname__ = Outcome.__qualname__  # its repr is 
 _COMPARED = tuple(f.name for f in dataclasses.fields(Outcome) if f.compare)
 
 
-@dataclass(frozen=True, slots=True)
-class FirstOk:
-    """What every first-attempt success of one retrier has in common (its fast path's constants).
+class _Request(Protocol):
+    """What an outcome reads of the operation's request (a ``RequestInfo``)."""
 
-    Attributes:
-        status: the status the classification reported.
-        kind: the classification's kind.
-        detail: the decision's detail.
-        sent: whether the request may have reached the provider.
-        key: the provider key.
-        method: the request method.
-        job_id: the caller's job id.
-        policy: the policy.
-    """
+    @property
+    def key(self) -> str: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def job_id(self) -> str | None: ...
 
-    status: int | None
-    kind: Kind
-    detail: str
-    sent: bool
-    key: str
-    method: str | None
-    job_id: str | None
-    policy: Policy | None
 
+FirstAttempt = tuple[str, int, float, float, float, float, "float | None", Any, Classified,
+                     _Request, "Policy | None"]
+"""What a first-attempt success is built from: the operation id's prefix and number; the
+flow's four monotonic readings (start, attempt start, attempt end, end); the attempt's
+timeout; the value returned; its classification (of kind ``ok``, with the decision's detail,
+no retry time); the request (key, method, job id) and the policy."""
 
 _new = object.__new__
 _set_at = vars(_FirstOk)["_at"].__set__
-_set_first = vars(_FirstOk)["_first"].__set__
 
 
 def operation_id(prefix: str, number: int) -> str:
@@ -351,18 +346,10 @@ def operation_id(prefix: str, number: int) -> str:
     return f"{prefix}{number:06x}"
 
 
-def first_ok(first: FirstOk, at: tuple[str, int, float, float, float, float, float | None, T],
-             ) -> Outcome[T]:
-    """The outcome of a first-attempt success, its fields worked out when read.
-
-    Args:
-        first: what the retrier's first-attempt successes share.
-        at: the operation id's prefix and number, the flow's four monotonic readings (start,
-            attempt start, attempt end, end), the first attempt's timeout and the value returned.
-    """
-    outcome = _new(_FirstOk)
+def first_ok(at: FirstAttempt) -> Outcome[Any]:
+    """The outcome of a first-attempt success, its fields worked out when read (see ``FirstAttempt``)."""
+    outcome: Outcome[Any] = _new(_FirstOk)
     _set_at(outcome, at)
-    _set_first(outcome, first)
     return outcome
 
 
