@@ -165,6 +165,7 @@ class Engine:
         "headers",
         "max_attempts",
         "message_statuses",
+        "observed",
         "policy",
         "read_statuses",
         "retrier",
@@ -188,6 +189,8 @@ class Engine:
             policy = policy.replace(profile=profile.derive(profile.name, ok=profile.ok | REDIRECTS))
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
+        # Only hooks (audit among them) and a coordinator read a request's URL.
+        self.observed = bool(retrier.hooks) or not retrier.coordinator.passive
         self.policy = policy
         self.max_attempts = policy.max_attempts
         self.generate_keys = bool(generate_idempotency_keys)
@@ -246,7 +249,7 @@ class Operation:
             headers[IDEMPOTENCY_HEADER] = str(uuid.uuid4())
             has_key = True
         self.engine = engine
-        self.info = RequestInfo(method, key, has_key, _safe_url(url),
+        self.info = RequestInfo(method, key, has_key, _safe_url(url) if engine.observed else None,
                                 job_id if job_id is not None else engine.retrier.job_id)
         # HEAD carries no payload to validate.
         self.validator = None if method == "HEAD" else (validator or policy.validator)
