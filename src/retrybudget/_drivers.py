@@ -42,7 +42,7 @@ from .core.flow import (
     Sleep,
     operation_flow,
 )
-from .core.outcome import Outcome, Reason, first_ok, operation_id
+from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
 from .observe._hooks import AttemptEvent, WaitEvent, notify
@@ -200,10 +200,13 @@ class _OperationIds:
         self.counter = itertools.count(1)
 
     def __call__(self) -> str:
-        return operation_id(self.prefix, next(self.counter))
+        return _format_id(self.prefix, next(self.counter))
 
 
 _operation_id = _OperationIds()
+
+_Begun = tuple[str, int, float, float, "float | Stop | None"]
+"""An operation begun by the fast path: its id's prefix and number, start, attempt start, plan."""
 
 
 class _Fresh(OperationState):
@@ -382,25 +385,13 @@ class Retrier:
             # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
             # the operation without the generic flow; anything else goes on in it.
             req = request or self._request
-            ids = _operation_id
-            prefix, number = ids.prefix, next(ids.counter)
-            policy = self.policy
-            t0 = monotonic()
-            t1 = monotonic()
-            plan = plan_attempt(policy, _fresh(policy, t0), t1)
+            begun = self._begin(monotonic)
+            plan = begun[4]
             if isinstance(plan, Stop):
-                flow = self._replayed(_format_id(prefix, number), req, [t0, t1], [])
-                return self._drive(flow, perform, None)
+                return self._drive(self._unplanned(begun, req), perform, None)
             result = perform(Attempt(1, plan))
-            t2 = monotonic()
-            wall = self.clock.wall()
-            seen = self._settled(result, req, wall)
-            if seen is not None:
-                self.random.random()  # the flow draws one sample per decision
-                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
-                                 req, policy))
-            flow = self._after_first(_format_id(prefix, number), req, [t0, t1, t2], wall)
-            return self._drive(flow, perform, result)
+            ended = self._after(begun, req, monotonic, result)
+            return ended if isinstance(ended, Outcome) else self._drive(ended, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         reply: object = None
@@ -431,25 +422,13 @@ class Retrier:
             # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
             # the operation without the generic flow; anything else goes on in it.
             req = request or self._request
-            ids = _operation_id
-            prefix, number = ids.prefix, next(ids.counter)
-            policy = self.policy
-            t0 = monotonic()
-            t1 = monotonic()
-            plan = plan_attempt(policy, _fresh(policy, t0), t1)
+            begun = self._begin(monotonic)
+            plan = begun[4]
             if isinstance(plan, Stop):
-                flow = self._replayed(_format_id(prefix, number), req, [t0, t1], [])
-                return await self._adrive(flow, perform, None)
+                return await self._adrive(self._unplanned(begun, req), perform, None)
             result = await perform(Attempt(1, plan))
-            t2 = monotonic()
-            wall = self.clock.wall()
-            seen = self._settled(result, req, wall)
-            if seen is not None:
-                self.random.random()  # the flow draws one sample per decision
-                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
-                                 req, policy))
-            flow = self._after_first(_format_id(prefix, number), req, [t0, t1, t2], wall)
-            return await self._adrive(flow, perform, result)
+            ended = self._after(begun, req, monotonic, result)
+            return ended if isinstance(ended, Outcome) else await self._adrive(ended, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         reply: object = None
@@ -504,6 +483,40 @@ class Retrier:
         if classified.kind is not Kind.OK or classified.conflicts:
             return None
         return classified
+
+    def _begin(self, monotonic: Callable[[], float]) -> _Begun:
+        """Start an operation as the flow does: its id, start, first attempt's start and plan."""
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        t0 = monotonic()
+        t1 = monotonic()
+        return prefix, number, t0, t1, plan_attempt(self.policy, _fresh(self.policy, t0), t1)
+
+    def _unplanned(self, begun: _Begun, request: RequestInfo) -> FlowGen:
+        """The generic flow of an operation whose first attempt the plan refused."""
+        prefix, number, t0, t1, _plan = begun
+        return self._replayed(_format_id(prefix, number), request, [t0, t1], [])
+
+    def _after(self, begun: _Begun, request: RequestInfo, monotonic: Callable[[], float],
+               result: AttemptResult, known: Classified | None = None) -> Outcome[Any] | FlowGen:
+        """After the first attempt: its outcome if it ended ok, else the generic flow to go on in.
+
+        ``known`` is the classification of the plain value, when the caller has it worked out.
+        """
+        prefix, number, t0, t1, plan = begun
+        assert not isinstance(plan, Stop)  # noqa: S101 - an attempt was made
+        t2 = monotonic()
+        if known is not None and result.observation is _PLAIN_VALUE:
+            seen = known
+        else:
+            wall = self.clock.wall()
+            found = self._settled(result, request, wall)
+            if found is None:
+                return self._after_first(_format_id(prefix, number), request, [t0, t1, t2], wall)
+            seen = found
+        self.random.random()  # the flow draws one sample per decision
+        return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
+                         request, self.policy))
 
     def _replayed(self, op_id: str, request: RequestInfo, readings: list[float],
                   walls: list[float]) -> FlowGen:
@@ -561,7 +574,7 @@ class Retrier:
         t1 = monotonic()
         plan = plan_attempt(policy, _fresh(policy, t0), t1)
         if isinstance(plan, Stop):
-            flow = self._replayed(_format_id(prefix, number), self._request, [t0, t1], [])
+            flow = self._unplanned((prefix, number, t0, t1, plan), self._request)
             return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
@@ -579,19 +592,11 @@ class Retrier:
                 return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
                                  fast.classified, self._request, policy))
             result = AttemptResult(self._interpreter.value(value), value, None)
-        t2 = monotonic()
-        if result.observation is _PLAIN_VALUE:
-            self.random.random()
-            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value,
-                             fast.classified, self._request, policy))
-        wall = self.clock.wall()
-        seen = self._settled(result, self._request, wall)
-        if seen is not None:
-            self.random.random()
-            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
-                             self._request, policy))
-        flow = self._after_first(_format_id(prefix, number), self._request, [t0, t1, t2], wall)
-        return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), result))
+        ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
+                            fast.classified)
+        if isinstance(ended, Outcome):
+            return ended
+        return cast("Outcome[T]", self._drive(ended, self._performer(fn, args, kwargs), result))
 
     def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
                reply: object) -> Outcome[object]:
@@ -643,29 +648,16 @@ class Retrier:
         fast = self._fast
         if fast is None:
             return cast("Outcome[T]", await self.arun(perform))
-        ids = _operation_id
-        prefix, number = ids.prefix, next(ids.counter)
-        monotonic, policy = fast.monotonic, self.policy
-        t0 = monotonic()
-        t1 = monotonic()
-        plan = plan_attempt(policy, _fresh(policy, t0), t1)
+        req, monotonic = self._request, fast.monotonic
+        begun = self._begin(monotonic)
+        plan = begun[4]
         if isinstance(plan, Stop):
-            flow = self._replayed(_format_id(prefix, number), self._request, [t0, t1], [])
-            return cast("Outcome[T]", await self._adrive(flow, perform, None))
+            return cast("Outcome[T]", await self._adrive(self._unplanned(begun, req), perform, None))
         result = await perform(Attempt(1, plan))
-        t2 = monotonic()
-        if result.observation is _PLAIN_VALUE:
-            self.random.random()  # the flow draws one sample per decision
-            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value,
-                             fast.classified, self._request, policy))
-        wall = self.clock.wall()
-        seen = self._settled(result, self._request, wall)
-        if seen is not None:
-            self.random.random()
-            return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
-                             self._request, policy))
-        flow = self._after_first(_format_id(prefix, number), self._request, [t0, t1, t2], wall)
-        return cast("Outcome[T]", await self._adrive(flow, perform, result))
+        ended = self._after(begun, req, monotonic, result, fast.classified)
+        if isinstance(ended, Outcome):
+            return ended
+        return cast("Outcome[T]", await self._adrive(ended, perform, result))
 
 
 def call(fn: Callable[..., T], /, *args: Any, retrier: Retrier | None = None, **kwargs: Any) -> Outcome[T]:
