@@ -228,3 +228,19 @@ def test_run_fast_path_matches_the_generic_flow(
     _same(got, want)
     assert fast.clock.sleeps == slow.clock.sleeps  # type: ignore[attr-defined]
     assert fast.random.getstate() == slow.random.getstate()
+
+
+@given(policy=policies(), now=st.floats(0, 1e6, allow_nan=False),
+       later=st.floats(0, 200, allow_nan=False))
+def test_the_fast_paths_fresh_state_plans_as_the_real_one(
+    policy: rb.Policy, now: float, later: float
+) -> None:
+    from retrybudget._drivers import _fresh
+    from retrybudget.core.decide import OperationState, plan_attempt
+
+    real = OperationState.start(policy, "id", now)
+    fresh = _fresh(policy, now)
+    for name in ("started", "deadline_at", "has_idempotency_key", "attempts", "history", "waits",
+                 "rate_limit_streak", "backoffs", "retry_at", "conflicts"):
+        assert getattr(fresh, name) == getattr(real, name)
+    assert plan_attempt(policy, fresh, now + later) == plan_attempt(policy, real, now + later)

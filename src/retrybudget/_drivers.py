@@ -213,20 +213,29 @@ class _Fresh(OperationState):
     """The state of an operation before its first attempt, for :func:`plan_attempt` (fast).
 
     What :meth:`OperationState.start` builds, as far as planning the first attempt reads it:
-    no attempts made, no provider-named time, the deadline from the start.
+    its start and deadline, and every counter at its start value (no attempt, wait or
+    provider-named time yet). Its id and method are not set: a plan does not read them.
     """
 
     __slots__ = ()
+    has_idempotency_key = False
     attempts = 0
+    history = ()
+    waits = ()
+    rate_limit_streak = 0
+    backoffs = 0
     retry_at = None
+    conflicts = ()
 
 
+_set_started = vars(OperationState)["started"].__set__
 _set_deadline = vars(OperationState)["deadline_at"].__set__
 
 
 def _fresh(policy: Policy, now: float) -> OperationState:
     """A :class:`_Fresh` state started at ``now`` (its deadline as ``OperationState.start``'s)."""
     state = object.__new__(_Fresh)
+    _set_started(state, now)
     _set_deadline(state, None if policy.deadline is None else now + policy.deadline)
     return state
 
