@@ -1,6 +1,26 @@
-"""Per-request overhead of RetryTransport over a bare httpx.HTTPTransport.
+"""Per-request overhead of the retry layers: retrybudget's beside its peers.
 
-Both clients GET one synthetic record from the sandbox provider over real loopback HTTP
+Modes (``--mode``, default ``all``):
+
+``canned``
+    Each transport wraps an inner ``httpx.BaseTransport`` that returns a canned 200 with
+    GitHub's five ``x-ratelimit-*`` headers, so only the retry layer's own work is timed, not
+    the network. Contenders: the bare canned transport, httpx-retries' ``RetryTransport``
+    (3 attempts), retrybudget's ``RetryTransport`` with the default policy, and with
+    ``background(profile="github")`` and a ``MemoryCoordinator``. Reported: each layer's
+    overhead over the bare canned transport and its ratio to httpx-retries' (targets: at most
+    1.5x with the default policy, 3x with github + MemoryCoordinator).
+``async``
+    The same with the async transports: retrybudget's ``AsyncRetryTransport`` beside
+    httpx-retries' transport over an async canned inner transport.
+``requests``
+    requests over real loopback HTTP: a bare ``HTTPAdapter``, one with urllib3's
+    ``Retry(total=3)`` and retrybudget's ``RetryAdapter``; ratios to the bare adapter.
+``loopback``
+    A client with ``RetryTransport`` beside one with a bare ``httpx.HTTPTransport`` over
+    real loopback HTTP (below); target: at most 1.03x.
+
+Over loopback both clients GET one synthetic record from the sandbox provider over real loopback HTTP
 (the success path: one attempt, no wait). They run in this one process, interleaved
 request by request with the order alternating each round, so drift in the machine's
 speed hits both alike. The sandbox runs in a child process by default (a provider is
@@ -12,12 +32,14 @@ Reports the median (and p90) per-request time of each and the ratio of the media
 
 Usage::
 
-    python benchmarks/transport_overhead.py [--requests 3000] [--rounds 10] [--server process]
+    python benchmarks/transport_overhead.py [--mode all] [--requests 3000] [--rounds 10]
+        [--server process] [--calls 5000]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import gc
 import socket
@@ -25,16 +47,195 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import httpx
 
-from retrybudget import Policy, Retrier
-from retrybudget.integrations.httpx import RetryTransport
+from retrybudget import MemoryCoordinator, Policy, Retrier, background
+from retrybudget.integrations.httpx import AsyncRetryTransport, RetryTransport
 from retrybudget.sandbox import serve_in_thread
 
 TARGET = 1.03
+CANNED_DEFAULT_TARGET = 1.5
+CANNED_GITHUB_TARGET = 3.0
 PATH = "/rentals/1/availability"
+CANNED_URL = "https://api.github.com/repos/octo/demo"
+GITHUB_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"x-ratelimit-limit", b"5000"),
+    (b"x-ratelimit-remaining", b"4987"),
+    (b"x-ratelimit-reset", b"4102444800"),
+    (b"x-ratelimit-used", b"13"),
+    (b"x-ratelimit-resource", b"core"),
+]
+"""A 200 from GitHub far from its quota: the five quota headers (reset in 2100)."""
+
+
+class CannedTransport(httpx.BaseTransport):
+    """An inner transport that answers every request with a canned GitHub 200."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request)
+
+
+class AsyncCannedTransport(httpx.AsyncBaseTransport):
+    """The async twin of :class:`CannedTransport`."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request)
+
+
+def _check_ok(response: httpx.Response) -> None:
+    if response.status_code != 200:
+        raise SystemExit(f"unexpected status {response.status_code}")
+
+
+def _median_over(samples: dict[str, list[float]], base: str) -> dict[str, float]:
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    bare = medians[base]
+    return {name: value - bare for name, value in medians.items() if name != base}
+
+
+def _print_canned(title: str, samples: dict[str, list[float]], calls: int, rounds: int,
+                  peer: str) -> None:
+    over = _median_over(samples, "bare canned transport")
+    bare = statistics.median(samples["bare canned transport"])
+    print(f"{title}: {rounds} rounds x {calls} requests, median µs of overhead per request "
+          f"over the bare canned transport ({bare:.1f} µs)")
+    print(f"{'retry layer':<40} {'overhead µs':>12} {'vs ' + peer:>22}")
+    for name, value in over.items():
+        print(f"{name:<40} {value:>12.2f} {value / over[peer]:>21.2f}x")
+    for name, target in (("retrybudget, default policy", CANNED_DEFAULT_TARGET),
+                         ("retrybudget, github + MemoryCoordinator", CANNED_GITHUB_TARGET)):
+        ratio = over[name] / over[peer]
+        verdict = "MET" if ratio <= target else "NOT MET"
+        print(f"  {name}: {ratio:.2f}x {peer} (target <= {target}x: {verdict})")
+
+
+def _github_retrier() -> Retrier:
+    return Retrier(policy=background(profile="github"), coordinator=MemoryCoordinator())
+
+
+def run_canned(calls: int, rounds: int) -> None:
+    """Time each sync retry layer over the canned inner transport."""
+    import httpx_retries
+
+    transports: dict[str, httpx.BaseTransport] = {
+        "bare canned transport": CannedTransport(),
+        "httpx-retries": httpx_retries.RetryTransport(CannedTransport(),
+                                                      retry=httpx_retries.Retry(total=3)),
+        "retrybudget, default policy": RetryTransport(CannedTransport(),
+                                                      retrier=Retrier(policy=Policy())),
+        "retrybudget, github + MemoryCoordinator": RetryTransport(CannedTransport(),
+                                                                  retrier=_github_retrier()),
+    }
+
+    def batch(transport: httpx.BaseTransport, n: int) -> float:
+        handle = transport.handle_request
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            handle(httpx.Request("GET", CANNED_URL))
+        return (time.perf_counter_ns() - start) / n / 1000
+
+    for transport in transports.values():
+        _check_ok(transport.handle_request(httpx.Request("GET", CANNED_URL)))
+        batch(transport, 500)
+    samples: dict[str, list[float]] = {name: [] for name in transports}
+    gc.collect()
+    for round_ in range(rounds):
+        names = list(transports) if round_ % 2 == 0 else list(transports)[::-1]
+        for name in names:
+            samples[name].append(batch(transports[name], calls))
+    _print_canned("httpx sync transports over a canned GitHub 200", samples, calls, rounds,
+                  "httpx-retries")
+
+
+def run_async(calls: int, rounds: int) -> None:
+    """Time each async retry layer over the async canned inner transport."""
+    import httpx_retries
+
+    transports: dict[str, httpx.AsyncBaseTransport] = {
+        "bare canned transport": AsyncCannedTransport(),
+        "httpx-retries (async)": httpx_retries.RetryTransport(AsyncCannedTransport(),
+                                                              retry=httpx_retries.Retry(total=3)),
+        "retrybudget, default policy": AsyncRetryTransport(AsyncCannedTransport(),
+                                                           retrier=Retrier(policy=Policy())),
+        "retrybudget, github + MemoryCoordinator": AsyncRetryTransport(
+            AsyncCannedTransport(), retrier=_github_retrier()),
+    }
+
+    async def batch(transport: httpx.AsyncBaseTransport, n: int) -> float:
+        handle: Callable[[httpx.Request], Awaitable[httpx.Response]] = \
+            transport.handle_async_request
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            await handle(httpx.Request("GET", CANNED_URL))
+        return (time.perf_counter_ns() - start) / n / 1000
+
+    async def main() -> dict[str, list[float]]:
+        for transport in transports.values():
+            _check_ok(await transport.handle_async_request(httpx.Request("GET", CANNED_URL)))
+            await batch(transport, 500)
+        samples: dict[str, list[float]] = {name: [] for name in transports}
+        gc.collect()
+        for round_ in range(rounds):
+            names = list(transports) if round_ % 2 == 0 else list(transports)[::-1]
+            for name in names:
+                samples[name].append(await batch(transports[name], calls))
+        return samples
+
+    _print_canned("httpx async transports over a canned GitHub 200", asyncio.run(main()),
+                  calls, rounds, "httpx-retries (async)")
+
+
+def run_requests(base: str, per_round: int, rounds: int, warmup: int) -> None:
+    """requests over loopback: bare adapter, urllib3 Retry, retrybudget's RetryAdapter."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    from retrybudget.integrations.requests import RetryAdapter
+
+    url = base + PATH
+    adapters = {
+        "bare HTTPAdapter": HTTPAdapter(),
+        "HTTPAdapter + urllib3 Retry(3)": HTTPAdapter(max_retries=Retry(total=3)),
+        "retrybudget RetryAdapter": RetryAdapter(Retrier(policy=Policy())),
+    }
+    sessions = {}
+    for name, adapter in adapters.items():
+        session = requests.Session()
+        session.mount("http://", adapter)
+        sessions[name] = session
+
+    def one(session: requests.Session) -> float:
+        start = time.perf_counter_ns()
+        response = session.get(url, timeout=10)
+        elapsed = (time.perf_counter_ns() - start) / 1000
+        if response.status_code != 200:
+            raise SystemExit(f"unexpected status {response.status_code}")
+        return elapsed
+
+    for session in sessions.values():
+        for _ in range(warmup):
+            one(session)
+    gc.collect()
+    samples: dict[str, list[float]] = {name: [] for name in sessions}
+    names = list(sessions)
+    for round_ in range(rounds):
+        order = names if round_ % 2 == 0 else names[::-1]
+        for _ in range(per_round):
+            for name in order:
+                samples[name].append(one(sessions[name]))
+    for session in sessions.values():
+        session.close()
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    bare = medians["bare HTTPAdapter"]
+    print(f"requests GET {PATH} over loopback, {per_round * rounds} requests per session, "
+          f"{rounds} interleaved rounds")
+    print(f"{'adapter':<32} {'median µs':>10} {'vs bare':>9} {'overhead µs':>12}")
+    for name, value in medians.items():
+        print(f"{name:<32} {value:>10.1f} {value / bare:>8.3f}x {value - bare:>12.1f}")
 
 
 @contextlib.contextmanager
@@ -81,9 +282,49 @@ def timed(get: Callable[[], httpx.Response]) -> float:
     return elapsed
 
 
+def run_loopback(base: str, per_round: int, rounds: int, warmup: int, server: str) -> None:
+    """RetryTransport beside a bare HTTPTransport over real loopback HTTP."""
+    url = base + PATH
+    bare = httpx.Client(transport=httpx.HTTPTransport())
+    retry = httpx.Client(transport=RetryTransport(httpx.HTTPTransport(),
+                                                  retrier=Retrier(policy=Policy())))
+    clients = {"bare HTTPTransport": bare, "RetryTransport": retry}
+    samples: dict[str, list[float]] = {name: [] for name in clients}
+    with bare, retry:
+        for client in clients.values():
+            for _ in range(warmup):
+                timed(lambda c=client: c.get(url))
+        gc.collect()
+        names = list(clients)
+        for round_ in range(rounds):
+            order = names if round_ % 2 == 0 else names[::-1]
+            for _ in range(per_round):
+                for name in order:
+                    samples[name].append(timed(lambda c=clients[name]: c.get(url)))
+        stats = retry.get(url).extensions["retrybudget"]  # the success path: one attempt
+        if (stats["attempts"], stats["outcome"]) != (1, "ok"):
+            raise SystemExit(f"not the success path: {stats}")
+
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    ratio = medians["RetryTransport"] / medians["bare HTTPTransport"]
+    print(f"sandbox GET {PATH} (server: {server}), {per_round * rounds} requests "
+          f"per client, {rounds} interleaved rounds, Python {sys.version.split()[0]}")
+    print(f"{'transport':<20} {'median µs':>10} {'p90 µs':>10}")
+    for name, values in samples.items():
+        p90 = statistics.quantiles(values, n=10)[-1]
+        print(f"{name:<20} {medians[name]:>10.1f} {p90:>10.1f}")
+    overhead = medians["RetryTransport"] - medians["bare HTTPTransport"]
+    verdict = "MET" if ratio <= TARGET else "NOT MET"
+    print(f"{'ratio':<20} {ratio:>10.3f}x  (+{overhead:.1f} µs; target <= {TARGET}x: {verdict})")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--mode", choices=("all", "canned", "async", "requests", "loopback"),
+                        default="all", help="what to time (default: all)")
+    parser.add_argument("--calls", type=int, default=5000,
+                        help="requests per round in the canned modes (default 5000)")
     parser.add_argument("--requests", type=int, default=3000,
                         help="requests per client (default 3000)")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
@@ -93,40 +334,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     per_round = max(1, args.requests // args.rounds)
     serve = sandbox_process if args.server == "process" else sandbox_thread
-
-    with serve() as base:
-        url = base + PATH
-        bare = httpx.Client(transport=httpx.HTTPTransport())
-        retry = httpx.Client(transport=RetryTransport(httpx.HTTPTransport(),
-                                                      retrier=Retrier(policy=Policy())))
-        clients = {"bare HTTPTransport": bare, "RetryTransport": retry}
-        samples: dict[str, list[float]] = {name: [] for name in clients}
-        with bare, retry:
-            for client in clients.values():
-                for _ in range(args.warmup):
-                    timed(lambda c=client: c.get(url))
-            gc.collect()
-            names = list(clients)
-            for round_ in range(args.rounds):
-                order = names if round_ % 2 == 0 else names[::-1]
-                for _ in range(per_round):
-                    for name in order:
-                        samples[name].append(timed(lambda c=clients[name]: c.get(url)))
-            stats = retry.get(url).extensions["retrybudget"]  # the success path: one attempt
-            if (stats["attempts"], stats["outcome"]) != (1, "ok"):
-                raise SystemExit(f"not the success path: {stats}")
-
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    ratio = medians["RetryTransport"] / medians["bare HTTPTransport"]
-    print(f"sandbox GET {PATH} (server: {args.server}), {per_round * args.rounds} requests "
-          f"per client, {args.rounds} interleaved rounds, Python {sys.version.split()[0]}")
-    print(f"{'transport':<20} {'median µs':>10} {'p90 µs':>10}")
-    for name, values in samples.items():
-        p90 = statistics.quantiles(values, n=10)[-1]
-        print(f"{name:<20} {medians[name]:>10.1f} {p90:>10.1f}")
-    overhead = medians["RetryTransport"] - medians["bare HTTPTransport"]
-    verdict = "within" if ratio <= TARGET else "ABOVE"
-    print(f"{'ratio':<20} {ratio:>10.3f}x  (+{overhead:.1f} µs; {verdict} the {TARGET}x target)")
+    if args.mode in ("all", "canned"):
+        run_canned(args.calls, args.rounds)
+    if args.mode in ("all", "async"):
+        run_async(args.calls, args.rounds)
+    if args.mode in ("all", "requests", "loopback"):
+        with serve() as base:
+            if args.mode in ("all", "loopback"):
+                run_loopback(base, per_round, args.rounds, args.warmup, args.server)
+            if args.mode in ("all", "requests"):
+                run_requests(base, per_round, args.rounds, args.warmup)
     return 0
 
 

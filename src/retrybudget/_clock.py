@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock", "monotonic_reader"]
 
 
 @runtime_checkable
@@ -64,6 +65,11 @@ class SystemClock:
 
 SYSTEM_CLOCK: Clock = SystemClock()
 """The process-wide real clock, the default wherever a clock is optional."""
+
+
+def monotonic_reader(clock: Clock) -> Callable[[], float]:
+    """The function that reads ``clock``'s monotonic time (the system's own, for the real clock)."""
+    return time.monotonic if type(clock) is SystemClock else clock.monotonic
 
 
 class FakeClock:

@@ -20,9 +20,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from .coordination._base import Coordinator, NoCoordination
-from .core.classify import FailureKind, FailureSeen, Observation, ResponseSeen
+from .core.classify import (
+    Classified,
+    FailureKind,
+    FailureSeen,
+    Kind,
+    Observation,
+    ResponseSeen,
+    classify,
+)
+from .core.decide import OperationState, Stop, decide, plan_attempt
 from .core.flow import (
     Action,
     Attempt,
@@ -33,7 +42,8 @@ from .core.flow import (
     Sleep,
     operation_flow,
 )
-from .core.outcome import Outcome, Reason
+from .core.outcome import Outcome, Reason, first_ok
+from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 from .observe._logging import log_hooks
@@ -191,10 +201,114 @@ class _OperationIds:
         self.counter = itertools.count(1)
 
     def __call__(self) -> str:
-        return f"{self.prefix}{next(self.counter):06x}"
+        return _format_id(self.prefix, next(self.counter))
 
 
 _operation_id = _OperationIds()
+
+_Begun = tuple[str, int, float, float, "float | Stop | None"]
+"""An operation begun by the fast path: its id's prefix and number, start, attempt start, plan."""
+
+
+class _Fresh(OperationState):
+    """The state of an operation before its first attempt, for :func:`plan_attempt` (fast).
+
+    What :meth:`OperationState.start` builds, as far as planning the first attempt reads it:
+    its start and deadline, and every counter at its start value (no attempt, wait or
+    provider-named time yet). Its id and method are not set: a plan does not read them.
+    """
+
+    __slots__ = ()
+    has_idempotency_key = False
+    attempts = 0
+    history = ()
+    waits = ()
+    rate_limit_streak = 0
+    backoffs = 0
+    retry_at = None
+    conflicts = ()
+
+
+_set_started = vars(OperationState)["started"].__set__
+_set_deadline = vars(OperationState)["deadline_at"].__set__
+
+
+def _fresh(policy: Policy, now: float) -> OperationState:
+    """A :class:`_Fresh` state started at ``now`` (its deadline as ``OperationState.start``'s)."""
+    state = object.__new__(_Fresh)
+    _set_started(state, now)
+    _set_deadline(state, None if policy.deadline is None else now + policy.deadline)
+    return state
+
+
+class _Replay:
+    """A clock that first answers with readings already taken, then reads the real one.
+
+    The first-attempt fast path reads the clock where the flow would (start, attempt start,
+    after the attempt); when the attempt turns out not to be a plain success, the generic
+    flow runs over this clock, so it sees exactly those readings and decides exactly as if it
+    had made the attempt itself.
+    """
+
+    __slots__ = ("clock", "monotonics", "walls")
+
+    def __init__(self, clock: Clock, monotonics: list[float], walls: list[float]) -> None:
+        self.clock = clock
+        self.monotonics = monotonics
+        self.walls = walls
+
+    def monotonic(self) -> float:
+        return self.monotonics.pop(0) if self.monotonics else self.clock.monotonic()
+
+    def wall(self) -> float:
+        return self.walls.pop(0) if self.walls else self.clock.wall()
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
+    async def async_sleep(self, seconds: float) -> None:
+        await self.clock.async_sleep(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstSuccess:
+    """What the rules say of a plain value returned at the first attempt, worked out once.
+
+    A plain value (no validator, no status to read) is the constant observation
+    ``_PLAIN_VALUE``: its classification has no headers, so no clock or state in it, and the
+    decision after it is a terminal ``ok``. :func:`_first_success` asks the real
+    :func:`classify` and :func:`decide` once per policy, checks the answer does not depend on
+    the time, the state or the sample, and the fast path reuses it.
+    """
+
+    classified: Classified
+    detail: str
+    plain: bool = False
+    """The interpreter reads every built-in value as ``_PLAIN_VALUE`` (no validator)."""
+    monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic
+    """Reads the retrier's clock."""
+
+
+def _first_success(policy: Policy) -> _FirstSuccess | None:
+    """The classification and decision of a plain first-attempt success, or None if they vary."""
+    seen = [classify(policy.profile, _PLAIN_VALUE, wall) for wall in (0.0, 1_800_000_000.0)]
+    if seen[0] != seen[1]:
+        return None
+    classified = seen[0]
+    if classified.kind is not Kind.OK or classified.conflicts or classified.rate.evidence:
+        return None
+    decisions = {
+        decide(policy, dataclasses.replace(OperationState.start(policy, "probe", now), attempts=n),
+               classified, now + 0.5, wall, sample)
+        for now, wall, sample, n in ((0.0, 0.0, 0.0, 0), (1e6, 1.8e9, 0.999, policy.max_attempts - 1))
+    }
+    if len(decisions) != 1:
+        return None
+    decision = decisions.pop()
+    if (not isinstance(decision, Stop) or decision.reason is not Reason.OK
+            or decision.retry_at is not None or decision.detail != classified.detail):
+        return None
+    return _FirstSuccess(classified, decision.detail)
 
 
 @dataclass(frozen=True)
@@ -277,6 +391,18 @@ class Retrier:
         operation_id: str | None = None,
     ) -> Outcome[object]:
         """Drive one operation synchronously; ``perform`` makes each attempt."""
+        monotonic = self._fast_run
+        if monotonic is not None and operation_id is None:
+            # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
+            # the operation without the generic flow; anything else goes on in it.
+            req = request or self._request
+            begun = self._begin(monotonic)
+            plan = begun[4]
+            if isinstance(plan, Stop):
+                return self._drive(self._unplanned(begun, req), perform, None)
+            result = perform(Attempt(1, plan))
+            ended = self._after(begun, req, monotonic, result)
+            return ended if isinstance(ended, Outcome) else self._drive(ended, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         reply: object = None
@@ -302,6 +428,18 @@ class Retrier:
         operation_id: str | None = None,
     ) -> Outcome[object]:
         """Drive one operation asynchronously; ``perform`` makes each attempt."""
+        monotonic = self._fast_run
+        if monotonic is not None and operation_id is None:
+            # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
+            # the operation without the generic flow; anything else goes on in it.
+            req = request or self._request
+            begun = self._begin(monotonic)
+            plan = begun[4]
+            if isinstance(plan, Stop):
+                return await self._adrive(self._unplanned(begun, req), perform, None)
+            result = await perform(Attempt(1, plan))
+            ended = self._after(begun, req, monotonic, result)
+            return ended if isinstance(ended, Outcome) else await self._adrive(ended, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         reply: object = None
@@ -323,17 +461,97 @@ class Retrier:
     def _interpreter(self) -> Interpreter:
         return self.interpreter or CallInterpreter(validator=self.policy.validator)
 
+    @functools.cached_property
+    def _fast(self) -> _FirstSuccess | None:
+        """The first-attempt fast path's answer, when nobody needs the flow's actions."""
+        if self.hooks or not self.coordinator.passive or self.policy.profile.routes:
+            return None  # profile="auto" picks the profile per request: the flow resolves it
+        found = _first_success(self.policy)
+        if found is None:
+            return None
+        interp = self._interpreter
+        plain = type(interp) is CallInterpreter and interp.validator is None
+        return dataclasses.replace(found, plain=plain, monotonic=monotonic_reader(self.clock))
+
+    @functools.cached_property
+    def _fast_run(self) -> Callable[[], float] | None:
+        """The clock reader of :meth:`run`'s first-attempt fast path, when nobody needs the flow."""
+        if self.hooks or not self.coordinator.passive or self.policy.profile.routes:
+            return None  # profile="auto" picks the profile per request: the flow resolves it
+        return monotonic_reader(self.clock)
+
+    def _settled(self, result: AttemptResult, request: RequestInfo, wall: float) -> Classified | None:
+        """The classification of a first attempt that ends the operation as ok, else None.
+
+        An ``ok`` classification is terminal (the decision stops with its detail, no retry
+        time) and, with no conflicting evidence and no method learnt from the attempt, adds
+        nothing to the operation's state but its one record.
+        """
+        seen = result.observation
+        if seen.method is not None and request.method is None:
+            return None
+        classified = classify(self.policy.profile, seen, wall)
+        if classified.kind is not Kind.OK or classified.conflicts:
+            return None
+        return classified
+
+    def _begin(self, monotonic: Callable[[], float]) -> _Begun:
+        """Start an operation as the flow does: its id, start, first attempt's start and plan."""
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        t0 = monotonic()
+        t1 = monotonic()
+        return prefix, number, t0, t1, plan_attempt(self.policy, _fresh(self.policy, t0), t1)
+
+    def _unplanned(self, begun: _Begun, request: RequestInfo) -> FlowGen:
+        """The generic flow of an operation whose first attempt the plan refused."""
+        prefix, number, t0, t1, _plan = begun
+        return self._replayed(_format_id(prefix, number), request, [t0, t1], [])
+
+    def _after(self, begun: _Begun, request: RequestInfo, monotonic: Callable[[], float],
+               result: AttemptResult, known: Classified | None = None) -> Outcome[Any] | FlowGen:
+        """After the first attempt: its outcome if it ended ok, else the generic flow to go on in.
+
+        ``known`` is the classification of the plain value, when the caller has it worked out.
+        """
+        prefix, number, t0, t1, plan = begun
+        assert not isinstance(plan, Stop)  # noqa: S101 - an attempt was made
+        t2 = monotonic()
+        if known is not None and result.observation is _PLAIN_VALUE:
+            seen = known
+        else:
+            wall = self.clock.wall()
+            found = self._settled(result, request, wall)
+            if found is None:
+                return self._after_first(_format_id(prefix, number), request, [t0, t1, t2], wall)
+            seen = found
+        self.random.random()  # the flow draws one sample per decision
+        return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
+                         request, self.policy))
+
+    def _replayed(self, op_id: str, request: RequestInfo, readings: list[float],
+                  walls: list[float]) -> FlowGen:
+        """The generic flow over the clock readings the fast path already took."""
+        return operation_flow(self.policy, request, _Replay(self.clock, readings, walls),
+                              operation_id=op_id, sample=self.random.random, coordinated=False,
+                              report=False)
+
+    def _after_first(self, op_id: str, request: RequestInfo, readings: list[float],
+                     wall: float) -> FlowGen:
+        """The generic flow, up to the first attempt the fast path already made."""
+        flow = self._replayed(op_id, request, readings, [wall])
+        action = flow.send(None)
+        assert isinstance(action, Attempt)  # noqa: S101 - the same readings, the same plan
+        return flow
+
     def _kwargs(self, kwargs: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         if self.timeout_kwarg is None:
             return kwargs
         return {**kwargs, self.timeout_kwarg: attempt.timeout}
 
-    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Outcome[T]:
-        """Call ``fn(*args, **kwargs)`` under the budget; never raises for provider failures.
-
-        Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
-        :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
-        """
+    def _performer(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Callable[[Attempt], AttemptResult]:
+        """Each attempt of ``fn(*args, **kwargs)``, read by the interpreter."""
         interp = self._interpreter
 
         def perform(attempt: Attempt) -> AttemptResult:
@@ -346,7 +564,82 @@ class Retrier:
                 _ATTEMPT_TIMEOUT.reset(token)
             return AttemptResult(interp.value(value), value, None)
 
-        return cast("Outcome[T]", self.run(perform))
+        return perform
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Outcome[T]:
+        """Call ``fn(*args, **kwargs)`` under the budget; never raises for provider failures.
+
+        Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
+        :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
+        """
+        fast = self._fast
+        if fast is None:
+            return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs)))
+        # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
+        # operation (the same clock readings, plan and sample), with the answer worked out once
+        # for a plain success; anything else goes on in the generic flow from those readings.
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        monotonic, policy = fast.monotonic, self.policy
+        t0 = monotonic()
+        t1 = monotonic()
+        plan = plan_attempt(policy, _fresh(policy, t0), t1)
+        if isinstance(plan, Stop):
+            flow = self._unplanned((prefix, number, t0, t1, plan), self._request)
+            return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
+        result: AttemptResult | None = None
+        token = _ATTEMPT_TIMEOUT.set(plan)
+        try:
+            value = fn(*args, **kwargs) if self.timeout_kwarg is None else fn(
+                *args, **{**kwargs, self.timeout_kwarg: plan})
+        except Exception as exc:
+            result = AttemptResult(self._interpreter.error(exc), None, exc)
+        finally:
+            _ATTEMPT_TIMEOUT.reset(token)
+        if result is None:
+            if fast.plain and type(value) in _PLAIN_TYPES:
+                t2 = monotonic()
+                self.random.random()  # the flow draws one sample per decision
+                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
+                                 fast.classified, self._request, policy))
+            result = AttemptResult(self._interpreter.value(value), value, None)
+        ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
+                            fast.classified)
+        if isinstance(ended, Outcome):
+            return ended
+        return cast("Outcome[T]", self._drive(ended, self._performer(fn, args, kwargs), result))
+
+    def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
+               reply: object) -> Outcome[object]:
+        """Drive an uncoordinated, unobserved flow to its end (the tail of :meth:`run`)."""
+        while True:
+            try:
+                action = flow.send(reply)
+            except StopIteration as done:
+                return cast("Outcome[object]", done.value)
+            if isinstance(action, Attempt):
+                reply = perform(action)
+            elif isinstance(action, Sleep):
+                self.clock.sleep(action.wait.seconds)
+                reply = None
+            else:  # pragma: no cover - an uncoordinated flow asks no coordinator
+                reply = self.coordinator.handle(action)
+
+    async def _adrive(self, flow: FlowGen, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                      reply: object) -> Outcome[object]:
+        """The async twin of :meth:`_drive`."""
+        while True:
+            try:
+                action = flow.send(reply)
+            except StopIteration as done:
+                return cast("Outcome[object]", done.value)
+            if isinstance(action, Attempt):
+                reply = await perform(action)
+            elif isinstance(action, Sleep):
+                await self.clock.async_sleep(action.wait.seconds)
+                reply = None
+            else:  # pragma: no cover - an uncoordinated flow asks no coordinator
+                reply = await self.coordinator.ahandle(action)
 
     async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
         """Await ``fn(*args, **kwargs)`` under the budget, each attempt cut at its timeout."""
@@ -363,7 +656,19 @@ class Retrier:
                 _ATTEMPT_TIMEOUT.reset(token)
             return AttemptResult(interp.value(value), value, None)
 
-        return cast("Outcome[T]", await self.arun(perform))
+        fast = self._fast
+        if fast is None:
+            return cast("Outcome[T]", await self.arun(perform))
+        req, monotonic = self._request, fast.monotonic
+        begun = self._begin(monotonic)
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            return cast("Outcome[T]", await self._adrive(self._unplanned(begun, req), perform, None))
+        result = await perform(Attempt(1, plan))
+        ended = self._after(begun, req, monotonic, result, fast.classified)
+        if isinstance(ended, Outcome):
+            return ended
+        return cast("Outcome[T]", await self._adrive(ended, perform, result))
 
 
 def call(fn: Callable[..., T], /, *args: Any, retrier: Retrier | None = None, **kwargs: Any) -> Outcome[T]:

@@ -10,12 +10,13 @@ public home (the tree is drawn there).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ._values import fast_init
-from .classify import Kind
+from .classify import Classified, Kind
 from .policy import Policy
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "AttemptRecord",
     "CircuitOpen",
     "DeadlineExceeded",
+    "FirstAttempt",
     "InvalidPayload",
     "NotFound",
     "NotRetried",
@@ -39,6 +41,8 @@ __all__ = [
     "WaitReason",
     "describe",
     "error_for",
+    "first_ok",
+    "operation_id",
 ]
 
 T = TypeVar("T")
@@ -232,6 +236,135 @@ class Outcome(Generic[T]):
             ],
             "detail": self.detail,
         }
+
+
+class _FirstOk(Outcome[T]):
+    """An :class:`Outcome` of an operation that succeeded at its first attempt, built lazily.
+
+    The first-attempt fast path knows such an outcome from a handful of values; this holds
+    them and works out each field when it is read, its one :class:`AttemptRecord` included.
+    It reads as an ``Outcome`` in every way: the same fields and values, equal to the
+    ``Outcome`` the generic flow builds, the same ``repr``, and ``dataclasses.replace``,
+    ``copy`` and ``pickle`` give a plain ``Outcome``. Built with :func:`first_ok` only.
+    """
+
+    __slots__ = ("_at",)
+
+    _at: FirstAttempt
+
+    reason = Reason.OK
+    attempts = 1
+    waits = ()
+    retry_at = None
+    error = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # replace() makes an Outcome
+        return Outcome(*args, **kwargs)
+
+    @property
+    def operation_id(self) -> str:
+        return operation_id(self._at[0], self._at[1])
+
+    @property
+    def elapsed(self) -> float:
+        return self._at[5] - self._at[2]
+
+    @property
+    def value(self) -> T | None:
+        value: T | None = self._at[7]
+        return value
+
+    @property
+    def last(self) -> object | None:
+        last: object | None = self._at[7]
+        return last
+
+    @property
+    def history(self) -> tuple[AttemptRecord, ...]:
+        _prefix, _n, t0, t1, t2, _t3, plan, _value, seen, _request, _policy = self._at
+        return (AttemptRecord(  # positional: the fields in declaration order
+            1, t1 - t0, t2 - t1, seen.status, None, seen.kind, "stop", seen.detail,
+            seen.rate.evidence, plan, seen.sent,
+        ),)
+
+    @property
+    def detail(self) -> str:
+        return self._at[8].detail
+
+    @property
+    def conflicts(self) -> tuple[str, ...]:
+        return self._at[8].conflicts
+
+    @property
+    def key(self) -> str:
+        return self._at[9].key
+
+    @property
+    def method(self) -> str | None:
+        return self._at[9].method
+
+    @property
+    def job_id(self) -> str | None:
+        return self._at[9].job_id
+
+    @property
+    def policy(self) -> Policy | None:
+        return self._at[10]
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f) for f in _COMPARED)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Outcome):
+            return NotImplemented
+        return self._fields() == tuple(getattr(other, f) for f in _COMPARED)
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return Outcome.__repr__(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Outcome, tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
+
+_FirstOk.__name__ = _FirstOk.__qualname__ = Outcome.__qualname__  # its repr is an Outcome's
+_COMPARED = tuple(f.name for f in dataclasses.fields(Outcome) if f.compare)
+
+
+class _Request(Protocol):
+    """What an outcome reads of the operation's request (a ``RequestInfo``)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def job_id(self) -> str | None: ...
+
+
+FirstAttempt = tuple[str, int, float, float, float, float, "float | None", Any, Classified,
+                     _Request, "Policy | None"]
+"""What a first-attempt success is built from: the operation id's prefix and number; the
+flow's four monotonic readings (start, attempt start, attempt end, end); the attempt's
+timeout; the value returned; its classification (of kind ``ok``, with the decision's detail,
+no retry time); the request (key, method, job id) and the policy."""
+
+_new = object.__new__
+_set_at = vars(_FirstOk)["_at"].__set__
+
+
+def operation_id(prefix: str, number: int) -> str:
+    """The operation id of the ``number``-th operation under an id ``prefix``."""
+    return f"{prefix}{number:06x}"
+
+
+def first_ok(at: FirstAttempt) -> Outcome[Any]:
+    """The outcome of a first-attempt success, its fields worked out when read (see ``FirstAttempt``)."""
+    outcome: Outcome[Any] = _new(_FirstOk)
+    _set_at(outcome, at)
+    return outcome
 
 
 GATEWAY_MAPPING: dict[Reason, tuple[int, str | None]] = {

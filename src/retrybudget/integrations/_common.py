@@ -318,6 +318,7 @@ class Engine:
         "headers",
         "max_attempts",
         "message_statuses",
+        "observed",
         "policy",
         "read_statuses",
         "retrier",
@@ -342,6 +343,8 @@ class Engine:
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
         self.clock = retrier.clock
+        # Only hooks (audit among them) and a coordinator read a request's URL.
+        self.observed = bool(retrier.hooks) or not retrier.coordinator.passive
         self.policy = policy
         self.max_attempts = policy.max_attempts
         self.generate_keys = bool(generate_idempotency_keys)
@@ -405,7 +408,9 @@ class Operation:
             headers[own or IDEMPOTENCY_HEADER] = str(uuid.uuid4())
             has_key = True
         self.engine = engine
-        self.info = RequestInfo(method, key, has_key, _safe_url(url),
+        # The URL is read by hooks, a coordinator, and profile="auto" (which picks by host).
+        wants_url = engine.observed or bool(policy.profile.routes)
+        self.info = RequestInfo(method, key, has_key, _safe_url(url) if wants_url else None,
                                 job_id if job_id is not None else engine.retrier.job_id)
         # HEAD carries no payload to validate.
         self.validator = None if method == "HEAD" else (validator or policy.validator)

@@ -1,0 +1,73 @@
+"""Time to read GitHub's five ``x-ratelimit-*`` headers (target: at most 3 µs).
+
+Times :func:`retrybudget.core.headers.parse_rate_limit_headers` on the headers of a GitHub 200
+far from its quota, and :func:`retrybudget.core.classify.classify` of that response (what an
+integration does per response), in interleaved rounds; reports the median µs per call. A
+bare ``dict`` lookup of the same five names is timed beside them as a yardstick of the
+machine's speed in the same run.
+
+Run: python benchmarks/header_parse.py [--calls N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+from retrybudget.core.classify import ResponseSeen, classify
+from retrybudget.core.headers import parse_rate_limit_headers
+from retrybudget.core.profiles import GITHUB
+
+TARGET_US = 3.0
+HEADERS = (
+    ("x-ratelimit-limit", "5000"),
+    ("x-ratelimit-remaining", "4987"),
+    ("x-ratelimit-reset", "4102444800"),
+    ("x-ratelimit-used", "13"),
+    ("x-ratelimit-resource", "core"),
+)
+NOW = 1_800_000_000.0
+
+
+def contenders() -> dict[str, Callable[[], object]]:
+    """What is timed."""
+    seen = ResponseSeen(200, HEADERS)
+    as_dict = dict(HEADERS)
+
+    def lookups() -> object:
+        return [as_dict.get(name) for name, _ in HEADERS]
+
+    return {
+        "dict lookups of the five names": lookups,
+        "parse_rate_limit_headers": lambda: parse_rate_limit_headers(HEADERS, NOW),
+        "classify (github profile)": lambda: classify(GITHUB, seen, NOW),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5000, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    args = parser.parse_args(argv)
+    funcs = contenders()
+    samples: dict[str, list[float]] = {name: [] for name in funcs}
+    for _ in range(args.rounds):
+        for name, fn in funcs.items():
+            start = time.perf_counter_ns()
+            for _ in range(args.calls):
+                fn()
+            samples[name].append((time.perf_counter_ns() - start) / args.calls / 1000)
+    print(f"GitHub's five quota headers ({args.rounds} rounds x {args.calls} calls, median)")
+    for name, values in samples.items():
+        print(f"{name:<32} {statistics.median(values):8.2f} µs")
+    parse = statistics.median(samples["parse_rate_limit_headers"])
+    verdict = "MET" if parse <= TARGET_US else "NOT MET"
+    print(f"parse: {parse:.2f} µs (target <= {TARGET_US} µs: {verdict})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

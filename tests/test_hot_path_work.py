@@ -1,0 +1,141 @@
+"""The success path does no work nobody asked for: counted, never timed.
+
+With no hook, no audit sink and a passive coordinator, an operation whose first attempt
+succeeds must not run the generic flow, redact its URL, build an audit record, parse rate
+headers it does not carry, or materialise its history before someone reads it. Each
+function is wrapped with a counter; a change that puts that work back on the hot path fails
+here, on any machine, however loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+import retrybudget as rb
+from retrybudget import FakeClock
+from retrybudget.integrations.httpx import AsyncRetryTransport, RetryTransport
+
+URL = "https://api.example.com/rentals/1/availability?api_key=s3cret-value"
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts calls into the work the success path must skip (at every name it is used by)."""
+    drivers, classify, flow, outcome, common, audit = (importlib.import_module(name) for name in (
+        "retrybudget._drivers", "retrybudget.core.classify", "retrybudget.core.flow",
+        "retrybudget.core.outcome", "retrybudget.integrations._common", "retrybudget.observe._audit",
+    ))
+
+    counted: Counter[str] = Counter()
+
+    def wrap(module: Any, name: str, label: str) -> None:
+        real: Callable[..., Any] = getattr(module, name)
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            counted[label] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counting)
+
+    wrap(drivers, "operation_flow", "flow")
+    wrap(flow, "classify", "flow classify")
+    wrap(common, "redact_url", "redact")
+    wrap(audit, "redact_url", "redact")
+    wrap(audit, "audit_record", "audit record")
+    wrap(classify, "parse_rate_limit_headers", "header parser")
+    wrap(outcome, "AttemptRecord", "history record")
+    return counted
+
+
+class Canned(httpx.BaseTransport):
+    """Answers 200 with no rate-limit headers (so there is nothing to parse)."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"available": True}, request=request)
+
+
+class AsyncCanned(httpx.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"available": True}, request=request)
+
+
+def test_a_plain_call_does_none_of_it(calls: Counter[str]) -> None:
+    retrier = rb.Retrier(policy=rb.Policy(), clock=FakeClock())
+    outcome = retrier.call(lambda: 42)
+    assert outcome.ok
+    assert outcome.stats()["attempts"] == 1  # the stats are there without the history
+    assert sum(calls.values()) == 0, calls
+    assert outcome.history[0].decision == "stop"  # materialised when read, once per read
+    assert calls == Counter({"history record": 1})
+
+
+def test_acall_and_retrying_do_none_of_it(calls: Counter[str]) -> None:
+    retrier = rb.Retrier(policy=rb.Policy(), clock=FakeClock())
+
+    async def fetch() -> int:
+        return 7
+
+    async def main() -> object:
+        return (await retrier.acall(fetch)).value  # a task's result is not an Outcome to repr
+
+    assert asyncio.run(main()) == 7
+    assert rb.retrying(rb.Policy(), clock=FakeClock())(lambda: 8)() == 8
+    assert sum(calls.values()) == 0, calls
+
+
+def test_a_transport_success_does_none_of_it(calls: Counter[str]) -> None:
+    transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))
+    with httpx.Client(transport=transport) as client:
+        response = client.get(URL)
+    assert response.extensions["retrybudget"]["outcome"] == "ok"
+    assert sum(calls.values()) == 0, calls
+
+
+def test_an_async_transport_success_does_none_of_it(calls: Counter[str]) -> None:
+    async def go() -> httpx.Response:
+        transport = AsyncRetryTransport(AsyncCanned(), retrier=rb.Retrier(policy=rb.Policy(),
+                                                                          clock=FakeClock()))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await client.get(URL)
+
+    assert asyncio.run(go()).extensions["retrybudget"]["attempts"] == 1
+    assert sum(calls.values()) == 0, calls
+
+
+def test_the_counters_see_the_work_when_it_is_asked_for(calls: Counter[str]) -> None:
+    """The guard guards: an audit sink gets a redacted URL and a record, through the flow."""
+    written: list[object] = []
+
+    class Sink:
+        def write(self, record: object) -> None:
+            written.append(record)
+
+    retrier = rb.Retrier(policy=rb.Policy(), clock=FakeClock(), hooks=(rb.AuditHook(Sink()),))
+    with httpx.Client(transport=RetryTransport(Canned(), retrier=retrier)) as client:
+        client.get(URL)
+    assert calls["flow"] == 1
+    assert calls["redact"] >= 1
+    assert calls["audit record"] == 1
+    assert len(written) == 1
+    assert "s3cret-value" not in repr(written)
+
+
+def test_a_failed_first_attempt_goes_on_in_the_flow(calls: Counter[str]) -> None:
+    attempts = iter([ConnectionResetError("reset"), None])
+
+    def flaky() -> str:
+        error = next(attempts)
+        if error is not None:
+            raise error
+        return "ok"
+
+    outcome = rb.Retrier(policy=rb.Policy(), clock=FakeClock()).call(flaky)
+    assert (outcome.ok, outcome.attempts) == (True, 2)
+    assert calls["flow"] == 1
