@@ -35,7 +35,7 @@ state = "{tmp_path / 'out' / 's.sqlite'}"
 
 
 def _report(audit: Path) -> dict[str, Any]:
-    result = run_cli("report", str(audit))
+    result = run_cli("report", str(audit), "--json")
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report
