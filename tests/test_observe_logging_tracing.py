@@ -56,7 +56,7 @@ def test_one_info_line_per_wait_and_one_debug_line_per_attempt(
     sandbox: SandboxServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="retrybudget")
-    script = [{"status": 503}, {"status": 429, "headers": {"Retry-After": "0"}}, {"status": 200, "body": {}}]
+    script = [{"status": 503}, {"status": 429, "headers": {"Retry-After": "1"}}, {"status": 200, "body": {}}]
     response = _get(sandbox, "two-retries", script)
     outcome = response.extensions["retrybudget.outcome"]
     ours = [r for r in caplog.records if r.name == "retrybudget"]
