@@ -1,0 +1,208 @@
+"""Exact-value tests for the contract rules a plausible bug could break silently.
+
+Each test pins one promise to the exact numbers on the fake clock (never an approximation),
+so the one-line mutation that breaks the promise fails it. ``tests/test_mutants.py`` applies
+each of those mutations to a copy of the source and checks that the test named here fails.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from retrybudget import (
+    Backoff,
+    FakeClock,
+    Jitter,
+    Policy,
+    Reason,
+    ResponseSeen,
+    Retrier,
+    WaitReason,
+    get_profile,
+)
+from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
+from retrybudget.core.classify import Kind, classify
+from retrybudget.core.flow import Permit
+from retrybudget.testing import ScriptedProvider, json_payload
+
+NO_JITTER = Backoff(base=0.5, cap=4.0, multiplier=2.0, jitter=Jitter.NONE)
+OK = {"status": 200, "body": {"available": True}}
+WALL0 = 1_800_000_000.0  # the FakeClock's wall-clock start: a whole second
+
+
+def run(script, clock, *, method="GET", coordinator=None, **policy_changes):
+    policy = Policy(backoff=NO_JITTER, validator=json_payload).replace(**policy_changes)
+    provider = ScriptedProvider(script, clock)
+    extra = {} if coordinator is None else {"coordinator": coordinator}
+    retrier = Retrier(policy=policy, clock=clock, random=random.Random(0), method=method,
+                      **extra)
+    return retrier.call(provider, method), provider
+
+
+# Rule 4/5: GitHub's primary limit waits for the reset plus one second ---------------------------
+
+def test_github_reset_wait_is_exactly_the_reset_plus_one_second(clock) -> None:
+    reset = int(WALL0) + 30
+    script = [{"status": 403, "headers": {"x-ratelimit-remaining": "0",
+                                          "x-ratelimit-reset": str(reset)}}, OK]
+    outcome, provider = run(script, clock, profile="github", deadline=60)
+    assert outcome.reason is Reason.OK
+    assert [(w.seconds, w.reason, w.source) for w in outcome.waits] == [
+        (31.0, WaitReason.RATE_LIMIT_RESET, "x-ratelimit-reset")]
+    assert clock.sleeps == [31.0]
+    # the retry arrives one second after the reset instant, not at it
+    assert provider.requests[1]["arrival"] == reset + 1.0
+
+
+def test_the_reset_slack_is_the_profiles_and_only_github_adds_one() -> None:
+    assert get_profile("github").reset_slack == 1.0
+    assert get_profile("generic").reset_slack == 0.0
+    clock = FakeClock()
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0) + 30)}
+    outcome, _ = run([{"status": 429, "headers": headers}, OK], clock, deadline=60)
+    assert [w.seconds for w in outcome.waits] == [30.0]
+
+
+# Rule 2/5: a 503's Retry-After over max_server_wait stops now --------------------------------
+
+def test_a_503_retry_after_over_max_server_wait_stops_now_with_retry_at(clock) -> None:
+    script = [{"status": 503, "headers": {"Retry-After": "30"}}, OK]
+    outcome, provider = run(script, clock, deadline=600, max_server_wait=10)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.DEADLINE, 1, 1)
+    assert clock.sleeps == []
+    assert outcome.waits == ()
+    assert outcome.retry_at == WALL0 + 30
+
+
+def test_a_503_retry_after_within_max_server_wait_is_waited_exactly(clock) -> None:
+    script = [{"status": 503, "headers": {"Retry-After": "10"}}, OK]
+    outcome, _ = run(script, clock, deadline=600, max_server_wait=10)
+    assert outcome.reason is Reason.OK
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(10.0, WaitReason.RETRY_AFTER)]
+
+
+# Rule 2/10: a concurrency wait past the deadline is a deadline, not a rate limit -------------
+
+class _Busy(Coordinator):
+    """Always asks for a concurrency wait of ``wait`` seconds on the first ask."""
+
+    def __init__(self, wait: float, reason: WaitReason) -> None:
+        self.wait = wait
+        self.reason = reason
+        self.asked = 0
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        self.asked += 1
+        if self.asked == 1:
+            return Permit(wait=self.wait, reason=self.reason)
+        return Permit()
+
+
+def test_a_concurrency_wait_past_the_deadline_ends_with_deadline(clock) -> None:
+    busy = _Busy(10.0, WaitReason.CONCURRENCY)
+    outcome, provider = run([OK], clock, deadline=5, coordinator=busy)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.DEADLINE, 0, 0)
+    assert clock.sleeps == []
+
+
+def test_a_concurrency_wait_inside_the_deadline_is_taken(clock) -> None:
+    busy = _Busy(2.0, WaitReason.CONCURRENCY)
+    outcome, _ = run([OK], clock, deadline=5, coordinator=busy)
+    assert outcome.reason is Reason.OK
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(2.0, WaitReason.CONCURRENCY)]
+
+
+def test_a_gate_wait_past_the_deadline_ends_with_rate_limited(clock) -> None:
+    gate = _Busy(10.0, WaitReason.GATE)
+    outcome, _ = run([OK], clock, deadline=5, coordinator=gate)
+    assert (outcome.reason, outcome.attempts) == (Reason.RATE_LIMITED, 0)
+
+
+# Rule 5/10: the gate's doubling continues for a 429 within one floor after the gate opened ---
+
+GITHUB_GATE = CoordinationConfig(gate=GateConfig(profile="github", spread=0.0))
+THROTTLE = classify(get_profile("github"), ResponseSeen.of(429), WALL0)
+
+
+def _gate_after(first: float, second_after_opening: float) -> float:
+    """Seconds the gate stays shut after a second hint-less 429 ``second_after_opening`` s
+    after the first one's gate opened (memory coordinator, fake clock)."""
+    clock = FakeClock()
+    c = MemoryCoordinator(GITHUB_GATE, clock=clock)
+    c.learn("k", THROTTLE, None)
+    assert c.acquire("k", 1).wait == first
+    clock.advance(first + second_after_opening)
+    c.learn("k", THROTTLE, None)
+    return c.acquire("k", 1).wait
+
+
+@pytest.mark.parametrize("after", [0.0, 0.5, 1.0, 30.0, 59.0, 60.0])
+def test_a_429_within_one_floor_after_the_gate_opened_doubles_the_gate(after) -> None:
+    assert THROTTLE.kind is Kind.RATE_LIMITED
+    assert THROTTLE.hint is None
+    assert _gate_after(60.0, after) == 120.0
+
+
+@pytest.mark.parametrize("after", [60.5, 61.0, 600.0])
+def test_a_429_after_a_quiet_floor_restarts_the_gate_at_the_floor(after) -> None:
+    assert _gate_after(60.0, after) == 60.0
+
+
+def test_the_gate_keeps_doubling_while_429s_keep_coming_after_each_opening() -> None:
+    clock = FakeClock()
+    c = MemoryCoordinator(GITHUB_GATE, clock=clock)
+    gates = []
+    for _ in range(4):
+        c.learn("k", THROTTLE, None)
+        gates.append(c.acquire("k", 1).wait)
+        clock.advance(gates[-1] + 10.0)  # each 429 comes 10 s after the gate opened
+    assert gates == [60.0, 120.0, 240.0, 480.0]
+
+
+# Rule 12: conflicting rate-limit evidence on a 2xx is flagged, not dropped -----------------------
+
+def test_conflicting_headers_on_a_2xx_are_flagged_in_the_outcome(clock) -> None:
+    headers = {"Retry-After": "10", "x-ratelimit-remaining": "0",
+               "x-ratelimit-reset": str(int(WALL0) + 120)}
+    outcome, _ = run([{"status": 200, "headers": headers, "body": {"available": True}}], clock)
+    assert (outcome.reason, outcome.attempts) == (Reason.OK, 1)
+    (conflict,) = outcome.conflicts
+    assert "retry-after" in conflict
+    assert "x-ratelimit-reset" in conflict
+    (record,) = outcome.history
+    assert record.kind is Kind.OK
+
+
+def test_a_2xx_with_agreeing_headers_has_no_conflicts(clock) -> None:
+    headers = {"x-ratelimit-remaining": "10", "x-ratelimit-reset": str(int(WALL0) + 120)}
+    outcome, _ = run([{"status": 200, "headers": headers, "body": {"available": True}}], clock)
+    assert (outcome.reason, outcome.conflicts) == (Reason.OK, ())
+
+
+# Rule 1: max_attempts is exact: no wait after the last attempt ---------------------------------
+
+@pytest.mark.parametrize("max_attempts", [1, 2, 3, 4])
+def test_a_transient_failure_takes_exactly_max_attempts_and_no_wait_after_the_last(
+    clock, max_attempts
+) -> None:
+    outcome, provider = run([{"status": 503}], clock, max_attempts=max_attempts, deadline=None)
+    assert (outcome.reason, outcome.attempts, provider.count) == (
+        Reason.EXHAUSTED, max_attempts, max_attempts)
+    expected = [0.5, 1.0, 2.0][: max_attempts - 1]
+    assert clock.sleeps == expected
+    assert [w.seconds for w in outcome.waits] == expected
+    assert outcome.history[-1].decision == "stop"
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2, 3])
+def test_a_rate_limit_on_the_last_attempt_stops_rate_limited_without_waiting(
+    clock, max_attempts
+) -> None:
+    script = [{"status": 429, "headers": {"Retry-After": "2"}}]
+    outcome, provider = run(script, clock, max_attempts=max_attempts, deadline=None)
+    assert (outcome.reason, provider.count) == (Reason.RATE_LIMITED, max_attempts)
+    assert clock.sleeps == [2.0] * (max_attempts - 1)
+    # the last attempt's own Retry-After names the time to come back
+    assert outcome.retry_at == WALL0 + 2.0 * max_attempts
