@@ -339,7 +339,16 @@ def test_a_retry_after_a_rate_limit_does_not_ask_the_retry_budget(clock, throttl
 def test_a_malformed_retry_after_is_bounded(clock) -> None:
     outcome, _ = run([{"status": 429, "headers": {"Retry-After": "soon"}}, OK], clock)
     assert outcome.reason is Reason.OK
-    assert outcome.waits[0].reason is WaitReason.RATE_LIMIT_BACKOFF
+    # the bound: the profile's floor (generic: 1 s), exactly, never an unbounded wait
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(1.0, WaitReason.RATE_LIMIT_BACKOFF)]
+    assert clock.sleeps == [1.0]
+    # and huge or negative values are bounded too: clamped to the longest hint, or ignored
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "9" * 40}}, OK], clock)
+    assert outcome.reason is Reason.RATE_LIMITED  # a week's wait does not fit: stop now
+    assert outcome.retry_at is not None
+    assert outcome.retry_at - clock.wall() == 7 * 24 * 3600
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "-5"}}, OK], clock)
+    assert [w.seconds for w in outcome.waits] == [1.0]
 
 
 def test_conflicting_evidence_is_flagged(clock) -> None:
