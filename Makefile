@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,5 +31,10 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
+# Mutation testing of the core (see CONTRIBUTING.md; the score is in docs/mutation.md)
+mutation: $(STAMP)
+	RB_PROPERTY_EXAMPLES=30 $(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

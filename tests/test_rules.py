@@ -44,8 +44,11 @@ def test_waits_and_attempts_share_one_deadline(clock) -> None:
     script = [{"status": 503, "delay_s": 1.0}] * 10
     outcome, provider = run(script, clock, max_attempts=10, deadline=3.0)
     assert outcome.reason is Reason.DEADLINE
-    assert outcome.elapsed <= 3.0
-    # 1 s per attempt plus 0.5, 1, 2 s backoff: the third wait would pass the deadline
+    # attempt (1 s), backoff 0.5 s, attempt (1 s): a 1 s backoff and another attempt would
+    # end past the 3 s deadline, so the operation stops at 2.5 s
+    assert outcome.elapsed == 2.5
+    assert clock.sleeps == [1.0, 0.5, 1.0]  # the provider's two 1 s answers and one backoff
+    assert [w.seconds for w in outcome.waits] == [0.5]
     assert provider.count == 2
 
 

@@ -206,3 +206,38 @@ def test_a_rate_limit_on_the_last_attempt_stops_rate_limited_without_waiting(
     assert clock.sleeps == [2.0] * (max_attempts - 1)
     # the last attempt's own Retry-After names the time to come back
     assert outcome.retry_at == WALL0 + 2.0 * max_attempts
+
+
+# Rule 10: a gate wait names the provider's instant, as the coordinator's wait ------------------
+
+def test_a_gate_wait_is_the_coordinators_and_remembers_the_named_instant(clock) -> None:
+    class Gate(Coordinator):
+        asked = 0
+
+        def acquire(self, key: str, attempt: int) -> Permit:
+            Gate.asked += 1
+            if Gate.asked == 1:
+                return Permit(wait=2.0, reason=WaitReason.GATE, retry_at=WALL0 + 2.0)
+            return Permit()
+
+    outcome, _ = run([OK], clock, deadline=5, coordinator=Gate())
+    assert outcome.reason is Reason.OK
+    assert [(w.seconds, w.reason, w.source, w.attempt) for w in outcome.waits] == [
+        (2.0, WaitReason.GATE, "coordinator", 0)]
+    assert outcome.retry_at == WALL0 + 2.0  # the instant the provider named, kept
+
+
+def test_fail_fast_at_the_gate_stops_with_the_gates_retry_at(clock) -> None:
+    class Named(Coordinator):
+        def acquire(self, key: str, attempt: int) -> Permit:
+            return Permit(wait=0.5, reason=WaitReason.GATE, retry_at=WALL0 + 0.5)
+
+    outcome, provider = run([OK], clock, coordinator=Named(), deadline=5, rate_limit="fail_fast")
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.RATE_LIMITED, 0, 0)
+    assert outcome.retry_at == WALL0 + 0.5
+    assert clock.sleeps == []
+    # a concurrency wait is no throttling: fail_fast still waits for a place in flight
+    outcome, _ = run([OK], clock, coordinator=_Busy(0.5, WaitReason.CONCURRENCY), deadline=5,
+                     rate_limit="fail_fast")
+    assert outcome.reason is Reason.OK
+    assert [w.reason for w in outcome.waits] == [WaitReason.CONCURRENCY]
