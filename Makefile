@@ -33,7 +33,7 @@ bench: $(STAMP)
 
 # Mutation testing of the core (see CONTRIBUTING.md; the score is in docs/mutation.md)
 mutation: $(STAMP)
-	RB_PROPERTY_EXAMPLES=30 $(BIN)/mutmut run --max-children 2
+	HYPOTHESIS_PROFILE=quick RB_PROPERTY_EXAMPLES=30 $(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results
 
 clean:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 from collections.abc import Iterable
 from email.message import Message
 from pathlib import Path
@@ -904,7 +905,7 @@ def _assert_sane(parsed: RateLimitInfo) -> None:
     assert all(isinstance(conflict.detail, str) for conflict in parsed.conflicts)
 
 
-@settings(max_examples=500)
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "500")))
 @given(
     pairs=st.lists(st.tuples(st.sampled_from(HEADER_NAMES), VALUES), max_size=8),
     now=NOWS,
@@ -921,7 +922,7 @@ PREFIXES = st.sampled_from(["x-ratelimit-", "x-rate-limit-", "ratelimit-", "anth
                             "retry-after", "X-RateLimit-", "RateLimit"])
 
 
-@settings(max_examples=200)
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "200")))
 @given(
     pairs=st.dictionaries(
         # a known name, a known prefix with anything after it (past the parser's early exit),
@@ -943,7 +944,7 @@ def test_arbitrary_header_names_never_raise(pairs: dict[str, str], now: float) -
         reached(ARBITRARY, "read past the early exit")
 
 
-@settings(max_examples=300)
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
 @given(pairs=header_pairs(), now=st.floats(WALL0 - 100, WALL0 + 100, allow_nan=False))
 def test_provider_header_families_parse_sanely(pairs: list[tuple[str, str]], now: float) -> None:
     tried(FAMILIES)
@@ -961,7 +962,7 @@ def test_header_properties_reached_their_checks() -> None:
     assert_reached(FAMILIES, ("a hint is bounded", "remaining within the limit"))
 
 
-@settings(max_examples=300)
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
 @given(value=st.one_of(st.text(), INTERESTING), now=NOWS)
 def test_single_value_parsers_are_total(value: str, now: float) -> None:
     for result in (
