@@ -241,3 +241,86 @@ def test_fail_fast_at_the_gate_stops_with_the_gates_retry_at(clock) -> None:
                      rate_limit="fail_fast")
     assert outcome.reason is Reason.OK
     assert [w.reason for w in outcome.waits] == [WaitReason.CONCURRENCY]
+
+
+# Rule 1/2: the deadline's edge, with the time an attempt needs --------------------------------
+
+def test_a_wait_that_leaves_exactly_the_attempt_time_is_taken_and_the_attempt_made(clock) -> None:
+    # 2.5 s wait + 0.5 s for the attempt ends exactly at the 3 s deadline: it fits
+    script = [{"status": 429, "headers": {"Retry-After": "2.5"}}, OK]
+    outcome, provider = run(script, clock, deadline=3.0, min_attempt_time=0.5)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.OK, 2, 2)
+    assert clock.sleeps == [2.5]
+    assert outcome.history[1].timeout == 0.5  # what was left, exactly
+
+
+def test_a_wait_that_leaves_less_than_the_attempt_time_stops_now(clock) -> None:
+    script = [{"status": 429, "headers": {"Retry-After": "2.6"}}, OK]
+    outcome, provider = run(script, clock, deadline=3.0, min_attempt_time=0.5)
+    assert (outcome.reason, provider.count, clock.sleeps) == (Reason.RATE_LIMITED, 1, [])
+    assert outcome.retry_at == WALL0 + 2.6
+
+
+# Rule 5: a reset without a remaining count is still the provider's time -------------------------
+
+def test_a_reset_without_remaining_is_waited_for(clock) -> None:
+    script = [{"status": 429, "headers": {"x-ratelimit-reset": str(int(WALL0) + 7)}}, OK]
+    outcome, _ = run(script, clock, deadline=60)
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(7.0, WaitReason.RATE_LIMIT_RESET)]
+
+
+# Rule 3/8/12: what an operation is and has seen survives every attempt and wait -----------------
+
+def test_a_write_stays_a_write_after_a_coordinator_wait(clock) -> None:
+    busy = _Busy(1.0, WaitReason.CONCURRENCY)
+    outcome, provider = run([{"status": 503}, OK], clock, method="POST", coordinator=busy)
+    assert (outcome.reason, provider.count) == (Reason.NOT_RETRIED, 1)
+    assert outcome.method == "POST"
+
+
+def test_a_keyed_write_keeps_its_key_across_retries(clock) -> None:
+    policy = Policy(backoff=NO_JITTER, validator=json_payload, retry_writes_with_key=True)
+    provider = ScriptedProvider([{"status": 503}, {"status": 503}, OK], clock)
+    retrier = Retrier(policy=policy, clock=clock, method="POST", idempotency_key=True,
+                      random=random.Random(0))
+    outcome = retrier.call(provider, "POST")
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.OK, 3, 3)
+    assert isinstance(outcome.operation_id, str)
+    assert outcome.operation_id
+
+
+def test_conflicts_from_every_attempt_are_kept(clock) -> None:
+    first = {"Retry-After": "1", "x-ratelimit-remaining": "0",
+             "x-ratelimit-reset": str(int(WALL0) + 120)}
+    second = {"x-ratelimit-remaining": "9", "x-ratelimit-limit": "5"}
+    script = [{"status": 429, "headers": first}, {"status": 503, "headers": second}, OK]
+    outcome, _ = run(script, clock, deadline=60)
+    assert outcome.reason is Reason.OK
+    assert len(outcome.conflicts) == 2
+    assert any("x-ratelimit-reset" in c for c in outcome.conflicts)
+    assert any("x-ratelimit-limit" in c or "limit" in c for c in outcome.conflicts)
+
+
+def test_a_named_instant_is_kept_through_a_later_backoff(clock) -> None:
+    script = [{"status": 429, "headers": {"Retry-After": "5"}},  # names WALL0 + 5
+              {"status": 503},  # its backoff names nothing
+              OK]
+    outcome, _ = run(script, clock, deadline=60)
+    assert outcome.reason is Reason.OK
+    assert clock.sleeps == [5.0, 0.5]
+    assert outcome.retry_at == WALL0 + 5.0
+
+
+def test_a_write_retried_after_a_failed_connect_is_not_replayed_once_sent(clock) -> None:
+    calls = []
+
+    def post() -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionRefusedError("refused")  # never sent: safe to try again
+        return ScriptedProvider([{"status": 503}], clock)()  # sent: not replayed
+
+    retrier = Retrier(policy=Policy(backoff=NO_JITTER), clock=clock, method="POST")
+    outcome = retrier.call(post)
+    assert (outcome.reason, outcome.attempts, len(calls)) == (Reason.NOT_RETRIED, 2, 2)
+    assert clock.sleeps == [0.5]
