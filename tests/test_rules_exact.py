@@ -23,7 +23,7 @@ from retrybudget import (
     get_profile,
 )
 from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
-from retrybudget.core.classify import Kind, classify
+from retrybudget.core.classify import FailureKind, FailureSeen, Kind, classify
 from retrybudget.core.flow import Permit
 from retrybudget.testing import ScriptedProvider, json_payload
 
@@ -324,3 +324,56 @@ def test_a_write_retried_after_a_failed_connect_is_not_replayed_once_sent(clock)
     outcome = retrier.call(post)
     assert (outcome.reason, outcome.attempts, len(calls)) == (Reason.NOT_RETRIED, 2, 2)
     assert clock.sleeps == [0.5]
+
+
+# Rule 4/6/12: classification at its boundaries ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("status", "kind"), [
+    (99, Kind.INVALID_PAYLOAD), (100, Kind.UNEXPECTED), (199, Kind.UNEXPECTED),
+    (200, Kind.OK), (299, Kind.OK), (300, Kind.UNEXPECTED),
+    (599, Kind.UNEXPECTED), (600, Kind.INVALID_PAYLOAD),
+])
+def test_status_boundaries(status, kind) -> None:
+    seen = classify(get_profile("generic"), ResponseSeen.of(status), WALL0)
+    assert seen.kind is kind
+    assert seen.status == status
+    # with rate-limit headers the slow path must agree on the kind
+    headed = ResponseSeen.of(status, {"x-ratelimit-remaining": "10"})
+    assert classify(get_profile("generic"), headed, WALL0).kind is kind
+
+
+@pytest.mark.parametrize(("status", "headers", "message", "scope"), [
+    (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0) + 60)}, "",
+     "primary"),
+    (429, {"x-ratelimit-remaining": "0"}, "", "primary"),
+    (403, {}, "You have exceeded a secondary rate limit", "secondary"),
+    (429, {"retry-after": "30"}, "", "secondary"),
+    (403, {"retry-after": "30"}, "", "secondary"),
+    (429, {}, "", ""),
+])
+def test_github_rate_limits_name_their_scope(status, headers, message, scope) -> None:
+    seen = classify(get_profile("github"), ResponseSeen.of(status, headers, message=message), WALL0)
+    assert (seen.kind, seen.scope) == (Kind.RATE_LIMITED, scope)
+
+
+def test_a_primary_limit_with_a_permission_message_is_flagged() -> None:
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0) + 60)}
+    seen = classify(get_profile("github"),
+                    ResponseSeen.of(403, headers, message="Resource not accessible by integration"),
+                    WALL0)
+    assert (seen.kind, seen.scope) == (Kind.RATE_LIMITED, "primary")
+    assert len(seen.conflicts) == 1
+    assert "permission message" in seen.conflicts[0]
+
+
+@pytest.mark.parametrize(("kind", "outcome_kind", "sent"), [
+    (FailureKind.CONNECT, Kind.TRANSIENT, False),
+    (FailureKind.TIMEOUT, Kind.TRANSIENT, True),
+    (FailureKind.NETWORK, Kind.TRANSIENT, True),
+    (FailureKind.PROTOCOL, Kind.INVALID_PAYLOAD, True),
+    (FailureKind.ERROR, Kind.UNEXPECTED, True),
+])
+def test_failures_say_whether_the_request_may_have_been_sent(kind, outcome_kind, sent) -> None:
+    seen = classify(get_profile("generic"), FailureSeen(kind, "SomeError"), WALL0)
+    assert (seen.kind, seen.sent, seen.failure, seen.status) == (outcome_kind, sent, kind, None)
