@@ -24,7 +24,7 @@ from retrybudget import (
 )
 from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
 from retrybudget.core.classify import FailureKind, FailureSeen, Kind, classify
-from retrybudget.core.flow import Permit
+from retrybudget.core.flow import Admission, Permit
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NO_JITTER = Backoff(base=0.5, cap=4.0, multiplier=2.0, jitter=Jitter.NONE)
@@ -377,3 +377,95 @@ def test_a_primary_limit_with_a_permission_message_is_flagged() -> None:
 def test_failures_say_whether_the_request_may_have_been_sent(kind, outcome_kind, sent) -> None:
     seen = classify(get_profile("generic"), FailureSeen(kind, "SomeError"), WALL0)
     assert (seen.kind, seen.sent, seen.failure, seen.status) == (outcome_kind, sent, kind, None)
+
+
+# Rule 8/11: what each attempt reports, and what the coordinator is told, exactly ---------------
+
+def test_each_attempt_record_is_exact(clock) -> None:
+    scripted = ScriptedProvider([{"status": 503, "delay_s": 0.5}, OK], clock)
+    calls = []
+
+    def provider() -> object:
+        calls.append(1)
+        if len(calls) == 1:  # 0.25 s, then a refused connection: never sent
+            clock.sleep(0.25)
+            raise ConnectionRefusedError("refused")
+        return scripted()
+
+    outcome = Retrier(policy=Policy(backoff=NO_JITTER, validator=json_payload, deadline=60),
+                      clock=clock).call(provider)
+    assert outcome.reason is Reason.OK
+    rows = [(r.number, r.started, r.elapsed, r.status, r.error, r.kind, r.decision, r.sent)
+            for r in outcome.history]
+    assert rows == [
+        (1, 0.0, 0.25, None, "ConnectionRefusedError", Kind.TRANSIENT, "retry", False),
+        (2, 0.75, 0.5, 503, None, Kind.TRANSIENT, "retry", True),
+        (3, 2.25, 0.0, 200, None, Kind.OK, "stop", True),
+    ]
+    assert [(w.seconds, w.attempt) for w in outcome.waits] == [(0.5, 1), (1.0, 2)]
+    assert outcome.elapsed == 2.25
+    assert outcome.history[0].detail and outcome.history[1].detail
+
+
+class _Recording(Coordinator):
+    """Grants everything and records what the flow told it."""
+
+    def __init__(self, lease: str | None = "L1", probe: bool = False, spend: bool = True) -> None:
+        self.seen: list[tuple[object, ...]] = []
+        self.lease, self.probe, self.spend = lease, probe, spend
+
+    def admit(self, key: str) -> Admission:
+        self.seen.append(("admit", key))
+        return Admission(probe=self.probe)
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        self.seen.append(("acquire", key, attempt))
+        return Permit(lease=self.lease)
+
+    def learn(self, key: str, classified, lease: str | None) -> None:
+        self.seen.append(("learn", key, None if classified is None else classified.kind, lease))
+
+    def spend_retry(self, key: str) -> bool:
+        self.seen.append(("spend", key))
+        return self.spend
+
+    def finish(self, key: str, outcome, probe: bool) -> None:
+        self.seen.append(("finish", key, outcome.reason, probe))
+
+
+def test_the_coordinator_is_told_the_key_the_attempt_and_the_lease(clock) -> None:
+    c = _Recording(probe=True)
+    provider = ScriptedProvider([{"status": 503}, OK], clock)
+    retrier = Retrier(policy=Policy(backoff=NO_JITTER, validator=json_payload), clock=clock,
+                      coordinator=c, key="api.example.com")
+    outcome = retrier.call(provider)
+    assert (outcome.reason, outcome.key) == (Reason.OK, "api.example.com")
+    k = "api.example.com"
+    assert c.seen == [
+        ("admit", k), ("acquire", k, 1), ("learn", k, Kind.TRANSIENT, "L1"), ("spend", k),
+        ("acquire", k, 2), ("learn", k, Kind.OK, "L1"), ("finish", k, Reason.OK, True),
+    ]
+
+
+def test_a_refused_retry_names_the_instant_the_provider_named(clock) -> None:
+    c = _Recording(spend=False)
+    provider = ScriptedProvider([{"status": 503, "headers": {"Retry-After": "3"}}, OK], clock)
+    outcome = Retrier(policy=Policy(validator=json_payload, deadline=60), clock=clock,
+                      coordinator=c).call(provider)
+    assert (outcome.reason, outcome.attempts) == (Reason.RETRY_BUDGET, 1)
+    assert outcome.retry_at == WALL0 + 3.0
+    assert outcome.detail == "the shared retry budget refused a retry"
+    assert c.seen[-1] == ("finish", "default", Reason.RETRY_BUDGET, False)
+
+
+def test_an_open_breaker_names_its_retry_at_and_the_operation_reports_its_context(clock) -> None:
+    class Open(Coordinator):
+        def admit(self, key: str) -> Admission:
+            return Admission(allowed=False, retry_at=WALL0 + 30, detail="breaker open")
+
+    outcome = Retrier(clock=clock, coordinator=Open(), key="k", method="GET",
+                      job_id="job-7").call(ScriptedProvider([OK], clock))
+    assert (outcome.reason, outcome.retry_at, outcome.detail) == (
+        Reason.CIRCUIT_OPEN, WALL0 + 30, "breaker open")
+    assert (outcome.key, outcome.method, outcome.job_id) == ("k", "GET", "job-7")
+    assert outcome.policy is not None
