@@ -404,7 +404,8 @@ def test_each_attempt_record_is_exact(clock) -> None:
     ]
     assert [(w.seconds, w.attempt) for w in outcome.waits] == [(0.5, 1), (1.0, 2)]
     assert outcome.elapsed == 2.25
-    assert outcome.history[0].detail and outcome.history[1].detail
+    assert outcome.history[0].detail
+    assert outcome.history[1].detail
 
 
 class _Recording(Coordinator):
