@@ -470,3 +470,14 @@ def test_an_open_breaker_names_its_retry_at_and_the_operation_reports_its_contex
         Reason.CIRCUIT_OPEN, WALL0 + 30, "breaker open")
     assert (outcome.key, outcome.method, outcome.job_id) == ("k", "GET", "job-7")
     assert outcome.policy is not None
+
+
+def test_a_gate_for_a_zero_retry_after_does_not_close() -> None:
+    clock = FakeClock()
+    c = MemoryCoordinator(GITHUB_GATE, clock=clock)
+    c.learn("k", classify(get_profile("github"), ResponseSeen.of(429, {"retry-after": "0"}),
+                          WALL0), None)
+    assert c.acquire("k", 1).wait == 0
+    c.learn("k", classify(get_profile("github"), ResponseSeen.of(429, {"retry-after-ms": "250"}),
+                          WALL0), None)
+    assert c.acquire("k", 1).wait == 0.25
