@@ -481,3 +481,21 @@ def test_a_gate_for_a_zero_retry_after_does_not_close() -> None:
     c.learn("k", classify(get_profile("github"), ResponseSeen.of(429, {"retry-after-ms": "250"}),
                           WALL0), None)
     assert c.acquire("k", 1).wait == 0.25
+
+
+def test_an_operations_stats_are_exact(clock) -> None:
+    provider = ScriptedProvider([{"status": 429, "headers": {"Retry-After": "2"}}, OK], clock)
+    retrier = Retrier(policy=Policy(name="mine", backoff=NO_JITTER, validator=json_payload,
+                                    deadline=60),
+                      clock=clock, key="api.example.com", method="GET", job_id="job-1")
+    outcome = retrier.call(provider)
+    stats = outcome.stats()
+    assert stats == {
+        "operation_id": outcome.operation_id, "job_id": "job-1", "policy": "mine",
+        "key": "api.example.com", "method": "GET", "logical_operations": 1, "attempts": 2,
+        "retries": 1, "outcome": "ok", "retry_at": WALL0 + 2.0, "elapsed": 2.0,
+        "waits": [{"seconds": 2.0, "reason": "retry_after", "source": "retry-after",
+                   "after_attempt": 1}],
+        "detail": outcome.detail,
+    }
+    assert isinstance(stats["operation_id"], str)
