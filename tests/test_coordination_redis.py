@@ -462,7 +462,7 @@ async def test_five_hundred_tasks_on_one_gate_finish_in_bounded_time(
     spread = 0.004
     c = RedisCoordinator(redis_server.url, prefix=unique_prefix(), socket_timeout=2.0,
                          config=CoordinationConfig(gate=GateConfig(spread=spread, claim_grace=0.1)))
-    await herd_at_a_gate(c, KEY, 500, spread, 1000)
+    await herd_at_a_gate(c, KEY, 500, spread, 3000)
     assert c.fallbacks == 0
     await c.aclose()
     c.close()

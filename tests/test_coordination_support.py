@@ -295,8 +295,6 @@ async def herd_at_a_gate(c: Coordinator, key: str, tasks: int, spread: float,
     task was told it), not on when a loaded machine got round to running the tasks.
     """
     await c.aadmit("warm-up")  # connect before the clock starts
-    gate_at = SYSTEM_CLOCK.wall() + gate_ms / 1000  # read before the gate closes: no later
-    await c.alearn(key, throttled(gate_ms), None)
     times: list[float] = []
     planned: list[float] = []
 
@@ -310,8 +308,20 @@ async def herd_at_a_gate(c: Coordinator, key: str, tasks: int, spread: float,
 
     deadline = 20.0
     retrier = Retrier(policy=Policy(deadline=deadline), coordinator=c, key=key, hooks=(Plan(),))
-    outcomes = await asyncio.wait_for(
-        asyncio.gather(*(retrier.acall(fetch) for _ in range(tasks))), 60)
+    go = asyncio.Event()
+
+    async def operation() -> Any:
+        await go.wait()
+        return await retrier.acall(fetch)
+
+    # every task is made and waiting before the gate closes, so a loaded machine's slow start
+    # cannot let tasks ask only after the gate has opened again
+    started = asyncio.gather(*(operation() for _ in range(tasks)))
+    await asyncio.sleep(0)
+    gate_at = SYSTEM_CLOCK.wall() + gate_ms / 1000  # read before the gate closes: no later
+    await c.alearn(key, throttled(gate_ms), None)
+    go.set()
+    outcomes = await asyncio.wait_for(started, 60)
     assert [o.reason for o in outcomes] == [Reason.OK] * tasks  # each inside its deadline
     assert all(o.elapsed <= deadline for o in outcomes)  # the operations' own bound
     assert min(times) >= gate_at - 1e-5  # none before the reset (the gate is a lower bound)

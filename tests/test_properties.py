@@ -25,6 +25,7 @@ from tests.strategies import (
 
 from retrybudget import FakeClock, Kind, Reason, Retrier, WaitReason
 from retrybudget.core.classify import classify
+from retrybudget.core.decide import decide
 from retrybudget.core.headers import MAX_VALUE_CHARS, parse_rate_limit_headers
 from retrybudget.testing import ScriptedResponse, expand_placeholders, json_payload
 
@@ -78,6 +79,7 @@ class Recorder:
 CONTRACT = "test_no_generated_script_breaks_the_contract"
 CLASSIFY = "test_classify_is_total"
 DECIDE = "test_decide_never_breaks_a_rule"
+ASKED = "test_decide_never_waits_less_than_the_provider_asked"
 
 
 @settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
@@ -232,6 +234,44 @@ def test_decide_never_breaks_a_rule(policy, status, headers, attempts, elapsed, 
     assert method in policy.idempotent_methods or (has_key and policy.retry_writes_with_key)
 
 
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
+@given(
+    policy=wait_policies(),
+    step=throttle_steps(),
+    attempts=st.integers(0, 4),
+    elapsed=st.floats(0, 100, allow_nan=False),
+    sample=st.floats(0, 1, exclude_max=True),
+)
+def test_decide_never_waits_less_than_the_provider_asked(policy, step, attempts, elapsed,
+                                                         sample) -> None:
+    """Rule 5 in wait mode with room: the wait is never shorter than the provider asked."""
+    from retrybudget import ResponseSeen
+    from retrybudget.core.decide import OperationState, Retry
+
+    tried(ASKED)
+    start = OperationState.start(policy, "op", 0.0, method="GET")
+    state = OperationState(start.operation_id, start.method, start.started, start.deadline_at,
+                           False, min(attempts, policy.max_attempts - 2))
+    seen = classify(policy.profile, ResponseSeen.of(step["status"], step["headers"]), WALL0)
+    if seen.kind is not Kind.RATE_LIMITED:
+        return
+    decision = decide(policy, state, seen, elapsed, WALL0, sample)
+    rate = seen.rate
+    if rate.retry_after is not None:
+        asked = rate.retry_after.delay
+    elif rate.reset is not None and rate.remaining in (None, 0):
+        asked = rate.reset.delay + policy.profile.reset_slack
+    else:
+        asked = policy.profile.rate_limit_floor
+    if isinstance(decision, Retry):
+        assert decision.after >= asked
+    else:  # it did not fit: stop now, naming the instant the provider asked for
+        assert decision.reason is Reason.RATE_LIMITED
+        assert decision.retry_at is not None
+        assert decision.retry_at >= WALL0 + asked
+    reached(ASKED, "never shorter than the provider asked")
+
+
 # Last in the module: each property above reached its checks (a check never run proves nothing)
 
 def test_the_contract_property_reached_its_checks() -> None:
@@ -244,4 +284,4 @@ def test_classify_property_reached_its_checks() -> None:
 
 
 def test_decide_property_reached_its_checks() -> None:
-    assert_reached(DECIDE, ("never shorter than the provider asked",))
+    assert_reached(ASKED, ("never shorter than the provider asked",))

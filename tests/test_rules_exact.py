@@ -499,3 +499,86 @@ def test_an_operations_stats_are_exact(clock) -> None:
         "detail": outcome.detail,
     }
     assert isinstance(stats["operation_id"], str)
+
+
+# From the second pass: what a stop names, the cap's edge, transient hints ----------------------
+
+def test_a_rate_limited_write_stops_with_the_providers_instant(clock) -> None:
+    outcome, provider = run([{"status": 429, "headers": {"Retry-After": "10"}}, OK], clock,
+                            method="POST", deadline=60)
+    assert (outcome.reason, provider.count, clock.sleeps) == (Reason.RATE_LIMITED, 1, [])
+    assert outcome.retry_at == WALL0 + 10.0
+
+
+def test_a_rate_limit_over_the_cap_stops_with_the_providers_instant(clock) -> None:
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "30"}}, OK], clock,
+                     deadline=600, max_server_wait=10)
+    assert (outcome.reason, outcome.retry_at) == (Reason.RATE_LIMITED, WALL0 + 30.0)
+
+
+def test_a_rate_limit_of_exactly_the_cap_is_waited(clock) -> None:
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "10"}}, OK], clock,
+                     deadline=600, max_server_wait=10)
+    assert (outcome.reason, clock.sleeps) == (Reason.OK, [10.0])
+
+
+def test_a_timeout_that_ran_into_the_deadline_ends_with_deadline(clock) -> None:
+    outcome, provider = run([{"status": 200, "delay_s": 5.0}, OK], clock, deadline=2.0)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.DEADLINE, 1, 1)
+    assert clock.sleeps == [2.0]  # the clipped attempt, then no backoff
+
+
+def test_a_timeout_with_time_left_is_retried(clock) -> None:
+    outcome, _ = run([{"status": 200, "delay_s": 5.0}, OK], clock, deadline=10.0,
+                     attempt_timeout=1.0)
+    assert (outcome.reason, outcome.attempts) == (Reason.OK, 2)
+    assert clock.sleeps == [1.0, 0.5]
+    assert [r.timeout for r in outcome.history] == [1.0, 1.0]  # the cap, not what was left
+    assert [(w.reason, w.source) for w in outcome.waits] == [(WaitReason.BACKOFF, "policy")]
+
+
+def test_a_503s_retry_after_is_waited_named_and_remembered(clock) -> None:
+    outcome, _ = run([{"status": 503, "headers": {"Retry-After": "2"}}, OK], clock, deadline=60)
+    assert [(w.seconds, w.reason, w.source) for w in outcome.waits] == [
+        (2.0, WaitReason.RETRY_AFTER, "retry-after")]
+    assert outcome.retry_at == WALL0 + 2.0
+
+
+def test_a_503s_retry_after_equal_to_the_backoff_is_the_providers(clock) -> None:
+    outcome, _ = run([{"status": 503, "headers": {"Retry-After": "0.5"}}, OK], clock, deadline=60)
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(0.5, WaitReason.RETRY_AFTER)]
+
+
+def test_a_503s_retry_after_past_the_deadline_names_it(clock) -> None:
+    outcome, _ = run([{"status": 503, "headers": {"Retry-After": "30"}}, OK], clock, deadline=10)
+    assert (outcome.reason, outcome.retry_at, clock.sleeps) == (Reason.DEADLINE, WALL0 + 30, [])
+
+
+def test_a_profile_without_transient_hints_backs_off_by_policy(clock) -> None:
+    profile = get_profile("generic").derive("no-hints", transient_hints=False)
+    outcome, _ = run([{"status": 503, "headers": {"Retry-After": "30"}}, OK], clock,
+                     deadline=10, profile=profile)
+    assert outcome.reason is Reason.OK
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(0.5, WaitReason.BACKOFF)]
+    assert outcome.retry_at is None
+
+
+def test_a_new_operation_has_no_idempotency_key_unless_given() -> None:
+    from retrybudget.core.decide import OperationState
+
+    policy = Policy()
+    assert OperationState.start(policy, "op", 0.0).has_idempotency_key is False
+    assert OperationState.start(policy, "op", 0.0, has_idempotency_key=True).has_idempotency_key
+
+
+def test_a_secondary_limit_is_named_by_its_message_on_a_429() -> None:
+    seen = classify(get_profile("github"),
+                    ResponseSeen.of(429, message="You have exceeded a secondary rate limit"), WALL0)
+    assert (seen.kind, seen.scope) == (Kind.RATE_LIMITED, "secondary")
+
+
+def test_a_primary_limit_with_an_ordinary_message_flags_nothing() -> None:
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0) + 60)}
+    seen = classify(get_profile("github"),
+                    ResponseSeen.of(403, headers, message="API rate limit exceeded"), WALL0)
+    assert (seen.kind, seen.conflicts) == (Kind.RATE_LIMITED, ())
