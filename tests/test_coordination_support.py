@@ -325,14 +325,14 @@ async def herd_at_a_gate(c: Coordinator, key: str, tasks: int, spread: float,
     assert [o.reason for o in outcomes] == [Reason.OK] * tasks  # each inside its deadline
     assert all(o.elapsed <= deadline for o in outcomes)  # the operations' own bound
     assert min(times) >= gate_at - 1e-5  # none before the reset (the gate is a lower bound)
-    assert len(planned) >= tasks * 0.9
-    assert max(planned) - min(planned) >= (tasks - 1) * spread * 0.5
-    assert most_in_window(planned, 0.1) <= tasks // 4  # no herd planned into one window
-    # (Nearly) everyone was held: at the gate, or, for a task whose first ask came after the
-    # reset (a loaded machine starts 500 tasks slowly), in the herd's release slots.
+    # Those that asked while the gate was shut were held, and released over time in distinct
+    # slots. (How many asked in time depends on how fast a loaded machine runs the tasks: a
+    # task that first asks after the release has ended goes at once, with no herd left.)
     stats = c.stats()
-    assert stats.gate_waits + stats.pacing_waits >= tasks * 0.9
     assert stats.gate_waits >= tasks * 0.25
+    assert len(planned) >= stats.gate_waits
+    assert max(planned) - min(planned) >= (len(planned) - 1) * spread * 0.5
+    assert most_in_window(planned, 0.1) <= tasks // 4  # no herd planned into one window
 
 
 # Worker processes (spawned; they import this module by name) ----------------------------------
