@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 CLI    := $(VENV)/.installed-cli
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench mutation clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,5 +48,10 @@ pytest: $(DEV)
 bench: $(DEV)
 	$(BIN)/python benchmarks/overhead.py
 
+# Mutation testing of the core (see CONTRIBUTING.md; the score is in docs/mutation.md)
+mutation: $(STAMP)
+	HYPOTHESIS_PROFILE=quick RB_PROPERTY_EXAMPLES=30 $(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis mutants

@@ -17,6 +17,9 @@ settings.register_profile(
 settings.register_profile(
     "dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+settings.register_profile(  # make mutation: many short runs, each property still reached
+    "quick", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

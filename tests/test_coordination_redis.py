@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import multiprocessing
 
@@ -88,12 +87,15 @@ def test_processes_share_one_gate_and_none_goes_before_the_reset(redis_server: R
     times = sorted(t for report in reports for t in report[0])
     assert len(times) == n * ops
     assert all(reason == "ok" for report in reports for reason in report[1])
-    assert times[0] >= reset - 0.005  # no request before the reset
+    assert times[0] >= reset - 1e-5  # no request before the reset (a lower bound: exact)
     named = [report[2] for report in reports]
-    assert max(named) - min(named) < 0.05  # every worker was held for the same instant
-    herd = sorted(report[0][0] for report in reports)
-    assert all(b - a >= spread * 0.6 for a, b in itertools.pairwise(herd))
+    # every worker was held for the same instant: the gate's, as each read it after its answer
+    # came back (never earlier; later by that answer's trip, generous on a loaded machine)
+    assert all(at is not None and at >= reset - 1e-5 for at in named)
+    assert max(named) - min(named) < 1.0
     assert sum(report[3] for report in reports) == 0  # all on Redis
+    # (the herd's distinct release slots are checked exactly, on the server's plan, by
+    # test_coordination_behaviour.py::test_workers_held_at_a_gate_get_distinct_slots)
     setter.close()
 
 
@@ -137,15 +139,21 @@ def test_clients_whose_clocks_disagree_still_wait_for_the_same_instant(
     workers = [RedisCoordinator(redis_server.url, prefix=prefix, clock=c,
                                 config=CoordinationConfig(gate=GateConfig(spread=0.0)))
                for c in clocks]
+    started = SYSTEM_CLOCK.monotonic()
     workers[0].learn(KEY, throttled(500), None)
     permits = [w.acquire(KEY, 1) for w in workers]
+    passed = SYSTEM_CLOCK.monotonic() - started  # measured: the server read its clock inside
     waits = [p.wait for p in permits]
-    # clocks 7 s and 4.5 s apart; the waits differ only by the calls' own round trips
-    assert max(waits) - min(waits) < 0.1
-    assert all(0.35 < w <= 0.5 for w in waits)
+    # clocks 7 s and 4.5 s apart; the waits differ only by the real time between the calls
+    assert all(0.5 - passed - 1e-5 <= w <= 0.5 + 1e-5 for w in waits)
+    assert max(waits) - min(waits) <= passed + 1e-5
     for clock, permit in zip(clocks, permits, strict=True):
         assert permit.retry_at is not None
-        assert permit.retry_at - clock.wall() == pytest.approx(permit.wait, abs=0.02)
+        if isinstance(clock, FakeClock):  # each on its own clock: exactly its wall + the wait
+            assert permit.retry_at == pytest.approx(clock.wall() + permit.wait, abs=1e-6)
+        else:
+            ahead = permit.retry_at - clock.wall()
+            assert permit.wait - (SYSTEM_CLOCK.monotonic() - started) <= ahead <= permit.wait
     for w in workers:
         w.close()
 
@@ -194,20 +202,23 @@ def test_a_gate_seen_on_redis_still_holds_when_redis_dies(own_redis: RedisServer
     prefix = unique_prefix()
     other = coordinator(own_redis, prefix=prefix)
     c = coordinator(own_redis, prefix=prefix)
+    started = SYSTEM_CLOCK.monotonic()
     other.learn(KEY, throttled(5000), None)  # learned by another worker
     assert c.acquire(KEY, 1).reason is WaitReason.GATE
     own_redis.stop()
     permit = c.acquire(KEY, 1)
+    passed = SYSTEM_CLOCK.monotonic() - started
     assert c.degraded
     assert permit.reason is WaitReason.GATE
-    assert 4.0 < permit.wait <= 5.1
+    # the gate's end as Redis named it, kept locally: 5 s from the learn, less what passed
+    assert 5.0 - passed - 1e-3 <= permit.wait <= 5.0 + 1e-3
     other.close()
     c.close()
 
 
 def test_a_frozen_redis_times_out_into_the_fallback(own_redis: RedisServer) -> None:
     clock = FakeClock()
-    c = coordinator(own_redis, clock=clock, socket_timeout=0.1)
+    c = coordinator(own_redis, clock=clock, socket_timeout=1.0)
     assert c.admit(KEY).allowed
     own_redis.pause()
     try:
@@ -216,7 +227,9 @@ def test_a_frozen_redis_times_out_into_the_fallback(own_redis: RedisServer) -> N
         assert c.acquire(KEY, 1).wait == 0
         assert c.spend_retry(KEY) is True
         elapsed = SYSTEM_CLOCK.monotonic() - started
-        assert elapsed < 0.5  # one timeout, then local answers without waiting on Redis
+        # one 1 s timeout, then local answers without waiting on Redis (three timeouts would
+        # take 3 s; the bound is generous for a loaded machine, and a real-clock one)
+        assert elapsed < 2.5
         assert c.degraded
     finally:
         own_redis.resume()
@@ -450,7 +463,7 @@ async def test_five_hundred_tasks_on_one_gate_finish_in_bounded_time(
     spread = 0.004
     c = RedisCoordinator(redis_server.url, prefix=unique_prefix(), socket_timeout=2.0,
                          config=CoordinationConfig(gate=GateConfig(spread=spread, claim_grace=0.1)))
-    await herd_at_a_gate(c, KEY, 500, spread, 1000)
+    await herd_at_a_gate(c, KEY, 500, spread, 3000)
     assert c.fallbacks == 0
     await c.aclose()
     c.close()

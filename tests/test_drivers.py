@@ -67,8 +67,11 @@ async def test_async_attempt_is_cut_at_its_timeout() -> None:
     retrier = Retrier(policy=Policy(deadline=0.2, max_attempts=3))
     outcome = await retrier.acall(slow)
     assert outcome.reason is Reason.DEADLINE
-    assert outcome.elapsed < 1.0
     assert outcome.history[0].error == "TimeoutError"
+    # the attempt was given what was left of the 0.2 s deadline, no more
+    assert all(r.timeout is not None and r.timeout <= 0.2 for r in outcome.history)
+    # real clock: generous for a loaded machine, still well short of the 5 s coroutine
+    assert outcome.elapsed < 2.0
 
 
 def test_sync_and_async_drivers_decide_alike() -> None:
@@ -192,8 +195,7 @@ def test_policy_accepts_timedelta_and_derives_with_replace() -> None:
 def test_presets() -> None:
     fast = rb.interactive()
     assert (fast.rate_limit, fast.max_attempts) == (rb.RateLimitMode.FAIL_FAST, 3)
-    assert fast.deadline is not None
-    assert fast.deadline <= 5
+    assert fast.deadline == 2.0  # the gateway contract promises 2 s
     slow = rb.background()
     assert slow.rate_limit is rb.RateLimitMode.WAIT
     # no silent GitHub default: the profile is picked by request host, generic elsewhere

@@ -167,7 +167,8 @@ def test_provider_failures_map_to_problems(
     assert body["stored"] is None
     assert keys_named(body, "available") == 0
     assert stored_rows(scripted, rental) == []
-    assert elapsed < 2.5
+    assert body["waited_s"] <= scripted.config.deadline  # every wait paid out of the budget
+    assert elapsed < scripted.config.deadline + 10.0  # real clock: generous, a loaded machine
 
 
 @pytest.mark.parametrize("retry_after", ["3600", "{httpdate+120}", "0", "soon", "-5"])
@@ -183,7 +184,7 @@ def test_429_fails_fast_with_one_attempt_whatever_retry_after_says(
     assert body["waits"] == 0
     assert body["waited_s"] == 0
     assert len(scripted.requests()) == 1
-    assert elapsed < 0.5  # no sleep, not even a short backoff
+    assert elapsed < 10.0  # real clock, generous: "no sleep" is checked on waits/waited_s
     assert keys_named(body, "available") == 0
     if retry_after in ("3600", "{httpdate+120}"):
         hint = int(response.headers["Retry-After"])
@@ -214,7 +215,9 @@ def test_hung_provider_is_cut_inside_the_deadline(scripted: Scripted, client: ht
     assert body["code"] == "provider_unavailable"
     assert body["outcome"] in ("exhausted", "deadline")
     assert body["attempts"] == len(scripted.requests()) <= 3
-    assert elapsed < scripted.config.deadline + 0.5
+    assert body["waited_s"] <= scripted.config.deadline
+    # real clock: the 5 s hang was cut; the margin over the 2 s deadline is for a loaded machine
+    assert elapsed < scripted.config.deadline + 2.5
 
 
 def test_invalid_rental_id_is_refused_before_the_provider(
@@ -491,14 +494,15 @@ def _race_two_posts(url: str, key: str) -> list[httpx.Response]:
 
 
 def test_a_write_is_retried_only_when_it_was_never_sent(data_dir: Path, client: httpx.Client) -> None:
-    with socket.socket() as sock:
+    with socket.socket() as sock:  # bound, never listening: held, so connecting is refused
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = GatewayConfig(provider=f"http://127.0.0.1:{port}", db_path=data_dir / "closed.sqlite3")
-    with serve_in_thread(config) as gateway:
-        key = unique("key")
-        response = client.post(gateway.url("/rentals/7/reservations"),
-                               headers={"Idempotency-Key": key})
+        config = GatewayConfig(provider=f"http://127.0.0.1:{port}",
+                               db_path=data_dir / "closed.sqlite3")
+        with serve_in_thread(config) as gateway:
+            key = unique("key")
+            response = client.post(gateway.url("/rentals/7/reservations"),
+                                   headers={"Idempotency-Key": key})
     assert response.status_code == 503
     body = assert_counters(response, 3, "exhausted", "logical_operations")
     assert body["committed"] is False

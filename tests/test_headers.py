@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 from collections.abc import Iterable
 from email.message import Message
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.strategies import WALL0, assert_reached, header_pairs, reached, tried
 
 from retrybudget.core import headers as headers_module
 from retrybudget.core.headers import (
@@ -903,7 +905,7 @@ def _assert_sane(parsed: RateLimitInfo) -> None:
     assert all(isinstance(conflict.detail, str) for conflict in parsed.conflicts)
 
 
-@settings(max_examples=500)
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "500")))
 @given(
     pairs=st.lists(st.tuples(st.sampled_from(HEADER_NAMES), VALUES), max_size=8),
     now=NOWS,
@@ -914,19 +916,53 @@ def test_parse_rate_limit_headers_never_raises(pairs: list[tuple[str, object]], 
     assert "authorization" not in [name for name, _ in parsed.evidence]
 
 
-@settings(max_examples=200)
+ARBITRARY = "test_arbitrary_header_names_never_raise"
+FAMILIES = "test_provider_header_families_parse_sanely"
+PREFIXES = st.sampled_from(["x-ratelimit-", "x-rate-limit-", "ratelimit-", "anthropic-ratelimit-",
+                            "retry-after", "X-RateLimit-", "RateLimit"])
+
+
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "200")))
 @given(
     pairs=st.dictionaries(
-        st.text(max_size=30).map(lambda s: s if s.strip() else "x-ratelimit-" + s),
-        st.text(max_size=40),
+        # a known name, a known prefix with anything after it (past the parser's early exit),
+        # or any name at all
+        st.one_of(
+            st.sampled_from(HEADER_NAMES),
+            st.builds(lambda p, s: p + s, PREFIXES, st.text(max_size=20)),
+            st.text(max_size=30).map(lambda s: s if s.strip() else "x-ratelimit-" + s),
+        ),
+        st.one_of(st.text(max_size=40), INTERESTING),
     ),
     now=NOWS,
 )
 def test_arbitrary_header_names_never_raise(pairs: dict[str, str], now: float) -> None:
-    _assert_sane(parse_rate_limit_headers(pairs, now))
+    tried(ARBITRARY)
+    parsed = parse_rate_limit_headers(pairs, now)
+    _assert_sane(parsed)
+    if parsed.evidence:
+        reached(ARBITRARY, "read past the early exit")
 
 
-@settings(max_examples=300)
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
+@given(pairs=header_pairs(), now=st.floats(WALL0 - 100, WALL0 + 100, allow_nan=False))
+def test_provider_header_families_parse_sanely(pairs: list[tuple[str, str]], now: float) -> None:
+    tried(FAMILIES)
+    parsed = parse_rate_limit_headers(pairs, now)
+    _assert_sane(parsed)
+    if parsed.earliest is not None:
+        reached(FAMILIES, "a hint is bounded")
+    if parsed.remaining is not None:
+        assert parsed.limit is None or parsed.remaining <= parsed.limit or parsed.conflicts
+        reached(FAMILIES, "remaining within the limit")
+
+
+def test_header_properties_reached_their_checks() -> None:
+    assert_reached(ARBITRARY, ("read past the early exit",))
+    assert_reached(FAMILIES, ("a hint is bounded", "remaining within the limit"))
+
+
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
 @given(value=st.one_of(st.text(), INTERESTING), now=NOWS)
 def test_single_value_parsers_are_total(value: str, now: float) -> None:
     for result in (

@@ -7,12 +7,26 @@ import os
 import random
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from tests.strategies import WALL0, methods, policies, scripts
+from tests.strategies import (
+    WALL0,
+    assert_reached,
+    header_pairs,
+    methods,
+    policies,
+    reached,
+    scripts,
+    throttle_steps,
+    throttled_scripts,
+    tried,
+    wait_policies,
+)
 
 from retrybudget import PROFILES, FakeClock, Kind, Reason, Retrier, WaitReason
 from retrybudget.core.classify import classify
+from retrybudget.core.decide import decide
+from retrybudget.core.headers import MAX_VALUE_CHARS, parse_rate_limit_headers
 from retrybudget.testing import ScriptedResponse, expand_placeholders, json_payload
 
 
@@ -62,16 +76,26 @@ class Recorder:
         self.outcomes.append(outcome)
 
 
+CONTRACT = "test_no_generated_script_breaks_the_contract"
+CLASSIFY = "test_classify_is_total"
+DECIDE = "test_decide_never_breaks_a_rule"
+ASKED = "test_decide_never_waits_less_than_the_provider_asked"
+
+
 @settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
 @given(
-    policy=policies(),
-    script=scripts,
+    # half the time: rate limits to wait for, in wait mode, with room in the deadline
+    policy_and_script=st.one_of(st.tuples(policies(), scripts),
+                                st.tuples(wait_policies(), throttled_scripts)),
     method=methods,
     has_key=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
     start=st.floats(0, 1e6, allow_nan=False),
 )
-def test_no_generated_script_breaks_the_contract(policy, script, method, has_key, seed, start) -> None:
+def test_no_generated_script_breaks_the_contract(policy_and_script, method, has_key, seed,
+                                                 start) -> None:
+    policy, script = policy_and_script
+    tried(CONTRACT)
     clock = FakeClock(monotonic=start, wall=WALL0)
     provider = GeneratedProvider(script, clock)
     recorder = Recorder()
@@ -92,17 +116,36 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
         assert outcome.elapsed <= policy.deadline + 1e-6
     # a wait only when another attempt followed it
     assert len(outcome.waits) <= max(0, outcome.attempts - 1) + 0
-    # rate-limit waits are never shorter than the provider asked
-    for record, wait in zip(outcome.history, outcome.waits, strict=False):
-        if record.kind is Kind.RATE_LIMITED and wait.reason is WaitReason.RETRY_AFTER:
-            asked = dict(record.evidence).get(wait.source, "").strip()
-            if asked.isdigit():  # whole seconds, or whole milliseconds for retry-after-ms
-                scale = 1000.0 if wait.source == "retry-after-ms" else 1.0
-                assert wait.seconds >= min(float(asked) / scale, 7 * 24 * 3600) - 1e-9
+    # rate-limit waits are never shorter than the provider asked: the evidence of the attempt
+    # the wait followed, read again at the instant it was received
+    for wait in outcome.waits:
+        record = outcome.history[wait.attempt - 1]
+        if record.kind is not Kind.RATE_LIMITED:
+            continue
+        event(f"rate-limit wait: {wait.reason.value}")
+        if wait.reason is WaitReason.RATE_LIMIT_BACKOFF:
+            assert wait.seconds >= policy.profile.rate_limit_floor
+            reached(CONTRACT, "rate-limit wait never shorter")
+            continue
+        if any(len(v) >= MAX_VALUE_CHARS for _, v in record.evidence):
+            continue  # the evidence was cut: it cannot be read again
+        received = WALL0 + record.started + record.elapsed
+        rate = parse_rate_limit_headers(record.evidence, received)
+        if wait.reason is WaitReason.RETRY_AFTER:
+            assert rate.retry_after is not None
+            assert wait.seconds >= rate.retry_after.delay - 1e-6
+        else:
+            assert wait.reason is WaitReason.RATE_LIMIT_RESET
+            assert rate.reset is not None
+            assert wait.seconds >= rate.reset.delay + policy.profile.reset_slack - 1e-6
+        reached(CONTRACT, "rate-limit wait never shorter")
     # writes are never re-sent unless keyed and allowed
     writes_ok = method in policy.idempotent_methods or (has_key and policy.retry_writes_with_key)
     if not writes_ok:
         assert provider.sent <= 1
+        reached(CONTRACT, "a write is not re-sent")
+    if policy.deadline is not None:
+        reached(CONTRACT, "the deadline holds")
     # ok only for a 2xx with a valid payload, and the value is what the provider served
     if outcome.reason is Reason.OK:
         assert provider.served[-1] is not None
@@ -115,31 +158,41 @@ def test_no_generated_script_breaks_the_contract(policy, script, method, has_key
 @settings(max_examples=min(2000, int(os.environ.get("RB_PROPERTY_EXAMPLES", "300"))))
 @given(
     status=st.integers(-1000, 1000),
-    headers=st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=6),
+    # the providers' header families (past the parser's early exit), or anything at all
+    headers=st.one_of(
+        header_pairs(),
+        st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=6).map(
+            lambda d: list(d.items())),
+    ),
     message=st.text(max_size=100),
-    now=st.floats(-1e12, 1e12, allow_nan=False),
+    # the wall clock near the generated epochs, or anywhere
+    now=st.one_of(st.floats(WALL0 - 100, WALL0 + 100, allow_nan=False),
+                  st.floats(-1e12, 1e12, allow_nan=False)),
     profile=st.sampled_from(["auto", *sorted(PROFILES)]),
 )
 def test_classify_is_total(status, headers, message, now, profile) -> None:
     from retrybudget import ResponseSeen, get_profile
 
+    tried(CLASSIFY)
     seen = ResponseSeen.of(status, headers, message=message)
     result = classify(get_profile(profile), seen, now)
     assert isinstance(result.kind, Kind)
     if result.hint is not None:
         assert 0 <= result.hint.delay <= 7 * 24 * 3600
+        reached(CLASSIFY, "a hint is bounded")
+    event(f"kind: {result.kind.value}")
 
 
 @settings(max_examples=min(3000, int(os.environ.get("RB_PROPERTY_EXAMPLES", "300"))))
 @given(
-    policy=policies(),
-    status=st.sampled_from([200, 400, 403, 404, 429, 500, 502, 503, 504, 529]),
-    headers=st.dictionaries(st.sampled_from(["Retry-After", "retry-after-ms",
-                                             "x-ratelimit-remaining", "x-ratelimit-reset"]),
-                            st.text(max_size=12), max_size=4),
+    # half the time a policy that waits for rate limits with room, and a 429 to wait for
+    policy=st.one_of(policies(), wait_policies()),
+    status=st.one_of(st.sampled_from([200, 400, 403, 404, 429, 500, 502, 503, 504, 529]),
+                     st.just(429)),
+    headers=st.one_of(header_pairs(), throttle_steps().map(lambda s: list(s["headers"].items()))),
     attempts=st.integers(0, 7),
     elapsed=st.floats(0, 200, allow_nan=False),
-    method=methods,
+    method=st.one_of(methods, st.just("GET")),
     has_key=st.booleans(),
     sample=st.floats(0, 1, exclude_max=True),
 )
@@ -148,6 +201,7 @@ def test_decide_never_breaks_a_rule(policy, status, headers, attempts, elapsed, 
     from retrybudget import ResponseSeen
     from retrybudget.core.decide import OperationState, Retry, Stop, decide
 
+    tried(DECIDE)
     start = OperationState.start(policy, "op", 0.0, method=method, has_idempotency_key=has_key)
     state = OperationState(
         start.operation_id, start.method, start.started, start.deadline_at,
@@ -173,6 +227,61 @@ def test_decide_never_breaks_a_rule(policy, status, headers, attempts, elapsed, 
         rate = seen.rate
         if rate.retry_after is not None:
             assert decision.after >= rate.retry_after.delay
+            reached(DECIDE, "never shorter than the provider asked")
         elif rate.reset is not None and rate.remaining in (None, 0):
             assert decision.after >= rate.reset.delay
+            reached(DECIDE, "never shorter than the provider asked")
     assert method in policy.idempotent_methods or (has_key and policy.retry_writes_with_key)
+
+
+@settings(max_examples=int(os.environ.get("RB_PROPERTY_EXAMPLES", "300")))
+@given(
+    policy=wait_policies(),
+    step=throttle_steps(),
+    attempts=st.integers(0, 4),
+    elapsed=st.floats(0, 100, allow_nan=False),
+    sample=st.floats(0, 1, exclude_max=True),
+)
+def test_decide_never_waits_less_than_the_provider_asked(policy, step, attempts, elapsed,
+                                                         sample) -> None:
+    """Rule 5 in wait mode with room: the wait is never shorter than the provider asked."""
+    from retrybudget import ResponseSeen
+    from retrybudget.core.decide import OperationState, Retry
+
+    tried(ASKED)
+    start = OperationState.start(policy, "op", 0.0, method="GET")
+    state = OperationState(start.operation_id, start.method, start.started, start.deadline_at,
+                           False, min(attempts, policy.max_attempts - 2))
+    seen = classify(policy.profile, ResponseSeen.of(step["status"], step["headers"]), WALL0)
+    if seen.kind is not Kind.RATE_LIMITED:
+        return
+    decision = decide(policy, state, seen, elapsed, WALL0, sample)
+    rate = seen.rate
+    if rate.retry_after is not None:
+        asked = rate.retry_after.delay
+    elif rate.reset is not None and rate.remaining in (None, 0):
+        asked = rate.reset.delay + policy.profile.reset_slack
+    else:
+        asked = policy.profile.rate_limit_floor
+    if isinstance(decision, Retry):
+        assert decision.after >= asked
+    else:  # it did not fit: stop now, naming the instant the provider asked for
+        assert decision.reason is Reason.RATE_LIMITED
+        assert decision.retry_at is not None
+        assert decision.retry_at >= WALL0 + asked
+    reached(ASKED, "never shorter than the provider asked")
+
+
+# Last in the module: each property above reached its checks (a check never run proves nothing)
+
+def test_the_contract_property_reached_its_checks() -> None:
+    assert_reached(CONTRACT, ("rate-limit wait never shorter", "a write is not re-sent",
+                              "the deadline holds"))
+
+
+def test_classify_property_reached_its_checks() -> None:
+    assert_reached(CLASSIFY, ("a hint is bounded",))
+
+
+def test_decide_property_reached_its_checks() -> None:
+    assert_reached(ASKED, ("never shorter than the provider asked",))

@@ -198,7 +198,10 @@ def test_a_slow_provider_ends_at_the_deadline_with_a_timeout_error(sandbox: Sand
     assert isinstance(error, AdapterDeadlineExceeded)
     assert isinstance(error, DeadlineExceeded)
     assert error.outcome is not None
-    assert error.outcome.elapsed < 1.0
+    # each attempt was given what was left of the 0.5 s deadline, no more
+    assert all(r.timeout is not None and r.timeout <= 0.5 for r in error.outcome.history)
+    # real clock: generous for a loaded machine, still short of the provider's 2 s delay
+    assert error.outcome.elapsed < 1.8
 
 
 @pytest.mark.parametrize(

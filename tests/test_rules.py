@@ -44,8 +44,11 @@ def test_waits_and_attempts_share_one_deadline(clock) -> None:
     script = [{"status": 503, "delay_s": 1.0}] * 10
     outcome, provider = run(script, clock, max_attempts=10, deadline=3.0)
     assert outcome.reason is Reason.DEADLINE
-    assert outcome.elapsed <= 3.0
-    # 1 s per attempt plus 0.5, 1, 2 s backoff: the third wait would pass the deadline
+    # attempt (1 s), backoff 0.5 s, attempt (1 s): a 1 s backoff and another attempt would
+    # end past the 3 s deadline, so the operation stops at 2.5 s
+    assert outcome.elapsed == 2.5
+    assert clock.sleeps == [1.0, 0.5, 1.0]  # the provider's two 1 s answers and one backoff
+    assert [w.seconds for w in outcome.waits] == [0.5]
     assert provider.count == 2
 
 
@@ -159,7 +162,7 @@ def test_github_primary_limit_waits_for_the_reset_plus_a_second(clock) -> None:
     assert outcome.reason is Reason.OK
     (wait,) = outcome.waits
     assert (wait.reason, wait.source) == (WaitReason.RATE_LIMIT_RESET, "x-ratelimit-reset")
-    assert wait.seconds == pytest.approx(31.0, abs=1.0)
+    assert wait.seconds == 31.0  # the fake wall clock starts on a whole second: exact
 
 
 def test_github_secondary_limit_without_hint_waits_a_minute_then_doubles(clock) -> None:
@@ -341,7 +344,16 @@ def test_a_retry_after_a_rate_limit_does_not_ask_the_retry_budget(clock, throttl
 def test_a_malformed_retry_after_is_bounded(clock) -> None:
     outcome, _ = run([{"status": 429, "headers": {"Retry-After": "soon"}}, OK], clock)
     assert outcome.reason is Reason.OK
-    assert outcome.waits[0].reason is WaitReason.RATE_LIMIT_BACKOFF
+    # the bound: the profile's floor (generic: 1 s), exactly, never an unbounded wait
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [(1.0, WaitReason.RATE_LIMIT_BACKOFF)]
+    assert clock.sleeps == [1.0]
+    # and huge or negative values are bounded too: clamped to the longest hint, or ignored
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "9" * 40}}, OK], clock)
+    assert outcome.reason is Reason.RATE_LIMITED  # a week's wait does not fit: stop now
+    assert outcome.retry_at is not None
+    assert outcome.retry_at - clock.wall() == 7 * 24 * 3600
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "-5"}}, OK], clock)
+    assert [w.seconds for w in outcome.waits] == [1.0]
 
 
 def test_conflicting_evidence_is_flagged(clock) -> None:

@@ -9,6 +9,7 @@ judge the result with :func:`judge`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -230,6 +231,10 @@ def judge(
         smallest = min(gaps) if gaps else None
         checks.append(Check("min_gap_s", exp["min_gap_s"], smallest,
                             smallest is not None and smallest >= exp["min_gap_s"]))
+    if "after_reset_s" in exp:
+        margin = _after_reset(outcome, arrivals)
+        checks.append(Check("after_reset_s", exp["after_reset_s"], margin,
+                            margin is not None and margin >= exp["after_reset_s"] - _ROUNDING))
     if "max_elapsed_s" in exp:
         checks.append(Check("max_elapsed_s", exp["max_elapsed_s"], round(outcome.elapsed, 3),
                             outcome.elapsed <= exp["max_elapsed_s"]))
@@ -255,6 +260,25 @@ def judge(
                         not fabricated))
     return CaseResult(case, outcome, len(arrivals), tuple(arrivals), tuple(checks),
                       breaker_failures)
+
+
+_ROUNDING = 1e-6
+"""Seconds of float rounding an exact expectation on the clock tolerates."""
+
+
+def _after_reset(outcome: Outcome[Any], arrivals: Sequence[float]) -> float | None:
+    """The least time between a reset epoch a response named and the next request's arrival.
+
+    Reads the ``x-ratelimit-reset`` evidence of each attempt that has a following request;
+    None when no such attempt named an epoch.
+    """
+    margins = []
+    for record, arrival in zip(outcome.history, arrivals[1:], strict=False):
+        for name, value in record.evidence:
+            if name == "x-ratelimit-reset":
+                with contextlib.suppress(ValueError):
+                    margins.append(arrival - float(value))
+    return round(min(margins), 6) if margins else None
 
 
 class CaseBreaker(Coordinator):

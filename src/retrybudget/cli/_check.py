@@ -331,6 +331,7 @@ def _user_checks(case: Case, policy: Policy, result: CaseResult) -> tuple[list[C
     if "min_gap_s" in exp:
         if result.requests >= 2:
             out.append(by["min_gap_s"])
+            out += [by[n] for n in ("after_reset_s",) if n in by]
         else:
             stopped = actual == "rate_limited" and result.outcome.retry_at is not None
             out.append(Check("stopped_with_retry_at", "waits as asked, or stops with retry_at",

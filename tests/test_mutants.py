@@ -1,0 +1,125 @@
+"""The contract-critical mutants: each plausible one-line bug must fail its named tests.
+
+Each mutant is a text replacement in one source file. The test copies the package into a
+temporary directory, applies the replacement there, and runs the named tests against the copy
+(first on the import path) in a subprocess: they must fail. The working tree is never changed.
+If a replacement no longer matches the source (the code was rewritten), the test fails and
+says so: the mutant must be updated to the new code, not dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import retrybudget
+
+PACKAGE = Path(retrybudget.__file__).parent
+ROOT = PACKAGE.parent.parent
+EXACT = "tests/test_rules_exact.py::"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A one-line bug: replace ``old`` with ``new`` in ``path`` (relative to the package)."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = [
+    Mutant(
+        "no-reset-slack", "core/decide.py",
+        "rate.reset.delay + profile.reset_slack", "rate.reset.delay",
+        (EXACT + "test_github_reset_wait_is_exactly_the_reset_plus_one_second",
+         "tests/test_rules.py::test_github_primary_limit_waits_for_the_reset_plus_a_second",
+         "tests/test_acceptance_offline.py::test_case_passes[A08]"),
+    ),
+    Mutant(
+        "no-max-server-wait-for-a-503", "core/decide.py",
+        "if policy.max_server_wait is not None and hint.delay > policy.max_server_wait:",
+        "if False:",
+        (EXACT + "test_a_503_retry_after_over_max_server_wait_stops_now_with_retry_at",),
+    ),
+    Mutant(
+        "concurrency-wait-ends-rate-limited", "core/decide.py",
+        "ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED",
+        "ends = Reason.RATE_LIMITED",
+        (EXACT + "test_a_concurrency_wait_past_the_deadline_ends_with_deadline",),
+    ),
+    Mutant(
+        "doubling-restarts-after-the-gate-opened", "coordination/_logic.py",
+        "if since_gate > profile.rate_limit_floor:", "if since_gate > 0:",
+        (EXACT + "test_a_429_within_one_floor_after_the_gate_opened_doubles_the_gate",
+         EXACT + "test_the_gate_keeps_doubling_while_429s_keep_coming_after_each_opening"),
+    ),
+    Mutant(
+        "2xx-conflicts-dropped", "core/classify.py",
+        "and not observation.payload_error and not rate.conflicts:",
+        "and not observation.payload_error:",
+        (EXACT + "test_conflicting_headers_on_a_2xx_are_flagged_in_the_outcome",),
+    ),
+    Mutant(
+        "one-attempt-too-many", "core/decide.py",
+        "attempts_left = state.attempts + 1 < policy.max_attempts",
+        "attempts_left = state.attempts + 1 <= policy.max_attempts",
+        (EXACT + "test_a_transient_failure_takes_exactly_max_attempts_and_no_wait_after_the_last",
+         EXACT + "test_a_rate_limit_on_the_last_attempt_stops_rate_limited_without_waiting"),
+    ),
+]
+
+
+def run_tests(package_parent: Path | None, tests: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """Run ``tests`` in a subprocess, importing ``retrybudget`` from ``package_parent``."""
+    env = dict(os.environ)
+    if package_parent is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(package_parent), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+         *tests],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+
+
+def mutated_copy(mutant: Mutant, into: Path) -> Path:
+    """A copy of the package with ``mutant`` applied; returns the directory to import from."""
+    copy = into / "retrybudget"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / mutant.path
+    text = target.read_text(encoding="utf-8")
+    assert text.count(mutant.old) == 1, (
+        f"mutant {mutant.name}: {mutant.old!r} no longer appears once in {mutant.path}; "
+        "update the mutant to the rewritten code"
+    )
+    target.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+    return into
+
+
+def test_every_mutants_tests_pass_on_the_real_source() -> None:
+    tests = tuple(dict.fromkeys(t for m in MUTANTS for t in m.tests))
+    result = run_tests(None, tests)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_the_mutant_is_killed(mutant: Mutant, tmp_path: Path) -> None:
+    parent = mutated_copy(mutant, tmp_path)
+    result = run_tests(parent, mutant.tests)
+    # 1: tests ran and failed (not 2/4: a collection or usage error would prove nothing)
+    assert result.returncode == 1, (mutant.name, result.returncode, result.stdout[-3000:])
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED ")]
+    # every named test (or one of its parameters) fails on the mutant
+    for test in mutant.tests:
+        assert any(line.startswith(f"FAILED {test}") for line in failed), (
+            mutant.name, test, result.stdout[-3000:])
