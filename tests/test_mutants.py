@@ -39,14 +39,14 @@ class Mutant:
 MUTANTS = [
     Mutant(
         "no-reset-slack", "core/decide.py",
-        "rate.reset.delay + profile.reset_slack", "rate.reset.delay",
+        "hint.delay + (profile.reset_slack if hint.delay > 0 else 0.0)", "hint.delay + 0.0",
         (EXACT + "test_github_reset_wait_is_exactly_the_reset_plus_one_second",
          "tests/test_rules.py::test_github_primary_limit_waits_for_the_reset_plus_a_second",
          "tests/test_acceptance_offline.py::test_case_passes[A08]"),
     ),
     Mutant(
         "no-max-server-wait-for-a-503", "core/decide.py",
-        "if policy.max_server_wait is not None and hint.delay > policy.max_server_wait:",
+        "if cap is not None and hint.delay > cap:",
         "if False:",
         (EXACT + "test_a_503_retry_after_over_max_server_wait_stops_now_with_retry_at",),
     ),
@@ -58,14 +58,14 @@ MUTANTS = [
     ),
     Mutant(
         "doubling-restarts-after-the-gate-opened", "coordination/_logic.py",
-        "if since_gate > profile.rate_limit_floor:", "if since_gate > 0:",
+        "if since_gate > throttle.floor:", "if since_gate > 0:",
         (EXACT + "test_a_429_within_one_floor_after_the_gate_opened_doubles_the_gate",
          EXACT + "test_the_gate_keeps_doubling_while_429s_keep_coming_after_each_opening"),
     ),
     Mutant(
         "2xx-conflicts-dropped", "core/classify.py",
-        "and not observation.payload_error and not rate.conflicts:",
-        "and not observation.payload_error:",
+        "and not observation.payload_error and not rate.conflicts",
+        "and not observation.payload_error",
         (EXACT + "test_conflicting_headers_on_a_2xx_are_flagged_in_the_outcome",),
     ),
     Mutant(

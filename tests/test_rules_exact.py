@@ -25,6 +25,7 @@ from retrybudget import (
 from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
 from retrybudget.core.classify import FailureKind, FailureSeen, Kind, classify
 from retrybudget.core.flow import Admission, Permit
+from retrybudget.core.throttle import throttle_of
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NO_JITTER = Backoff(base=0.5, cap=4.0, multiplier=2.0, jitter=Jitter.NONE)
@@ -122,8 +123,9 @@ def test_a_gate_wait_past_the_deadline_ends_with_rate_limited(clock) -> None:
 
 # Rule 5/10: the gate's doubling continues for a 429 within one floor after the gate opened ---
 
-GITHUB_GATE = CoordinationConfig(gate=GateConfig(profile="github", spread=0.0))
-THROTTLE = classify(get_profile("github"), ResponseSeen.of(429), WALL0)
+GITHUB_GATE = CoordinationConfig(gate=GateConfig(spread=0.0))
+THROTTLED = classify(get_profile("github"), ResponseSeen.of(429), WALL0)
+THROTTLE = throttle_of(get_profile("github"), THROTTLED)  # what the flow hands the coordinator
 
 
 def _gate_after(first: float, second_after_opening: float) -> float:
@@ -140,8 +142,8 @@ def _gate_after(first: float, second_after_opening: float) -> float:
 
 @pytest.mark.parametrize("after", [0.0, 0.5, 1.0, 30.0, 59.0, 60.0])
 def test_a_429_within_one_floor_after_the_gate_opened_doubles_the_gate(after) -> None:
-    assert THROTTLE.kind is Kind.RATE_LIMITED
-    assert THROTTLE.hint is None
+    assert THROTTLED.kind is Kind.RATE_LIMITED
+    assert THROTTLED.hint is None
     assert _gate_after(60.0, after) == 120.0
 
 
@@ -423,8 +425,8 @@ class _Recording(Coordinator):
         self.seen.append(("acquire", key, attempt))
         return Permit(lease=self.lease)
 
-    def learn(self, key: str, classified, lease: str | None) -> None:
-        self.seen.append(("learn", key, None if classified is None else classified.kind, lease))
+    def learn(self, key: str, throttle, lease: str | None) -> None:
+        self.seen.append(("learn", key, None if throttle is None else throttle.throttled, lease))
 
     def spend_retry(self, key: str) -> bool:
         self.seen.append(("spend", key))
@@ -443,8 +445,8 @@ def test_the_coordinator_is_told_the_key_the_attempt_and_the_lease(clock) -> Non
     assert (outcome.reason, outcome.key) == (Reason.OK, "api.example.com")
     k = "api.example.com"
     assert c.seen == [
-        ("admit", k), ("acquire", k, 1), ("learn", k, Kind.TRANSIENT, "L1"), ("spend", k),
-        ("acquire", k, 2), ("learn", k, Kind.OK, "L1"), ("finish", k, Reason.OK, True),
+        ("admit", k), ("acquire", k, 1), ("learn", k, False, "L1"), ("spend", k),
+        ("acquire", k, 2), ("learn", k, False, "L1"), ("finish", k, Reason.OK, True),
     ]
 
 
@@ -475,11 +477,12 @@ def test_an_open_breaker_names_its_retry_at_and_the_operation_reports_its_contex
 def test_a_gate_for_a_zero_retry_after_does_not_close() -> None:
     clock = FakeClock()
     c = MemoryCoordinator(GITHUB_GATE, clock=clock)
-    c.learn("k", classify(get_profile("github"), ResponseSeen.of(429, {"retry-after": "0"}),
-                          WALL0), None)
+    openai = get_profile("openai")  # reads retry-after-ms; no minimum after a zero hint
+    c.learn("k", throttle_of(openai, classify(openai, ResponseSeen.of(429, {"retry-after": "0"}),
+                                              WALL0)), None)
     assert c.acquire("k", 1).wait == 0
-    c.learn("k", classify(get_profile("github"), ResponseSeen.of(429, {"retry-after-ms": "250"}),
-                          WALL0), None)
+    c.learn("k", throttle_of(openai, classify(openai, ResponseSeen.of(429, {"retry-after-ms": "250"}),
+                                              WALL0)), None)
     assert c.acquire("k", 1).wait == 0.25
 
 
