@@ -405,20 +405,7 @@ class Retrier:
             return ended if isinstance(ended, Outcome) else self._drive(ended, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
-        reply: object = None
-        while True:
-            try:
-                action = flow.send(reply)
-            except StopIteration as done:
-                return cast("Outcome[object]", done.value)
-            self._announce(action, req, op_id)
-            if isinstance(action, Attempt):
-                reply = perform(action)
-            elif isinstance(action, Sleep):
-                self.clock.sleep(action.wait.seconds)
-                reply = None
-            else:
-                reply = self.coordinator.handle(action)
+        return self._drive(flow, perform, None, req, op_id)
 
     async def arun(
         self,
@@ -442,20 +429,7 @@ class Retrier:
             return ended if isinstance(ended, Outcome) else await self._adrive(ended, perform, result)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
-        reply: object = None
-        while True:
-            try:
-                action = flow.send(reply)
-            except StopIteration as done:
-                return cast("Outcome[object]", done.value)
-            self._announce(action, req, op_id)
-            if isinstance(action, Attempt):
-                reply = await perform(action)
-            elif isinstance(action, Sleep):
-                await self.clock.async_sleep(action.wait.seconds)
-                reply = None
-            else:
-                reply = await self.coordinator.ahandle(action)
+        return await self._adrive(flow, perform, None, req, op_id)
 
     @functools.cached_property
     def _interpreter(self) -> Interpreter:
@@ -610,35 +584,41 @@ class Retrier:
         return cast("Outcome[T]", self._drive(ended, self._performer(fn, args, kwargs), result))
 
     def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
-               reply: object) -> Outcome[object]:
-        """Drive an uncoordinated, unobserved flow to its end (the tail of :meth:`run`)."""
+               reply: object, request: RequestInfo | None = None,
+               operation_id: str = "") -> Outcome[object]:
+        """Drive a flow to its end, announcing each action to the hooks (the loop of :meth:`run`)."""
         while True:
             try:
                 action = flow.send(reply)
             except StopIteration as done:
                 return cast("Outcome[object]", done.value)
+            if request is not None:
+                self._announce(action, request, operation_id)
             if isinstance(action, Attempt):
                 reply = perform(action)
             elif isinstance(action, Sleep):
                 self.clock.sleep(action.wait.seconds)
                 reply = None
-            else:  # pragma: no cover - an uncoordinated flow asks no coordinator
+            else:
                 reply = self.coordinator.handle(action)
 
     async def _adrive(self, flow: FlowGen, perform: Callable[[Attempt], Awaitable[AttemptResult]],
-                      reply: object) -> Outcome[object]:
+                      reply: object, request: RequestInfo | None = None,
+                      operation_id: str = "") -> Outcome[object]:
         """The async twin of :meth:`_drive`."""
         while True:
             try:
                 action = flow.send(reply)
             except StopIteration as done:
                 return cast("Outcome[object]", done.value)
+            if request is not None:
+                self._announce(action, request, operation_id)
             if isinstance(action, Attempt):
                 reply = await perform(action)
             elif isinstance(action, Sleep):
                 await self.clock.async_sleep(action.wait.seconds)
                 reply = None
-            else:  # pragma: no cover - an uncoordinated flow asks no coordinator
+            else:
                 reply = await self.coordinator.ahandle(action)
 
     async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
