@@ -1,36 +1,26 @@
-"""An in-process scripted provider, for tests and the offline demo, and the fixture format.
+"""Test helpers: an in-process scripted provider, and the acceptance-fixture format.
 
 :class:`ScriptedProvider` answers calls from a script in the format of the public
 acceptance fixtures (``acceptance.json``). It uses the injected clock, so with a
 :class:`FakeClock` a script with long delays runs in microseconds. It does no network I/O;
 the sandbox provider (:mod:`retrybudget.sandbox`) serves the same scripts over HTTP.
 
-The format is defined here, once, for both. A script is a non-empty list of steps; a step
-is either a response::
-
-    {"status": 429, "headers": {"Retry-After": "{httpdate+2}"}, "body": {...},
-     "body_text": "...", "delay_s": 0.5}
-
-(every key optional but at most one of ``body`` / ``body_text``; ``status`` defaults to
-200) or a reset, ``{"reset": true}`` (optionally with ``delay_s``): the connection is
-closed without any HTTP response. :func:`parse_script` checks a script and raises
-:class:`FixtureError` for anything else; header values may hold the placeholders of
-:func:`expand_placeholders`.
+This module is the face users import from. The format has one home,
+:mod:`retrybudget.acceptance.fixtures` (the step parser :func:`parse_script`, :class:`Step`,
+:class:`FixtureError`, the placeholder grammar :func:`expand_placeholders` and the JSON check
+:func:`json_payload`), and the provider lives in :mod:`retrybudget.acceptance.provider`.
 """
 
 from __future__ import annotations
 
-import email.utils
-import json
-import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
-from ._clock import SYSTEM_CLOCK, Clock
-from ._drivers import attempt_timeout
-from .integrations.validators import json_object
+from .acceptance.fixtures import (
+    FixtureError,
+    Step,
+    expand_placeholders,
+    json_payload,
+    parse_script,
+)
+from .acceptance.provider import ScriptedProvider, ScriptedResponse
 
 __all__ = [
     "FixtureError",
@@ -41,220 +31,3 @@ __all__ = [
     "json_payload",
     "parse_script",
 ]
-
-_RESPONSE_KEYS = frozenset({"status", "headers", "body", "body_text", "delay_s", "reset"})
-_RESET_KEYS = frozenset({"reset", "delay_s"})
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_FORBIDDEN_HEADERS = frozenset({"content-length", "transfer-encoding"})
-_MAX_DELAY_S = 3600.0
-
-
-class FixtureError(ValueError):
-    """A fixture script (or fixture file) is not in the acceptance-fixture format."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One parsed script step: a response to send, or a connection reset.
-
-    Attributes:
-        status: the response status (ignored for a reset).
-        headers: response headers, values possibly holding placeholders.
-        body: the JSON body, meaningful only when ``has_body`` is true.
-        has_body: whether the step has a JSON ``body`` (which may be ``null``).
-        body_text: a raw text body sent as is, or ``None``.
-        delay_s: seconds to wait before answering (or resetting).
-        reset: close the connection without an HTTP response.
-    """
-
-    status: int = 200
-    headers: tuple[tuple[str, str], ...] = ()
-    body: Any = None
-    has_body: bool = False
-    body_text: str | None = None
-    delay_s: float = 0.0
-    reset: bool = False
-
-
-def _parse_delay(raw: object, where: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise FixtureError(f"{where}: delay_s must be a number")
-    delay = float(raw)
-    if not (math.isfinite(delay) and 0.0 <= delay <= _MAX_DELAY_S):
-        raise FixtureError(f"{where}: delay_s must be between 0 and {_MAX_DELAY_S:g}")
-    return delay
-
-
-def _parse_headers(raw: object, where: str) -> tuple[tuple[str, str], ...]:
-    if not isinstance(raw, Mapping):
-        raise FixtureError(f"{where}: headers must be an object of name -> value")
-    headers: list[tuple[str, str]] = []
-    for name, value in raw.items():
-        if not isinstance(name, str) or not _TOKEN.match(name):
-            raise FixtureError(f"{where}: invalid header name {name!r}")
-        if name.lower() in _FORBIDDEN_HEADERS:
-            raise FixtureError(f"{where}: {name} is computed by the server and cannot be scripted")
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise FixtureError(f"{where}: header {name} must have a string value")
-        text = str(value)
-        if any(ch in text for ch in "\r\n\0"):
-            raise FixtureError(f"{where}: header {name} holds a line break or NUL")
-        try:
-            text.encode("latin-1")
-        except UnicodeEncodeError:
-            raise FixtureError(f"{where}: header {name} is not Latin-1 text") from None
-        headers.append((name, text))
-    return tuple(headers)
-
-
-def _parse_step(raw: object, index: int) -> Step:
-    where = f"step {index}"
-    if not isinstance(raw, Mapping):
-        raise FixtureError(f"{where}: a step must be an object")
-    unknown = set(raw) - _RESPONSE_KEYS
-    if unknown:
-        raise FixtureError(f"{where}: unknown keys {sorted(map(str, unknown))}")
-    delay = _parse_delay(raw["delay_s"], where) if "delay_s" in raw else 0.0
-    reset = raw.get("reset", False)
-    if not isinstance(reset, bool):
-        raise FixtureError(f"{where}: reset must be true or false")
-    if reset:
-        extra = set(raw) - _RESET_KEYS
-        if extra:
-            raise FixtureError(f"{where}: a reset step has no {sorted(map(str, extra))}")
-        return Step(reset=True, delay_s=delay)
-    status = raw.get("status", 200)
-    if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
-        raise FixtureError(f"{where}: status must be an integer from 200 to 599")
-    headers = _parse_headers(raw.get("headers", {}), where)
-    if "body" in raw and "body_text" in raw:
-        raise FixtureError(f"{where}: give body or body_text, not both")
-    body_text = raw.get("body_text")
-    if body_text is not None and not isinstance(body_text, str):
-        raise FixtureError(f"{where}: body_text must be a string")
-    has_body = "body" in raw
-    if (has_body or body_text) and status in (204, 304):
-        raise FixtureError(f"{where}: a {status} response has no body")
-    body = raw.get("body")
-    if has_body:
-        try:
-            json.dumps(body, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise FixtureError(f"{where}: body is not JSON: {exc}") from None
-    return Step(
-        status=status,
-        headers=headers,
-        body=body,
-        has_body=has_body,
-        body_text=body_text,
-        delay_s=delay,
-    )
-
-
-def parse_script(raw: object) -> tuple[Step, ...]:
-    """Parse a script (a non-empty list of steps), raising :class:`FixtureError` if invalid."""
-    if isinstance(raw, str | bytes) or not isinstance(raw, Sequence):
-        raise FixtureError("a script must be a list of steps")
-    if not raw:
-        raise FixtureError("a script needs at least one step")
-    return tuple(_parse_step(step, index) for index, step in enumerate(raw))
-
-
-_PLACEHOLDER = re.compile(r"\{(epoch|httpdate)(?:([+-])(-?\d{1,12}(?:\.\d{1,9})?))?\}")
-
-
-def expand_placeholders(value: str, wall: float) -> str:
-    """Resolve the fixture format's placeholders in a header value, at wall-clock ``wall``.
-
-    The one grammar of the format, for the in-process provider and the HTTP sandbox alike:
-    ``{epoch+N}`` is ``wall`` in whole epoch seconds plus ``N``; ``{httpdate+N}`` is the same
-    instant as an IMF-fixdate HTTP-date. ``N`` is a number of seconds (up to 12 digits, and
-    up to 9 decimals) and may be negative (``{epoch-5}`` or ``{epoch+-5}``); a fractional
-    result is truncated to whole seconds; ``{epoch}`` means ``N = 0``. Anything else in
-    braces is kept as written.
-    """
-    base = math.floor(wall)
-
-    def sub(match: re.Match[str]) -> str:
-        kind, sign, number = match.group(1), match.group(2), match.group(3)
-        offset = float(number) if number is not None else 0.0
-        instant = int(base + (-offset if sign == "-" else offset))
-        if kind == "epoch":
-            return str(instant)
-        return email.utils.formatdate(float(instant), usegmt=True)
-
-    return _PLACEHOLDER.sub(sub, value)
-
-
-@dataclass(frozen=True, slots=True)
-class ScriptedResponse:
-    """A response in the shape HTTP clients give: ``status_code``, ``headers``, ``text``."""
-
-    status_code: int
-    headers: Mapping[str, str] = field(default_factory=dict)
-    text: str = ""
-
-    def json(self) -> Any:
-        """Decode the body as JSON (raises :class:`ValueError` when it is not)."""
-        return json.loads(self.text)
-
-
-_JSON_OBJECT = json_object()
-
-
-def json_payload(response: object) -> object:
-    """A validator: the payload must be a JSON object (raises when it is not).
-
-    The library's one JSON validator, :func:`retrybudget.integrations.json_object` with no
-    required key, for the in-process provider's responses and the sandbox's alike.
-    """
-    return _JSON_OBJECT(response)
-
-
-class ScriptedProvider:
-    """A callable provider that answers from a script, one step per call.
-
-    Past the end of the script the last step repeats. Every call is logged in
-    :attr:`requests` with its arrival time (wall clock) and what was served.
-
-    Args:
-        script: the steps, in the acceptance fixture format.
-        clock: the clock to read and sleep on.
-
-    Raises:
-        FixtureError: the script is not in the format (:func:`parse_script`).
-    """
-
-    def __init__(self, script: Sequence[Mapping[str, Any]], clock: Clock = SYSTEM_CLOCK) -> None:
-        self._script = parse_script(script)
-        self._clock = clock
-        self.requests: list[dict[str, Any]] = []
-
-    def __call__(self, method: str = "GET") -> ScriptedResponse:
-        """Answer the next step (raising :class:`ConnectionResetError` for a reset)."""
-        index = min(len(self.requests), len(self._script) - 1)
-        step = self._script[index]
-        arrival = self._clock.wall()
-        entry: dict[str, Any] = {"method": method, "arrival": arrival, "status": None}
-        self.requests.append(entry)
-        if step.delay_s > 0:
-            timeout = attempt_timeout()
-            if timeout is not None and step.delay_s > timeout:
-                self._clock.sleep(timeout)
-                raise TimeoutError(f"no answer within {timeout:.3f}s")
-            self._clock.sleep(step.delay_s)
-        if step.reset:
-            raise ConnectionResetError("connection reset by peer")
-        wall = self._clock.wall()
-        headers = {name: expand_placeholders(value, wall) for name, value in step.headers}
-        if step.body_text is not None:
-            text = step.body_text
-        else:  # a step without a body answers an empty JSON object here
-            text = json.dumps(step.body if step.has_body else {})
-        entry["status"] = step.status
-        return ScriptedResponse(step.status, headers, text)
-
-    @property
-    def count(self) -> int:
-        """How many requests the provider saw."""
-        return len(self.requests)

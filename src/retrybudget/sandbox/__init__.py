@@ -16,6 +16,13 @@ or from a shell: ``python -m retrybudget.sandbox --port 8080``.
 
 from __future__ import annotations
 
+from retrybudget.acceptance.fixtures import (
+    FixtureError,
+    Step,
+    load_fixture_file,
+    parse_script,
+    resolve_placeholders,
+)
 from retrybudget.sandbox._app import (
     DEFAULT_RUN,
     IDEMPOTENCY_HEADER,
@@ -26,13 +33,6 @@ from retrybudget.sandbox._app import (
 )
 from retrybudget.sandbox._config import Faults, RateLimit, RateLimitStyle, SandboxConfig
 from retrybudget.sandbox._faults import MALFORMED_BODY
-from retrybudget.sandbox._fixtures import (
-    FixtureError,
-    Step,
-    load_fixture_file,
-    parse_script,
-    resolve_placeholders,
-)
 from retrybudget.sandbox._server import (
     SandboxH11Protocol,
     SandboxServer,

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from retrybudget.acceptance.fixtures import FixtureError, load_fixture_file
 from retrybudget.cli._errors import in_option_words, report_bad_input
 from retrybudget.cli._options import count, log_level, port, positive_int, seconds, share
 from retrybudget.cli._paths import cannot_listen, os_reason
 from retrybudget.sandbox._app import create_app
 from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
-from retrybudget.sandbox._fixtures import FixtureError, load_fixture_file
 from retrybudget.sandbox._server import bind_loopback, uvicorn_config
 
 __all__ = ["build_parser", "config_from_args", "main", "run"]

@@ -34,9 +34,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrybudget._clock import SYSTEM_CLOCK, Clock
+from retrybudget.acceptance.fixtures import FixtureError, Step, parse_script, resolve_placeholders
 from retrybudget.sandbox._config import SandboxConfig
 from retrybudget.sandbox._faults import MALFORMED_BODY
-from retrybudget.sandbox._fixtures import FixtureError, Step, parse_script, resolve_placeholders
 from retrybudget.sandbox._limits import (
     Rejection,
     primary_headers,

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrybudget._clock import Clock
+from retrybudget.acceptance.fixtures import Step
 from retrybudget.sandbox._config import SandboxConfig
 from retrybudget.sandbox._faults import FaultDraw, draw_fault, fault_rng, in_outage
-from retrybudget.sandbox._fixtures import Step
 from retrybudget.sandbox._limits import FixedWindow, WindowReading
 
 __all__ = ["MAX_RECORDS_PER_RUN", "RequestRecord", "SandboxState", "StoredResponse"]
