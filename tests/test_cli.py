@@ -147,6 +147,20 @@ def test_check_with_malformed_fixtures(tmp_path: Path) -> None:
     assert "line" in line
 
 
+def test_check_names_an_unknown_case_in_one_line() -> None:
+    line = one_line_error(run_cli("check", "--only", "Z99"))
+    assert "--only Z99: no such case or rule" in line
+
+
+def test_check_refuses_a_script_the_sandbox_refuses_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps({"cases": [{"id": "X1", "script": [{"status": 99}],
+                                           "expect": {"outcome": "ok"}}]}))
+    line = one_line_error(run_cli("check", "--fixtures", str(path), "--only", "X1"))
+    assert "case X1: the sandbox refused its script" in line
+    assert "status" in line
+
+
 # report ------------------------------------------------------------------------------------
 
 
