@@ -29,7 +29,7 @@ from retrybudget.core.flow import Permit
 from retrybudget.core.throttle import NO_THROTTLE, throttle_of
 from retrybudget.integrations import outcome_of
 from retrybudget.integrations.httpx import RetryTransport
-from retrybudget.sandbox import SandboxServer, serve_in_thread
+from retrybudget.sandbox import RateLimit, SandboxConfig, SandboxServer, serve_in_thread
 from retrybudget.testing import ScriptedProvider
 from test_coordination_support import Backend, RedisServer, unique_prefix
 
@@ -428,3 +428,27 @@ write_pacing = 0.5
         profile_from_toml('name = "a"\ngraphql_cost = "yes"\n')
     with pytest.raises(ValueError, match="text"):
         profile_from_toml('name = "a"\nbucket_path = 3\n')
+
+
+def test_against_the_slack_styled_sandbox_each_method_has_its_own_gate() -> None:
+    # Slack's tiers apply per method: the sandbox in the slack style counts each method's
+    # quota apart, and a 429 on one method holds only that method's requests.
+    clock = FakeClock(wall=1_800_000_030.5)  # 29.5 s to the window's reset
+    config = SandboxConfig(rate_limit=RateLimit(limit=1, window_s=60, style="slack"))
+    coordinator = MemoryCoordinator(clock=clock)
+    once = rb.Retrier(policy=Policy(profile="slack", deadline=120, max_attempts=1), clock=clock,
+                      coordinator=coordinator)
+    with serve_in_thread(config, clock=clock) as sandbox, \
+            httpx.Client(transport=RetryTransport(retrier=once)) as client:
+        post, listing = sandbox.url("/api/chat.postMessage"), sandbox.url("/api/conversations.list")
+        assert httpx.post(post).status_code == 200  # spends chat.postMessage's quota
+        limited = outcome_of(client.post(post))
+        listed = outcome_of(client.get(listing))
+        held = outcome_of(client.post(post))
+    assert limited is not None
+    assert listed is not None
+    assert held is not None
+    assert limited.history[0].kind is Kind.RATE_LIMITED
+    assert (listed.reason, listed.waits, listed.attempts) == (Reason.OK, (), 1)
+    assert held.reason is Reason.OK
+    assert [(w.seconds, w.reason) for w in held.waits] == [(30.0, WaitReason.GATE)]
