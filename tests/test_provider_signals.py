@@ -452,3 +452,27 @@ def test_against_the_slack_styled_sandbox_each_method_has_its_own_gate() -> None
     assert (listed.reason, listed.waits, listed.attempts) == (Reason.OK, (), 1)
     assert held.reason is Reason.OK
     assert [(w.seconds, w.reason) for w in held.waits] == [(30.0, WaitReason.GATE)]
+
+
+def test_against_the_shopify_styled_sandbox_a_throttled_query_waits_for_its_cost() -> None:
+    # The sandbox's GraphQL quota: 2 points a minute, refilled at 2/60 points a second; a
+    # query costs 1. Spent at 30.5 s into the window, a query is THROTTLED in a 200 body and
+    # waits (1 - 0) / (2/60) = 30 s, by when the window has reset.
+    clock = FakeClock(wall=1_800_000_030.5)
+    config = SandboxConfig(rate_limit=RateLimit(limit=2, window_s=60, style="shopify"))
+    policy = Policy(profile="shopify", deadline=120, idempotent_methods=GRAPHQL_METHODS)
+    retrier = rb.Retrier(policy=policy, clock=clock)
+    with serve_in_thread(config, clock=clock) as sandbox, \
+            httpx.Client(transport=RetryTransport(retrier=retrier)) as client:
+        url = sandbox.url("/admin/api/2025-01/graphql.json")
+        spent = [httpx.post(url, json={"query": "{ shop { name } }"}).json() for _ in range(2)]
+        response = client.post(url, json={"query": "{ shop { name } }"})
+    assert spent[1]["extensions"]["cost"]["throttleStatus"]["currentlyAvailable"] == 0
+    outcome = outcome_of(response)
+    assert outcome is not None
+    assert outcome.reason is Reason.OK
+    assert outcome.history[0].kind is Kind.RATE_LIMITED
+    assert outcome.history[0].status == 200
+    assert [(w.seconds, w.reason, w.source) for w in outcome.waits] == \
+        [(30.0, WaitReason.RETRY_AFTER, "body:requestedQueryCost")]
+    assert response.json()["data"] == {"shop": {"name": "sandbox"}}

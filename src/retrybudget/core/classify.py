@@ -334,7 +334,7 @@ def _named_scope(
 
 
 _COST_FIELDS = ("requestedQueryCost", "maximumAvailable", "currentlyAvailable", "restoreRate")
-_COST_RE = {name: re.compile(rf'"{name}"\s*:\s*([0-9]{{1,12}}(?:\.[0-9]{{1,6}})?)')
+_COST_RE = {name: re.compile(rf'"{name}"\s*:\s*([0-9]{{1,12}}(?:\.[0-9]{{1,20}})?(?:[eE][-+]?[0-9]{{1,3}})?)')
             for name in _COST_FIELDS}
 
 

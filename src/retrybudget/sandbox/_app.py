@@ -7,6 +7,8 @@ Routes:
   by the ``X-Sandbox-Run`` request header (default ``"default"``).
 - ``GET|POST /api/{method}``: a Slack Web API method behind the same limits (in the
   ``slack`` style each method has a quota of its own, as Slack's tiers do).
+- ``POST /admin/api/{version}/graphql.json``: a Shopify GraphQL query, one point each; in
+  the ``shopify`` style a query over the quota is ``THROTTLED`` in a 200 body.
 - ``PUT /_fixtures/{run_id}/{fixture_id}``: install a script; then any method on
   ``/fx/{run_id}/{fixture_id}`` (or a subpath) answers with the script's next step,
   and with the last step again once the script is used up.
@@ -42,6 +44,7 @@ from retrybudget.sandbox._faults import MALFORMED_BODY
 from retrybudget.sandbox._fixtures import FixtureError, Step, parse_script, resolve_placeholders
 from retrybudget.sandbox._limits import (
     Rejection,
+    graphql_cost,
     primary_headers,
     primary_rejection,
     secondary_rejection,
@@ -322,7 +325,8 @@ class _Provider:
         reading = self.state.consume(run_id, _bucket(limit, request.url.path))
         if limit is not None and reading is not None:
             if not reading.admitted:
-                return self._rejection(primary_rejection(limit, reading)), {}
+                graphql = request.url.path.endswith("/graphql.json")
+                return self._rejection(primary_rejection(limit, reading, graphql)), {}
             headers = primary_headers(limit, reading)
         faults = self.config.faults
         if not faults.any:
@@ -396,6 +400,20 @@ class _Provider:
         if answer is not None:
             return answer
         return JSONResponse({"ok": True, "method": request.path_params["method"]}, 200, headers)
+
+    async def shopify_graphql(self, request: Request) -> Response:
+        """``POST /admin/api/{version}/graphql.json``: a Shopify Admin GraphQL query costing one
+        point of the window's quota; in the ``shopify`` style a query over it is ``THROTTLED``
+        in a 200 body, and every answer carries its ``extensions.cost``."""
+        run_id = self._run_id(request)
+        answer, headers = await self._gate(request, run_id)
+        if answer is not None:
+            return answer
+        body: dict[str, Any] = {"data": {"shop": {"name": "sandbox"}}}
+        reading = self.state.peek(run_id)
+        if reading is not None:
+            body["extensions"] = graphql_cost(reading)
+        return JSONResponse(body, 200, headers)
 
     async def reserve(self, request: Request) -> Response:
         """``POST /rentals/{id}/reservations``: 201, replayed for a repeated Idempotency-Key."""
@@ -492,6 +510,7 @@ def create_app(
         Route("/fx/{run_id}/{fixture_id}/{rest:path}", fixture_endpoint),
         Route("/rentals", provider.list_rentals, methods=["GET"]),
         Route("/api/{method}", provider.slack_method, methods=["GET", "POST"]),
+        Route("/admin/api/{version}/graphql.json", provider.shopify_graphql, methods=["POST"]),
         Route("/rentals/{rental_id}/availability", provider.availability, methods=["GET"]),
         Route("/rentals/{rental_id}/reservations", provider.reserve, methods=["POST"]),
     ]
