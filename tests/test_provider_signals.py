@@ -272,6 +272,13 @@ def test_a_graphql_rate_limit_in_a_200_is_seen_by_the_callable_driver(clock) -> 
     assert provider.count == 1
 
 
+def test_a_get_named_by_the_retrier_has_its_200_body_left_unread(clock) -> None:
+    # The response names no request: the retrier's method says it was a GET, and GitHub's
+    # GraphQL signal is read in POST bodies only.
+    outcome, provider = call("github", [{"status": 200, "body": RATE_LIMITED}], clock)
+    assert (outcome.reason, provider.count) == (Reason.OK, 1)
+
+
 def test_a_read_httpx_response_is_classified_by_its_body(sandbox, clock) -> None:
     url, run_id = fixture(sandbox, {"status": 200, "body": RATE_LIMITED})
     retrier = rb.Retrier(policy=Policy(profile="github", deadline=60), clock=clock)

@@ -140,6 +140,8 @@ class CallInterpreter:
     retry_on: tuple[type[BaseException], ...] = ()
     profile: Profile | None = None
     """The profile in force: a 2xx body is read only when it asks (:meth:`Profile.reads_body`)."""
+    method: str | None = None
+    """The method the retrier's requests use, for a response that names none (None: any)."""
 
     def value(self, value: object) -> Observation:
         """Read a returned value."""
@@ -151,7 +153,7 @@ class CallInterpreter:
             method = _method_of(value)
             message = ""
             if status >= 400 or (self.profile is not None
-                                 and self.profile.reads_body(status, method)):
+                                 and self.profile.reads_body(status, method or self.method)):
                 message = _read_text(value)  # a 2xx body signal: GraphQL RATE_LIMITED, THROTTLED
             payload_error = validation_error(self.validator, value) if 200 <= status < 300 else ""
             try:
@@ -456,7 +458,8 @@ class Retrier:
     @functools.cached_property
     def _interpreter(self) -> Interpreter:
         policy = self.policy
-        return self.interpreter or CallInterpreter(validator=policy.validator, profile=policy.profile)
+        return self.interpreter or CallInterpreter(validator=policy.validator, profile=policy.profile,
+                                                   method=self.method)
 
     @functools.cached_property
     def _fast(self) -> _FirstSuccess | None:
