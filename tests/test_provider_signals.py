@@ -483,3 +483,45 @@ def test_against_the_shopify_styled_sandbox_a_throttled_query_waits_for_its_cost
     assert [(w.seconds, w.reason, w.source) for w in outcome.waits] == \
         [(30.0, WaitReason.RETRY_AFTER, "body:requestedQueryCost")]
     assert response.json()["data"] == {"shop": {"name": "sandbox"}}
+
+
+async def test_async_github_writes_share_the_spacing_through_redis(
+        redis_server: RedisServer) -> None:
+    coordinator = RedisCoordinator(redis_server.url, prefix=unique_prefix())
+    calls = []
+
+    async def create() -> dict[str, bool]:
+        calls.append(1)
+        return {"created": True}
+
+    try:
+        retrier = rb.Retrier(policy=Policy(profile="github", deadline=60),
+                             coordinator=coordinator, method="POST")
+        first = await retrier.acall(create)
+        second = await retrier.acall(create)
+        assert (first.reason, first.waits) == (Reason.OK, ())
+        assert [w.reason for w in second.waits] == [WaitReason.PACING]
+        assert 0 < second.waits[0].seconds <= 1.0
+        assert len(calls) == 2
+        raw = redis_server.client()
+        try:
+            keys = [k.decode() for k in raw.keys(coordinator.prefix + "*:write")]
+            assert len(keys) == 1
+            assert 0 < raw.ttl(keys[0]) <= 600 + 2  # the idle TTL, like every other key
+        finally:
+            raw.close()
+    finally:
+        await coordinator.aclose()
+
+
+def test_without_redis_writes_are_spaced_locally(own_redis: RedisServer) -> None:
+    coordinator = RedisCoordinator(own_redis.url, prefix=unique_prefix())
+    try:
+        own_redis.stop()
+        assert coordinator.acquire("k", 1, 1.0).wait == 0
+        permit = coordinator.acquire("k", 1, 1.0)
+        assert permit.reason is WaitReason.PACING
+        assert 0 < permit.wait <= 1.0
+        assert coordinator.fallbacks >= 2
+    finally:
+        coordinator.close()
