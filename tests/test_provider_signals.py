@@ -22,7 +22,14 @@ from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import Backoff, FakeClock, Jitter, Kind, Policy, Reason, ResponseSeen, WaitReason
-from retrybudget.coordination import Coordinator, MemoryCoordinator, RedisCoordinator
+from retrybudget.coordination import (
+    BreakerConfig,
+    ConcurrencyConfig,
+    CoordinationConfig,
+    Coordinator,
+    MemoryCoordinator,
+    RedisCoordinator,
+)
 from retrybudget.coordination._logic import EPSILON, NEVER, write_wait
 from retrybudget.core.classify import classify
 from retrybudget.core.flow import Permit
@@ -523,5 +530,27 @@ def test_without_redis_writes_are_spaced_locally(own_redis: RedisServer) -> None
         assert permit.reason is WaitReason.PACING
         assert 0 < permit.wait <= 1.0
         assert coordinator.fallbacks >= 2
+    finally:
+        coordinator.close()
+
+
+def test_through_redis_a_bucketed_first_attempt_gives_back_the_admissions_lease(
+        redis_server: RedisServer, sandbox) -> None:
+    # Redis admits and acquires in one round trip under the provider key; a Slack method's
+    # attempt asks under its bucket instead, so that lease must go back, or the next request
+    # under the bare key would find the one-request concurrency cap taken.
+    config = CoordinationConfig(concurrency=ConcurrencyConfig(limit=1), breaker=BreakerConfig())
+    coordinator = RedisCoordinator(redis_server.url, prefix=unique_prefix(), config=config)
+    clock = FakeClock()
+    try:
+        retrier = rb.Retrier(policy=Policy(profile="slack", deadline=30), clock=clock,
+                             coordinator=coordinator)
+        with httpx.Client(transport=RetryTransport(retrier=retrier)) as client:
+            method = outcome_of(client.get(sandbox.url("/api/conversations.list")))
+            bare = outcome_of(client.get(sandbox.url("/rentals/1/availability")))
+        assert method is not None
+        assert bare is not None
+        assert (method.reason, method.waits) == (Reason.OK, ())
+        assert (bare.reason, bare.waits) == (Reason.OK, ())
     finally:
         coordinator.close()

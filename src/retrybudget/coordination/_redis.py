@@ -612,6 +612,10 @@ class RedisCoordinator(Coordinator):
             if isinstance(action, Acquire) and permit is not None and action.key == key and (
                     action.attempt == 1):
                 return True, permit, None
+            if isinstance(action, Acquire) and permit is not None and permit.lease is not None:
+                # The first attempt asks under its bucket's key (a profile's bucket_path),
+                # not the admission's: the lease taken with the admission goes back.
+                return False, None, self._learn(key, None, permit.lease)
             if isinstance(action, Finish) and learn is not None and action.key == key:
                 return True, None, self._end(learn, action.outcome, action.probe)
             if learn is not None:  # not the finish it expected: send it on its own now
