@@ -554,3 +554,31 @@ def test_through_redis_a_bucketed_first_attempt_gives_back_the_admissions_lease(
         assert (bare.reason, bare.waits) == (Reason.OK, ())
     finally:
         coordinator.close()
+
+
+def _throttled(requested: int, available: int, maximum: int, rate: float) -> str:
+    body = json.loads(json.dumps(THROTTLED))
+    body["extensions"]["cost"]["requestedQueryCost"] = requested
+    body["extensions"]["cost"]["throttleStatus"] = {
+        "maximumAvailable": float(maximum), "currentlyAvailable": available, "restoreRate": rate}
+    return json.dumps(body)
+
+
+@given(st.integers(0, 5000), st.integers(0, 5000), st.integers(0, 5000),
+       st.sampled_from([0.0, 0.5, 50.0, 100.0, 1000.0]), st.integers(0, 400))
+def test_any_cost_body_whole_or_cut_reads_as_the_cost_rule(requested, available, extra, rate,
+                                                           cut) -> None:
+    text = _throttled(requested, available, available + extra, rate)
+    whole = seen("shopify", 200, {}, text, "POST")
+    assert whole.kind is Kind.RATE_LIMITED
+    assert (whole.rate.remaining, whole.rate.limit) == (available, available + extra)
+    if rate > 0:
+        event("a restore rate: a wait is named")
+        assert whole.hint is not None
+        assert whole.hint.delay == max(requested - available, 0) / rate
+    else:
+        assert whole.hint is None
+    part = seen("shopify", 200, {}, text[:cut], "POST")  # never raises, whatever is cut off
+    if part.kind is Kind.OK:
+        event("cut before THROTTLED: ok")
+    assert part.kind in (Kind.OK, Kind.RATE_LIMITED)
