@@ -348,7 +348,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 
 def _path(url: str) -> str:
-    """The path of ``url`` (an absolute URL's after its authority, else the text before ``?``)."""
+    """The path of ``url`` (after an absolute URL's host, a port aside; no query, no fragment)."""
     match = _HOST_RE.match(url)
     rest = url[match.end():] if match is not None else url
     return rest.split("?", 1)[0].split("#", 1)[0]
