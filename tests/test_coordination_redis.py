@@ -48,7 +48,7 @@ def coordinator(server: RedisServer, **options: object) -> RedisCoordinator:
 
 
 def test_the_scripts_are_complete() -> None:
-    assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish", "begin", "end"}
+    assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish", "write", "begin", "end"}
     assert all("__" not in text for text in _TEXT.values())
 
 

@@ -23,6 +23,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from .coordination._base import Coordinator, NoCoordination
 from .core.classify import (
+    MESSAGE_LIMIT,
     Classified,
     FailureKind,
     FailureSeen,
@@ -45,6 +46,7 @@ from .core.flow import (
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
+from .core.profiles import Profile
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 from .observe._logging import log_hooks
 
@@ -136,6 +138,10 @@ class CallInterpreter:
 
     validator: Validator | None = None
     retry_on: tuple[type[BaseException], ...] = ()
+    profile: Profile | None = None
+    """The profile in force: a 2xx body is read only when it asks (:meth:`Profile.reads_body`)."""
+    method: str | None = None
+    """The method the retrier's requests use, for a response that names none (None: any)."""
 
     def value(self, value: object) -> Observation:
         """Read a returned value."""
@@ -144,14 +150,15 @@ class CallInterpreter:
             value, "status_code", getattr(value, "status", None))
         if isinstance(status, int) and not isinstance(status, bool) and hasattr(value, "headers"):
             headers = getattr(value, "headers", None) or {}
+            method = _method_of(value)
             message = ""
-            if status >= 400:
-                text = getattr(value, "text", "")
-                message = text if isinstance(text, str) else ""
+            if status >= 400 or (self.profile is not None
+                                 and self.profile.reads_body(status, method or self.method)):
+                message = _read_text(value)  # a 2xx body signal: GraphQL RATE_LIMITED, THROTTLED
             payload_error = validation_error(self.validator, value) if 200 <= status < 300 else ""
             try:
                 return ResponseSeen.of(status, headers, message=message, payload_error=payload_error,
-                                       method=_method_of(value))
+                                       method=method)
             except (TypeError, ValueError, AttributeError):
                 return FailureSeen(FailureKind.PROTOCOL, type(value).__name__)
         if self.validator is None:
@@ -170,6 +177,23 @@ class CallInterpreter:
         # Not a provider failure the libraries name: the standard library's errors, retry_on.
         method = None if seen is None else seen.method
         return FailureSeen(failure_kind(error, self.retry_on), type(error).__name__, method=method)
+
+
+def _read_text(response: object) -> str:
+    """The body text of a returned response, only when its body was read already (bounded).
+
+    A body not read yet is never read here: an unread requests body (``_content`` False, a
+    ``stream=True`` response) and an httpx stream (``ResponseNotRead``) read as ``""``, and so
+    does a ``text`` that is not a string (aiohttp's is a coroutine method).
+    """
+    own = getattr(response, "__dict__", None)
+    if isinstance(own, dict) and own.get("_content", True) in (False, None):
+        return ""  # requests: the body was not read
+    try:
+        text = getattr(response, "text", "")
+    except Exception:  # httpx.ResponseNotRead and the like: a stream nobody read
+        return ""
+    return text[:MESSAGE_LIMIT] if isinstance(text, str) else ""
 
 
 def _method_of(response: object) -> str | None:
@@ -433,7 +457,9 @@ class Retrier:
 
     @functools.cached_property
     def _interpreter(self) -> Interpreter:
-        return self.interpreter or CallInterpreter(validator=self.policy.validator)
+        policy = self.policy
+        return self.interpreter or CallInterpreter(validator=policy.validator, profile=policy.profile,
+                                                   method=self.method)
 
     @functools.cached_property
     def _fast(self) -> _FirstSuccess | None:

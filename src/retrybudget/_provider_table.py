@@ -39,6 +39,9 @@ base = "generic"
 transient = [500, 502, 503, 504]
 retry_hint = "x-acme-retry"          # "true" retries a rejection, "false" stops a 5xx
 bucket_header = "x-acme-bucket"      # the rate-limit bucket, for coordination
+bucket_path = "/rpc/([a-z.]+)"       # or the bucket named by the request path (one gate each)
+scope_headers = ["x-acme-scope"]     # global | shared | user; a shared 429 holds no one else
+write_pacing = 1.0                   # seconds between the starts of writes (POST/PATCH/PUT/DELETE)
 hosts = ["api.acme.example"]
 
 [[delay]]                            # the first valid one wins
@@ -51,7 +54,7 @@ unit = "epoch"
 
 [[body]]                             # read from the bounded, already-read body
 pattern = '"code"\\s*:\\s*"SLOW_DOWN"'
-kind = "rate_limited"                # rate_limited | rejected | transient | delay
+kind = "rate_limited"                # rate_limited | rejected | transient | delay | global
 statuses = [400, 429]
 delay = '"wait_s"\\s*:\\s*([0-9.]+)'
 ```
@@ -134,6 +137,13 @@ def _rules(profile: Profile) -> str:
         parts.append(f"`{profile.idempotency_header}` on every POST")
     if profile.bucket_headers:
         parts.append("bucket " + _code(profile.bucket_headers))
+    if profile.bucket_path:
+        parts.append(f"bucket per path `{profile.bucket_path}`")
+    if profile.scope_headers:
+        parts.append("scope " + _code(profile.scope_headers) + " (shared: key gate stays open)")
+    if profile.graphql_cost:
+        parts.append("GraphQL `extensions.cost`: points left pace, a throttled query waits "
+                     "until its cost is restored")
     return "; ".join(parts) or "—"
 
 

@@ -38,8 +38,13 @@ class Coordinator:
         """Whether an operation under ``key`` may start (the circuit breaker)."""
         return Admission()
 
-    def acquire(self, key: str, attempt: int) -> Permit:
-        """Leave to send attempt ``attempt``: go now, or wait and ask again."""
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+        """Leave to send attempt ``attempt``: go now, or wait and ask again.
+
+        ``write_gap`` (seconds, for a write the provider asks to space out: GitHub's 1 s)
+        keeps the start of this request at least that long after the previous write's
+        under ``key``; the drivers pass it only when it is not 0.
+        """
         return Permit()
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
@@ -61,9 +66,9 @@ class Coordinator:
         """Async :meth:`admit`."""
         return self.admit(key)
 
-    async def aacquire(self, key: str, attempt: int) -> Permit:
+    async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
         """Async :meth:`acquire`."""
-        return self.acquire(key, attempt)
+        return self.acquire(key, attempt, write_gap) if write_gap else self.acquire(key, attempt)
 
     async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Async :meth:`learn`."""
@@ -82,6 +87,8 @@ class Coordinator:
         if isinstance(action, Admit):
             return self.admit(action.key)
         if isinstance(action, Acquire):
+            if action.write_gap:
+                return self.acquire(action.key, action.attempt, action.write_gap)
             return self.acquire(action.key, action.attempt)
         if isinstance(action, Learn):
             self.learn(action.key, action.throttle, action.lease)
@@ -96,6 +103,8 @@ class Coordinator:
         if isinstance(action, Admit):
             return await self.aadmit(action.key)
         if isinstance(action, Acquire):
+            if action.write_gap:
+                return await self.aacquire(action.key, action.attempt, action.write_gap)
             return await self.aacquire(action.key, action.attempt)
         if isinstance(action, Learn):
             await self.alearn(action.key, action.throttle, action.lease)

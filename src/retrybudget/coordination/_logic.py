@@ -52,6 +52,7 @@ __all__ = [
     "rolled",
     "sent",
     "window_used",
+    "write_wait",
 ]
 
 EPSILON = 0.001
@@ -331,6 +332,20 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
         slot = max(now, s.gate, paced, NEVER if hold is None else hold)
     return slot, replace(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
+
+
+def write_wait(last_write: float, now: float, gap: float) -> float:
+    """Seconds until a write may start under a key whose latest write started at
+    ``last_write``: ``gap`` after it (0: now, within :data:`EPSILON`; 0 for no gap).
+
+    The provider's spacing of mutating requests (GitHub: "at least one second between
+    each" POST, PATCH, PUT or DELETE); the caller records ``now`` as the latest write when
+    the write goes. Writers that wait ask again: each gap admits one.
+    """
+    if gap <= 0:
+        return 0.0
+    wait = last_write + gap - now
+    return wait if wait > EPSILON else 0.0
 
 
 # The retry budget -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ._config import CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
+    NEVER,
     Breaker,
     Budget,
     Health,
@@ -41,6 +42,7 @@ from ._logic import (
     quota_hold,
     rolled,
     sent,
+    write_wait,
 )
 from ._stats import CoordinationStats, Tally
 
@@ -50,7 +52,7 @@ __all__ = ["MemoryCoordinator"]
 class _Key:
     """One provider key's state."""
 
-    __slots__ = ("breaker", "budget", "leases", "schedule", "slots")
+    __slots__ = ("breaker", "budget", "last_write", "leases", "schedule", "slots")
 
     def __init__(self) -> None:
         self.schedule = Schedule()
@@ -58,6 +60,7 @@ class _Key:
         self.leases: dict[str, float] = {}  # lease -> expiry, in expiry order (requests in flight)
         self.breaker = Breaker()
         self.budget = Budget()
+        self.last_write = NEVER  # when the latest write (paced by its profile) went
 
 
 class MemoryCoordinator(Coordinator):
@@ -121,11 +124,14 @@ class MemoryCoordinator(Coordinator):
         self._moved(key, state)
         return self._tally.admission(admission_of(verdict, self.clock.wall()))
 
-    def acquire(self, key: str, attempt: int) -> Permit:
-        """The concurrency cap, then a slot: claim a reserved one that is due, or plan one.
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+        """The concurrency cap, the write spacing, then a slot: claim a reserved one that is
+        due, or plan one.
 
         A request that goes holds a lease (it is in flight until :meth:`learn`) when there is a
-        concurrency cap or pacing, which counts the requests in flight against the quota.
+        concurrency cap or pacing, which counts the requests in flight against the quota. A
+        write with a ``write_gap`` waits until that long after the key's latest write went
+        (:func:`~retrybudget.coordination._logic.write_wait`).
         """
         cfg = self.config
         cap, pacing = cfg.concurrency, cfg.pacing
@@ -135,6 +141,9 @@ class MemoryCoordinator(Coordinator):
             in_flight = self._in_flight(k, now)
             if cap is not None and in_flight >= cap.limit:
                 return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+            spacing = write_wait(k.last_write, now, write_gap)
+            if spacing > 0:
+                return self._tally.permit(permit_of("pace", spacing, 0.0, None, 0.0))
             k.schedule = rolled(k.schedule, now, in_flight)
             slots = k.slots
             while slots and slots[0] < now - cfg.gate.claim_grace:
@@ -156,12 +165,26 @@ class MemoryCoordinator(Coordinator):
                                        reset_in)
                     return self._tally.permit(permit)
             lease = None
+            if write_gap > 0:
+                k.last_write = now
             if pacing is not None:
                 k.schedule = sent(k.schedule)
             if cap is not None or pacing is not None:
                 lease = f"m:{next(self._ids)}"
                 k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
+
+    def pace_write(self, key: str, gap: float) -> float:
+        """The write spacing alone: seconds this write waits (0: it goes now, recorded as the
+        key's latest write). What a shared backend answers with when it cannot reach its
+        store."""
+        with self._lock:
+            now = self.clock.monotonic()
+            k = self._key(key)
+            wait = write_wait(k.last_write, now, gap)
+            if wait <= 0 and gap > 0:
+                k.last_write = now
+            return wait
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; close the gate on throttling; remember the quota for pacing."""

@@ -83,7 +83,7 @@ key, the first attempt's permit got with the admission, a final learn to send wi
 finish)``."""
 
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
-_SCRIPTS = ("admit", "acquire", "learn", "spend", "finish")
+_SCRIPTS = ("admit", "acquire", "learn", "spend", "finish", "write")
 _MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish")}
 """Scripts made of two: one round trip where the flow makes two calls back to back (an
 operation's admission and its first attempt's acquire; its last attempt's learn and its
@@ -453,6 +453,35 @@ class RedisCoordinator(Coordinator):
 
         return self._call("acquire", key, args, parse, lambda: self.local.acquire(key, attempt))
 
+    def _write(self, key: str, gap: float) -> _Call[float]:
+        """The write spacing (``write.lua``): seconds this write waits, 0 when it goes."""
+        keys = [f"{self.prefix}{{{key}}}:write"]
+        return _Call(key, "write", keys, (self.config.idle_ttl, gap), _number,
+                     lambda: self.local.pace_write(key, gap))
+
+    def _paced(self, key: str, permit: Permit, gap: float) -> Permit:
+        """A go ``permit`` of a write, after the write spacing: the same, or a pacing wait
+        (its lease given back). Its own script, run only for writes the profile spaces."""
+        if gap <= 0 or permit.wait > 0:
+            return permit
+        wait = self._run(self._write(key, gap))
+        if wait <= 0:
+            return permit
+        if permit.lease is not None:
+            self._run(self._learn(key, None, permit.lease))
+        return permit_of("pace", wait, 0.0, None, 0.0)
+
+    async def _apaced(self, key: str, permit: Permit, gap: float) -> Permit:
+        """Async :meth:`_paced`."""
+        if gap <= 0 or permit.wait > 0:
+            return permit
+        wait = await self._arun(self._write(key, gap))
+        if wait <= 0:
+            return permit
+        if permit.lease is not None:
+            await self._arun(self._learn(key, None, permit.lease))
+        return permit_of("pace", wait, 0.0, None, 0.0)
+
     def _learn(self, key: str, throttle: Throttle | None, lease: str | None) -> _Call[None]:
         if lease is not None and lease.startswith("m:"):  # taken locally while Redis was away
             self.local.learn(key, None, lease)
@@ -583,6 +612,10 @@ class RedisCoordinator(Coordinator):
             if isinstance(action, Acquire) and permit is not None and action.key == key and (
                     action.attempt == 1):
                 return True, permit, None
+            if isinstance(action, Acquire) and permit is not None and permit.lease is not None:
+                # The first attempt asks under its bucket's key (a profile's bucket_path),
+                # not the admission's: the lease taken with the admission goes back.
+                return False, None, self._learn(key, None, permit.lease)
             if isinstance(action, Finish) and learn is not None and action.key == key:
                 return True, None, self._end(learn, action.outcome, action.probe)
             if learn is not None:  # not the finish it expected: send it on its own now
@@ -613,6 +646,8 @@ class RedisCoordinator(Coordinator):
             if answered:
                 return self._settle(action, result)
         if answered:
+            if isinstance(answer, Permit) and isinstance(action, Acquire):
+                answer = self._paced(action.key, answer, action.write_gap)
             return self._tally.permit(answer) if isinstance(answer, Permit) else answer
         return super().handle(action)
 
@@ -624,6 +659,8 @@ class RedisCoordinator(Coordinator):
             if answered:
                 return self._settle(action, result)
         if answered:
+            if isinstance(answer, Permit) and isinstance(action, Acquire):
+                answer = await self._apaced(action.key, answer, action.write_gap)
             return self._tally.permit(answer) if isinstance(answer, Permit) else answer
         return await super().ahandle(action)
 
@@ -633,9 +670,10 @@ class RedisCoordinator(Coordinator):
         """The breaker, shared: admit, admit as the one probe, or refuse until ``retry_at``."""
         return self._tally.admission(self._run(self._admit(key)))
 
-    def acquire(self, key: str, attempt: int) -> Permit:
-        """The shared gate, slots, pacing and concurrency cap."""
-        return self._tally.permit(self._run(self._acquire(key, attempt)))
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+        """The shared gate, slots, pacing and concurrency cap; then a write's spacing."""
+        permit = self._run(self._acquire(key, attempt))
+        return self._tally.permit(self._paced(key, permit, write_gap))
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; share the gate and the quota observation."""
@@ -653,9 +691,10 @@ class RedisCoordinator(Coordinator):
         """Async :meth:`admit`."""
         return self._tally.admission(await self._arun(self._admit(key)))
 
-    async def aacquire(self, key: str, attempt: int) -> Permit:
+    async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
         """Async :meth:`acquire`."""
-        return self._tally.permit(await self._arun(self._acquire(key, attempt)))
+        permit = await self._arun(self._acquire(key, attempt))
+        return self._tally.permit(await self._apaced(key, permit, write_gap))
 
     async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Async :meth:`learn`."""

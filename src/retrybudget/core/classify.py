@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from ._values import fast_init
 from .headers import (
+    MAX_HINT_SECONDS,
     NO_RATE_LIMIT_INFO,
     HeaderInput,
     Hint,
@@ -25,7 +26,7 @@ from .headers import (
     parse_duration,
     parse_rate_limit_headers,
 )
-from .profiles import BODY_LIMIT, BodySignal, Profile
+from .profiles import BODY_LIMIT, SCOPES, BodySignal, Profile
 
 __all__ = [
     "Classified",
@@ -152,7 +153,9 @@ class Classified:
         detail: a short human reason (no secrets: never the provider's message).
         status: the HTTP status, or None for a failure.
         rate: what the rate-limit headers said.
-        scope: for rate limits, ``"primary"`` (quota exhausted), ``"secondary"`` or ``""``.
+        scope: for rate limits, the scope the provider named (``"global"``, ``"shared"``,
+            ``"user"``: Discord's), else ``"primary"`` (quota exhausted), ``"secondary"`` or
+            ``""``.
         sent: whether the request may have reached the provider.
         failure: the failure kind, for failures.
         conflicts: disagreeing evidence, for review.
@@ -240,12 +243,14 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
     message = observation.message[: profile.body_limit] if observation.message else ""
     signals = _signals(profile, status, message) if message and profile.body_signals else ()
     if (200 <= status < 300 and not observation.payload_error and not rate.conflicts
-            and not signals):
+            and not signals and not (message and profile.graphql_cost)):
         if rate is NO_RATE_LIMIT_INFO:
             return _PLAIN_OK[status]
         return Classified(Kind.OK, "ok", status, rate)
     rate = _with_body(profile, rate, headers, signals, message)
     kind, detail, scope, extra = _read_status(profile, observation, status, rate, message, signals)
+    if kind is Kind.RATE_LIMITED and (profile.scope_headers or signals):
+        scope = _named_scope(profile, headers, signals) or scope
     if profile.retry_hint_headers and not 200 <= status < 300:
         kind, detail = _retry_hint(profile, headers, status, kind, detail)
     conflicts = tuple(f"{'+'.join(c.fields)}: {c.detail}" for c in rate.conflicts) + extra
@@ -303,7 +308,67 @@ def _with_body(
         if value is not None:
             changes["resource"] = value[:200]
             break
+    if profile.graphql_cost and message:
+        throttled = any(s.kind == "rate_limited" for s in signals)
+        for field_name, read in _graphql_cost(message, throttled).items():
+            if getattr(rate, field_name) is None and field_name not in changes:
+                changes[field_name] = read
     return dataclasses.replace(rate, **changes) if changes else rate  # type: ignore[arg-type]
+
+
+def _named_scope(
+    profile: Profile, headers: tuple[tuple[str, str], ...], signals: tuple[BodySignal, ...]
+) -> str:
+    """The scope the provider named for a rate limit (``global``, ``shared``, ``user``), or "".
+
+    A scope header names it (``X-RateLimit-Scope: shared``) or flags the global limit
+    (``X-RateLimit-Global: true``); a ``global`` body signal says the limit is global.
+    """
+    for name in profile.scope_headers:
+        value = next((v.strip().lower() for n, v in headers if n == name), "")
+        if value in SCOPES:
+            return value
+        if value == "true":
+            return "global"
+    return "global" if any(s.kind == "global" for s in signals) else ""
+
+
+_COST_FIELDS = ("requestedQueryCost", "maximumAvailable", "currentlyAvailable", "restoreRate")
+_COST_RE = {name: re.compile(rf'"{name}"\s*:\s*([0-9]{{1,12}}(?:\.[0-9]{{1,20}})?(?:[eE][-+]?[0-9]{{1,3}})?)')
+            for name in _COST_FIELDS}
+
+
+def _graphql_cost(message: str, throttled: bool) -> dict[str, object]:
+    """What a GraphQL ``extensions.cost`` says (Shopify): the points left and the maximum as
+    the remaining quota and its limit, the time to restore all points as the reset, and for a
+    throttled query the time until its requested cost is restored as the retry-after.
+
+    Read by pattern from the bounded body (a truncated or non-JSON body is no error): a field
+    missing, or a restore rate of 0, leaves what it would give unread.
+    """
+    found: dict[str, float] = {}
+    for name, pattern in _COST_RE.items():
+        match = pattern.search(message)
+        if match is not None:
+            found[name] = float(match.group(1))
+    available, maximum = found.get("currentlyAvailable"), found.get("maximumAvailable")
+    rate = found.get("restoreRate", 0.0)
+    out: dict[str, object] = {}
+    if available is None:
+        return out
+    out["remaining"] = int(available)
+    if maximum is not None and maximum >= available:
+        out["limit"] = int(maximum)
+        if rate > 0 and (maximum - available) / rate <= MAX_HINT_SECONDS:
+            full = (maximum - available) / rate
+            out["reset"] = Hint(full, "body:throttleStatus", f"{maximum - available:g}/{rate:g}")
+    requested = found.get("requestedQueryCost")
+    if (throttled and requested is not None and rate > 0
+            and (requested - available) / rate <= MAX_HINT_SECONDS):
+        wait = max(requested - available, 0.0) / rate
+        out["retry_after"] = Hint(wait, "body:requestedQueryCost",
+                                  f"{max(requested - available, 0.0):g}/{rate:g}")
+    return out
 
 
 def _retry_hint(

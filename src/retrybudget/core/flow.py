@@ -76,6 +76,9 @@ class Acquire:
 
     key: str
     attempt: int
+    write_gap: float = 0.0
+    """Seconds the provider asks between the starts of writes under ``key`` (the profile's
+    ``write_pacing`` for a mutating request, else 0)."""
 
 
 @dataclass(slots=True)
@@ -238,9 +241,10 @@ def operation_flow(
     Returns:
         The :class:`Outcome`, as the generator's return value.
     """
-    key = request.key
     if policy.profile.routes:  # profile="auto": the request host's profile classifies
         policy = policy.replace(profile=policy.profile.resolve(request.url))
+    # The gate and pacing are the rate-limit bucket's (Slack: the Web API method's).
+    key, bucket = request.key, policy.profile.coordination_key(request.key, request.url)
     state = OperationState.start(
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,
@@ -264,7 +268,7 @@ def operation_flow(
     while True:
         permit = _GO
         for _ in range(MAX_COORDINATOR_WAITS if coordinated else 0):
-            reply = yield Acquire(key, state.attempts + 1)
+            reply = yield Acquire(bucket, state.attempts + 1, policy.profile.write_gap(state.method))
             assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
             permit = reply
             step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
@@ -289,7 +293,7 @@ def operation_flow(
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
-                yield Learn(key, None, permit.lease, report)
+                yield Learn(bucket, None, permit.lease, report)
             return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
 
         result = yield Attempt(state.attempts + 1, plan)
@@ -300,7 +304,7 @@ def operation_flow(
         classified = classify(policy.profile, result.observation, wall)
         decision = decide(policy, state, classified, now, wall, sample())
         if coordinated:
-            yield Learn(key, throttle_of(policy.profile, classified), permit.lease,
+            yield Learn(bucket, throttle_of(policy.profile, classified), permit.lease,
                         report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):

@@ -12,6 +12,7 @@ behaviour of its official SDK.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,8 +46,15 @@ __all__ = [
     "get_profile",
 ]
 
-BODY_KINDS = frozenset({"rate_limited", "rejected", "transient", "delay"})
-"""What a body signal says: a rate limit, a rejection, a transient failure, or only a delay."""
+BODY_KINDS = frozenset({"rate_limited", "rejected", "transient", "delay", "global"})
+"""What a body signal says: a rate limit, a rejection, a transient failure, only a delay, or
+that the rate limit is the provider's global one (Discord's body ``"global": true``)."""
+
+SCOPES = frozenset({"global", "shared", "user"})
+"""The rate-limit scopes a provider may name (Discord's ``X-RateLimit-Scope``)."""
+
+WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+"""The mutating methods a profile's ``write_pacing`` spaces apart."""
 
 BODY_LIMIT = 8192
 """The most bytes of a body any profile reads for classification."""
@@ -143,6 +151,16 @@ class Profile:
         body_signals: signals read from the bounded body (:class:`BodySignal`).
         body_limit: the most bytes of a body read for classification (at most 8192).
         bucket_headers: headers naming the provider's rate-limit bucket (coordination key).
+        bucket_path: a regular expression searched in the request URL's path whose first group
+            names the rate-limit bucket the request spends (Slack: the Web API method of
+            ``/api/chat.postMessage``); requests of one bucket coordinate under their own key
+            (:meth:`coordination_key`). Empty: the provider key is the bucket.
+        scope_headers: headers naming the scope of a rate limit: a value of :data:`SCOPES`
+            (Discord's ``X-RateLimit-Scope``), or ``true`` for the global one
+            (``X-RateLimit-Global``).
+        graphql_cost: read the GraphQL ``extensions.cost`` of a bounded body (Shopify's
+            ``requestedQueryCost`` and ``throttleStatus``): the points left are the remaining
+            quota, and a throttled query waits until enough points are restored.
         zero_hint_wait: the least wait after a rate limit whose named time is now or past
             (GitHub: 60 s); 0 means the policy's backoff, with jitter.
         longest_wait: a provider wait longer than this is not waited for (the SDK's own cap);
@@ -175,6 +193,9 @@ class Profile:
     body_signals: tuple[BodySignal, ...] = ()
     body_limit: int = 4096
     bucket_headers: tuple[str, ...] = ()
+    bucket_path: str = ""
+    scope_headers: tuple[str, ...] = ()
+    graphql_cost: bool = False
     zero_hint_wait: float = 0.0
     longest_wait: float | None = None
     write_pacing: float = 0.0
@@ -214,12 +235,17 @@ class Profile:
         if not all(isinstance(s, BodySignal) for s in signals):
             raise ValueError("body_signals must be BodySignal values")
         object.__setattr__(self, "body_signals", signals)
-        for f in ("retry_hint_headers", "bucket_headers", "hosts"):
+        for f in ("retry_hint_headers", "bucket_headers", "scope_headers", "hosts"):
             names = tuple(str(n).strip().lower() for n in getattr(self, f))
             if any(not n for n in names):
                 raise ValueError(f"{f}: a name is empty")
             object.__setattr__(self, f, names)
         object.__setattr__(self, "idempotency_header", str(self.idempotency_header).strip())
+        object.__setattr__(self, "graphql_cost", bool(self.graphql_cost))
+        if self.bucket_path:
+            _check_pattern("bucket_path", self.bucket_path)
+            if re.compile(self.bucket_path).groups < 1:
+                raise ValueError("bucket_path needs one group that captures the bucket")
         object.__setattr__(self, "sources", tuple(str(s) for s in self.sources))
         object.__setattr__(self, "header_rules", HeaderRules(
             tuple(self.delay_headers), tuple(self.reset_units), bool(self.provider_clock)))
@@ -261,26 +287,45 @@ class Profile:
             out.update(s for s in signal.statuses if not 200 <= s < 300)
         return frozenset(out)
 
+    def write_gap(self, method: str | None) -> float:
+        """Seconds to keep between the start of this request and the previous write under its
+        provider key: ``write_pacing`` for a mutating method, else 0 (None: a plain callable,
+        no write known)."""
+        if not self.write_pacing or method is None:
+            return 0.0
+        return self.write_pacing if method.upper() in WRITE_METHODS else 0.0
+
+    def coordination_key(self, key: str, url: str | None) -> str:
+        """The key a request to ``url`` coordinates its gate and pacing under: ``key`` itself,
+        or with a ``bucket_path``, ``key`` and the bucket the path names (``key#bucket``)."""
+        if not self.bucket_path or not url:
+            return key
+        match = _compiled(self.bucket_path).search(_path(url))
+        return key if match is None or not match.group(1) else f"{key}#{match.group(1)[:100]}"
+
     def header_names(self) -> frozenset[str]:
         """The response headers this profile reads besides the built-in rate-limit families."""
         profiles = [p for _, p in self.routes] if self.routes else [self]
         return frozenset(
             name for p in profiles
             for name in (*(h for h, _ in p.delay_headers), *(h for h, _ in p.reset_units),
-                         *p.retry_hint_headers, *p.bucket_headers)
+                         *p.retry_hint_headers, *p.bucket_headers, *p.scope_headers)
         )
 
     def reads_body(self, status: int, method: str | None = None) -> bool:
         """Whether a response of ``status`` to ``method`` has its (bounded) body read to classify it.
 
         A 2xx body is read only for a body signal on that status whose methods include
-        ``method`` (GitHub's GraphQL ``RATE_LIMITED`` in a 200: POST only).
+        ``method`` (GitHub's GraphQL ``RATE_LIMITED`` in a 200: POST only); ``method`` None
+        (a plain callable's response that names no request) is any method.
         """
         if not 200 <= status < 300:
             return status in self.body_statuses()
-        m = (method or "GET").upper()
+        if not self.body_signals and not self.routes:
+            return False  # most profiles: a 2xx body is never read
+        m = None if method is None else method.upper()
         profiles = [p for _, p in self.routes] if self.routes else [self]
-        return any(status in s.statuses and (not s.methods or m in s.methods)
+        return any(status in s.statuses and (not s.methods or m is None or m in s.methods)
                    for p in profiles for s in p.body_signals)
 
     def resolve(self, url: str | None) -> Profile:
@@ -295,6 +340,18 @@ class Profile:
 
 
 _HOST_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?(\[[^\]]*\]|[^/?#:]*)")
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _path(url: str) -> str:
+    """The path of ``url`` (after an absolute URL's host, a port aside; no query, no fragment)."""
+    match = _HOST_RE.match(url)
+    rest = url[match.end():] if match is not None else url
+    return rest.split("?", 1)[0].split("#", 1)[0]
 
 
 def _host(url: str | None) -> str:
@@ -433,10 +490,15 @@ SLACK = Profile(
     # A 429's body says {"ok": false, "error": "ratelimited"} (python-slack-sdk tests).
     body_signals=(BodySignal(r'"error"\s*:\s*"ratelimited"', "rate_limited", frozenset({200, 429}),
                              source="python-slack-sdk slack_sdk/http_retry/builtin_handlers.py"),),
+    # Limits apply "per API method per workspace per app", each method in its tier: the
+    # method named by the path (/api/chat.postMessage) is the bucket.
+    # https://docs.slack.dev/apis/web-api/rate-limits
+    bucket_path=r"/api/([A-Za-z][A-Za-z0-9_.]*)",
     hosts=("slack.com", ".slack.com"),
     sources=("https://docs.slack.dev/apis/web-api/rate-limits",),
 )
-"""Slack Web API: 429 with Retry-After in seconds; per-method tiers (the method is the bucket)."""
+"""Slack Web API: 429 with Retry-After in seconds; per-method tiers: each Web API method
+(``/api/<method>``) coordinates under its own bucket."""
 
 DISCORD = Profile(
     "discord",
@@ -447,15 +509,25 @@ DISCORD = Profile(
     delay_headers=(("retry-after", "seconds"), ("x-ratelimit-reset-after", "seconds")),
     reset_units=(("x-ratelimit-reset", "epoch"), ("x-ratelimit-reset-after", "seconds")),
     # The 429 body's retry_after (float seconds) is more precise than the header.
-    body_signals=(BodySignal(r'"retry_after"', "delay", frozenset({429}),
-                             delay=r'"retry_after"\s*:\s*([0-9]+(?:\.[0-9]+)?)',
-                             source="https://discord.com/developers/docs/topics/rate-limits"),),
+    body_signals=(
+        BodySignal(r'"retry_after"', "delay", frozenset({429}),
+                   delay=r'"retry_after"\s*:\s*([0-9]+(?:\.[0-9]+)?)',
+                   source="https://discord.com/developers/docs/topics/rate-limits"),
+        # The 429 body's "global": true: the bot's global limit, one gate for the provider key.
+        BodySignal(r'"global"\s*:\s*true', "global", frozenset({429}),
+                   source="https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit"),
+    ),
     bucket_headers=("x-ratelimit-bucket",),
+    # X-RateLimit-Scope (user | global | shared) and X-RateLimit-Global, on a 429 only; a
+    # shared-scope 429 does not count against the user (same page, invalid-request limit).
+    scope_headers=("x-ratelimit-scope", "x-ratelimit-global"),
     hosts=("discord.com", "discordapp.com"),
     sources=("https://discord.com/developers/docs/topics/rate-limits",),
 )
 """Discord: 429 with Retry-After, ``X-RateLimit-Reset-After`` and body ``retry_after``;
-``X-RateLimit-Bucket`` is the bucket; 401/403 rejected (they count toward Discord's ban)."""
+``X-RateLimit-Bucket`` is the bucket; ``X-RateLimit-Global`` / body ``global`` mark the global
+limit and ``X-RateLimit-Scope: shared`` a per-resource one that leaves the key's gate open;
+401/403 rejected (they count toward Discord's ban)."""
 
 SHOPIFY = Profile(
     "shopify",
@@ -466,12 +538,17 @@ SHOPIFY = Profile(
     body_signals=(BodySignal(r'"code"\s*:\s*"THROTTLED"', "rate_limited",
                              frozenset({200, 429}), methods=frozenset({"POST"}),
                              source="https://shopify.dev/docs/api/usage/rate-limits"),),
+    # extensions.cost: requestedQueryCost and throttleStatus {maximumAvailable,
+    # currentlyAvailable, restoreRate}: points left, and the wait until enough are restored.
+    # https://shopify.dev/docs/apps/build/apis/graphql-admin/rate-limits
+    graphql_cost=True,
     hosts=(".myshopify.com",),
     sources=("https://shopify.dev/docs/api/admin-rest/usage/rate-limits",
              "https://shopify.dev/docs/apps/build/apis/graphql-admin/rate-limits"),
 )
 """Shopify Admin: 429 with fractional Retry-After; ``X-Shopify-Shop-Api-Call-Limit`` used/size;
-GraphQL ``THROTTLED`` in the body is a rate limit."""
+GraphQL ``THROTTLED`` in the body is a rate limit, waited until the query's cost is restored
+(``extensions.cost``), whose points left pace the next queries."""
 
 X = Profile(
     "x",
@@ -663,10 +740,12 @@ AUTO = auto()
 _STATUS_KEYS = ("rate_limited", "conditional_rate_limited", "not_found", "rejected", "transient",
                 "ok")
 _LIST_KEYS = ("secondary_patterns", "permission_patterns", "quota_patterns",
-              "retry_hint_headers", "bucket_headers", "hosts", "sources")
+              "retry_hint_headers", "bucket_headers", "scope_headers", "hosts", "sources")
 _SCALAR_KEYS = ("rate_limit_floor", "rate_limit_multiplier", "reset_slack", "transient_hints",
                 "provider_clock", "body_limit", "zero_hint_wait", "longest_wait", "write_pacing",
-                "idempotency_header")
+                "idempotency_header", "bucket_path", "graphql_cost")
+_BOOL_KEYS = frozenset({"transient_hints", "provider_clock", "graphql_cost"})
+_TEXT_KEYS = frozenset({"idempotency_header", "bucket_path"})
 _BODY_KEYS = frozenset({"pattern", "kind", "statuses", "delay", "unit", "methods", "source"})
 PROFILE_KEYS = frozenset({"name", "base", "delay", "reset", "body", "retry_hint",
                           "bucket_header", "delay_headers", "reset_units", *_STATUS_KEYS,
@@ -740,11 +819,11 @@ def profile_changes(data: Mapping[str, object]) -> dict[str, object]:
     for key in _SCALAR_KEYS:
         if key in data:
             value = data[key]
-            if key in ("transient_hints", "provider_clock") and not isinstance(value, bool):
+            if key in _BOOL_KEYS and not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false")
-            if key == "idempotency_header" and not isinstance(value, str):
-                raise ValueError(f"{key} must be a header name")
-            if key not in ("transient_hints", "provider_clock", "idempotency_header") and (
+            if key in _TEXT_KEYS and not isinstance(value, str):
+                raise ValueError(f"{key} must be text")
+            if key not in _BOOL_KEYS and key not in _TEXT_KEYS and (
                     isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ValueError(f"{key} must be a number")
             changes[key] = value

@@ -66,9 +66,15 @@ def throttle_of(profile: Profile, classified: Classified | None) -> Throttle:
 
     The hint is the one :func:`~retrybudget.core.decide.rate_limit_wait` names (Retry-After,
     else the reset plus the profile's slack when the quota is exhausted or its state is not
-    given); a throttle without one leaves the floor to the coordinator's shared streak.
+    given); a throttle without one leaves the floor to the coordinator's shared streak. A
+    rate limit of the ``shared`` scope says nothing of the key's own quota: no throttle.
     """
     if classified is None:
+        return NO_THROTTLE
+    if classified.scope == "shared":
+        # Discord's shared scope: a per-resource limit that "does not count against" the
+        # user; this operation waits, the key's gate stays open for the others.
+        # https://discord.com/developers/docs/topics/rate-limits#header-format
         return NO_THROTTLE
     rate = classified.rate
     exhausted = rate.remaining == 0 and rate.reset is not None

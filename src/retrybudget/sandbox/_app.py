@@ -5,6 +5,10 @@ Routes:
 - ``GET /rentals``, ``GET /rentals/{id}/availability``, ``POST /rentals/{id}/reservations``:
   synthetic records behind the configured rate limits and faults. The run is named
   by the ``X-Sandbox-Run`` request header (default ``"default"``).
+- ``GET|POST /api/{method}``: a Slack Web API method behind the same limits (in the
+  ``slack`` style each method has a quota of its own, as Slack's tiers do).
+- ``POST /admin/api/{version}/graphql.json``: a Shopify GraphQL query, one point each; in
+  the ``shopify`` style a query over the quota is ``THROTTLED`` in a 200 body.
 - ``PUT /_fixtures/{run_id}/{fixture_id}``: install a script; then any method on
   ``/fx/{run_id}/{fixture_id}`` (or a subpath) answers with the script's next step,
   and with the last step again once the script is used up.
@@ -35,10 +39,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrybudget._clock import SYSTEM_CLOCK, Clock
 from retrybudget.acceptance.fixtures import FixtureError, Step, parse_script, resolve_placeholders
-from retrybudget.sandbox._config import SandboxConfig
+from retrybudget.core.profiles import SLACK
+from retrybudget.sandbox._config import RateLimit, SandboxConfig
 from retrybudget.sandbox._faults import MALFORMED_BODY
 from retrybudget.sandbox._limits import (
     Rejection,
+    graphql_cost,
     primary_headers,
     primary_rejection,
     secondary_rejection,
@@ -277,6 +283,15 @@ class _FixtureEndpoint:
         return Response(b"", step.status, headers)
 
 
+def _bucket(limit: RateLimit | None, path: str) -> str:
+    """The quota bucket a request spends: in the ``slack`` style its Web API method (the
+    bucket the slack profile reads from the same path), else the run's one quota ("")."""
+    if limit is None or limit.style != "slack":
+        return ""
+    match = re.search(SLACK.bucket_path, path)
+    return "" if match is None else match.group(1)
+
+
 class _Provider:
     """The record routes and the control routes."""
 
@@ -307,10 +322,11 @@ class _Provider:
             )
             return self._rejection(rejection), {}
         headers: dict[str, str] = {}
-        reading = self.state.consume(run_id)
+        reading = self.state.consume(run_id, _bucket(limit, request.url.path))
         if limit is not None and reading is not None:
             if not reading.admitted:
-                return self._rejection(primary_rejection(limit, reading)), {}
+                graphql = request.url.path.endswith("/graphql.json")
+                return self._rejection(primary_rejection(limit, reading, graphql)), {}
             headers = primary_headers(limit, reading)
         faults = self.config.faults
         if not faults.any:
@@ -375,6 +391,28 @@ class _Provider:
             "available": is_available(rental_id),
             "checked_at": int(self.state.clock.wall()),
         }
+        return JSONResponse(body, 200, headers)
+
+    async def slack_method(self, request: Request) -> Response:
+        """``GET|POST /api/{method}``: a Slack Web API method, each with its own quota in the
+        ``slack`` style (Slack's tiers apply per method)."""
+        answer, headers = await self._gate(request, self._run_id(request))
+        if answer is not None:
+            return answer
+        return JSONResponse({"ok": True, "method": request.path_params["method"]}, 200, headers)
+
+    async def shopify_graphql(self, request: Request) -> Response:
+        """``POST /admin/api/{version}/graphql.json``: a Shopify Admin GraphQL query costing one
+        point of the window's quota; in the ``shopify`` style a query over it is ``THROTTLED``
+        in a 200 body, and every answer carries its ``extensions.cost``."""
+        run_id = self._run_id(request)
+        answer, headers = await self._gate(request, run_id)
+        if answer is not None:
+            return answer
+        body: dict[str, Any] = {"data": {"shop": {"name": "sandbox"}}}
+        reading = self.state.peek(run_id)
+        if reading is not None:
+            body["extensions"] = graphql_cost(reading)
         return JSONResponse(body, 200, headers)
 
     async def reserve(self, request: Request) -> Response:
@@ -471,6 +509,8 @@ def create_app(
         Route("/fx/{run_id}/{fixture_id}", fixture_endpoint),
         Route("/fx/{run_id}/{fixture_id}/{rest:path}", fixture_endpoint),
         Route("/rentals", provider.list_rentals, methods=["GET"]),
+        Route("/api/{method}", provider.slack_method, methods=["GET", "POST"]),
+        Route("/admin/api/{version}/graphql.json", provider.shopify_graphql, methods=["POST"]),
         Route("/rentals/{rental_id}/availability", provider.availability, methods=["GET"]),
         Route("/rentals/{rental_id}/reservations", provider.reserve, methods=["POST"]),
     ]

@@ -12,6 +12,7 @@ from retrybudget.sandbox._config import RateLimit
 __all__ = [
     "FixedWindow",
     "Rejection",
+    "graphql_cost",
     "WindowReading",
     "primary_headers",
     "primary_rejection",
@@ -207,9 +208,26 @@ def primary_headers(limit: RateLimit, reading: WindowReading) -> dict[str, str]:
     return _dialect_headers(limit.style, reading)
 
 
-def primary_rejection(limit: RateLimit, reading: WindowReading) -> Rejection:
-    """The answer to a request over the primary limit, in the limit's style."""
+def graphql_cost(reading: WindowReading, requested: int = 1) -> dict[str, Any]:
+    """Shopify's GraphQL ``extensions.cost`` for a query of ``requested`` points: the window's
+    quota as points (``maximumAvailable``), what is left (``currentlyAvailable``) and the rate
+    that refills the window (points per second)."""
+    return {"cost": {"requestedQueryCost": requested,
+                     "actualQueryCost": requested if reading.admitted else None,
+                     "throttleStatus": {"maximumAvailable": float(reading.limit),
+                                        "currentlyAvailable": reading.remaining,
+                                        "restoreRate": reading.limit / reading.window_s}}}
+
+
+def primary_rejection(limit: RateLimit, reading: WindowReading,
+                      graphql: bool = False) -> Rejection:
+    """The answer to a request over the primary limit, in the limit's style (a Shopify
+    GraphQL query is throttled in a 200 body, with its cost)."""
     headers = primary_headers(limit, reading)
+    if graphql and limit.style == "shopify":
+        errors = [{"message": "Throttled", "extensions": {
+            "code": "THROTTLED", "documentation": "https://shopify.dev/api/usage/rate-limits"}}]
+        return Rejection(200, headers, {"errors": errors, "extensions": graphql_cost(reading)})
     message = "API rate limit exceeded for this run."
     if limit.style == "github" and limit.github_403:
         body = {

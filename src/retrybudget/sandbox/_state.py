@@ -105,6 +105,7 @@ class _Run:
         "reservations",
         "rng",
         "window",
+        "windows",
     )
 
     def __init__(self, rng: random.Random) -> None:
@@ -113,6 +114,7 @@ class _Run:
         self.in_flight = 0
         self.max_in_flight = 0
         self.window = FixedWindow()
+        self.windows: dict[str, FixedWindow] = {}  # per bucket (Slack: per Web API method)
         self.fixtures: dict[str, _Script] = {}
         self.idempotency: dict[str, StoredResponse] = {}
         self.reservations = 0
@@ -190,14 +192,17 @@ class SandboxState:
 
     # limits and faults ---------------------------------------------------
 
-    def consume(self, run_id: str) -> WindowReading | None:
-        """Take one request from the run's primary quota (``None`` if there is no limit)."""
+    def consume(self, run_id: str, bucket: str = "") -> WindowReading | None:
+        """Take one request from the run's primary quota (``None`` if there is no limit);
+        a ``bucket`` (a Slack Web API method) has a quota of its own."""
         limit = self.config.active_rate_limit
         if limit is None:
             return None
         now = self.clock.wall()
         with self._lock:
-            return self._run(run_id).window.consume(limit, now)
+            run = self._run(run_id)
+            window = run.window if not bucket else run.windows.setdefault(bucket, FixedWindow())
+            return window.consume(limit, now)
 
     def peek(self, run_id: str) -> WindowReading | None:
         """The run's primary quota without consuming it (``None`` if there is no limit)."""
