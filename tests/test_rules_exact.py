@@ -23,8 +23,8 @@ from retrybudget import (
     get_profile,
 )
 from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
+from retrybudget.core.actions import Admission, Permit
 from retrybudget.core.classify import FailureKind, FailureSeen, Kind, classify
-from retrybudget.core.flow import Admission, Permit
 from retrybudget.core.throttle import throttle_of
 from retrybudget.testing import ScriptedProvider, json_payload
 
@@ -567,7 +567,7 @@ def test_a_profile_without_transient_hints_backs_off_by_policy(clock) -> None:
 
 
 def test_a_new_operation_has_no_idempotency_key_unless_given() -> None:
-    from retrybudget.core.decide import OperationState
+    from retrybudget.core.state import OperationState
 
     policy = Policy()
     assert OperationState.start(policy, "op", 0.0).has_idempotency_key is False

@@ -26,8 +26,8 @@ from .coordination import (
     NoCoordination,
     RetryBudgetConfig,
 )
+from .core.actions import Attempt, AttemptResult, RequestInfo
 from .core.classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen
-from .core.flow import Attempt, AttemptResult, RequestInfo
 from .core.headers import HeaderRules, RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive

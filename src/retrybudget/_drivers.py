@@ -22,6 +22,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from .coordination._base import Coordinator, NoCoordination
+from .core.actions import Action, Attempt, AttemptResult, Finish, RequestInfo, Sleep
 from .core.classify import (
     Classified,
     FailureKind,
@@ -31,20 +32,12 @@ from .core.classify import (
     ResponseSeen,
     classify,
 )
-from .core.decide import OperationState, Stop, decide, plan_attempt
-from .core.flow import (
-    Action,
-    Attempt,
-    AttemptResult,
-    Finish,
-    FlowGen,
-    RequestInfo,
-    Sleep,
-    operation_flow,
-)
+from .core.decide import Stop, decide, plan_attempt
+from .core.flow import FlowGen, operation_flow
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
+from .core.state import OperationState
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 from .observe._logging import log_hooks
 

@@ -23,7 +23,7 @@ from ._clock import Clock, FakeClock
 from ._drivers import Retrier
 from ._files import read_user_text
 from .coordination._base import Coordinator
-from .core.flow import Admission
+from .core.actions import Admission
 from .core.outcome import GATEWAY_MAPPING, Outcome, Reason
 from .core.policy import Policy, RateLimitMode
 from .core.profiles import get_profile

@@ -24,7 +24,7 @@ import httpx
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
 from ..coordination import Coordinator
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ..errors import RetryBudgetError

@@ -14,113 +14,26 @@ rules 1-8 and 12, hold here:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ._values import fast_init
 from .classify import Classified, FailureKind, Kind
 from .headers import Hint
-from .outcome import AttemptRecord, Reason, Wait, WaitReason
+from .outcome import Reason, WaitReason
 from .policy import Policy, RateLimitMode
 from .profiles import Profile
+from .state import OperationState
 
 __all__ = [
     "Decision",
-    "OperationState",
     "Retry",
     "Stop",
     "decide",
+    "draws_on_retry_budget",
     "plan_attempt",
     "plan_wait",
     "rate_limit_wait",
 ]
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class OperationState:
-    """One operation's progress, as an immutable value; every change returns a new state.
-
-    Attributes:
-        operation_id: the operation's id.
-        method: the request method, when there is one.
-        started: monotonic time when the operation started.
-        deadline_at: monotonic time of the deadline, or None.
-        has_idempotency_key: the request carries an idempotency key.
-        attempts: attempts made so far.
-        history: per-attempt records.
-        waits: waits taken so far.
-        rate_limit_streak: rate limits seen so far that named no time (for doubling).
-        backoffs: backoff waits taken so far (for the exponential).
-        retry_at: the latest wall-clock time the provider named.
-        conflicts: disagreeing evidence collected so far.
-    """
-
-    operation_id: str
-    method: str | None
-    started: float
-    deadline_at: float | None
-    has_idempotency_key: bool = False
-    attempts: int = 0
-    history: tuple[AttemptRecord, ...] = ()
-    waits: tuple[Wait, ...] = ()
-    rate_limit_streak: int = 0
-    backoffs: int = 0
-    retry_at: float | None = None
-    conflicts: tuple[str, ...] = ()
-
-    @classmethod
-    def start(
-        cls,
-        policy: Policy,
-        operation_id: str,
-        now: float,
-        *,
-        method: str | None = None,
-        has_idempotency_key: bool = False,
-    ) -> OperationState:
-        """The state of a new operation starting at monotonic time ``now``."""
-        deadline_at = None if policy.deadline is None else now + policy.deadline
-        return cls(operation_id, method, now, deadline_at, has_idempotency_key)
-
-    def remaining(self, now: float) -> float | None:
-        """Seconds left before the deadline (None when there is none)."""
-        return None if self.deadline_at is None else self.deadline_at - now
-
-    def with_attempt(self, record: AttemptRecord, classified: Classified) -> OperationState:
-        """This state after one more attempt."""
-        conflicts = self.conflicts
-        if classified.conflicts:
-            conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
-        return OperationState(
-            self.operation_id, self.method, self.started, self.deadline_at,
-            self.has_idempotency_key, self.attempts + 1, (*self.history, record), self.waits,
-            self.rate_limit_streak, self.backoffs, self.retry_at, conflicts,
-        )
-
-    def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
-        """This state after a wait is taken."""
-        streak = self.rate_limit_streak + (wait.reason is WaitReason.RATE_LIMIT_BACKOFF)
-        backoffs = self.backoffs + (wait.reason is WaitReason.BACKOFF)
-        latest = self.retry_at
-        if retry_at is not None and (latest is None or retry_at > latest):
-            latest = retry_at
-        return OperationState(
-            self.operation_id, self.method, self.started, self.deadline_at,
-            self.has_idempotency_key, self.attempts, self.history, (*self.waits, wait), streak,
-            backoffs, latest, self.conflicts,
-        )
-
-    def with_method(self, method: str | None) -> OperationState:
-        """This state, knowing the request method an attempt reported (rule 3 for plain calls).
-
-        A plain callable's operation starts without a method; an attempt whose exception or
-        response names its request's method (a failed POST) fixes it for every decision that
-        follows. A method the operation was given is never replaced.
-        """
-        if method is None or self.method is not None:
-            return self
-        return dataclasses.replace(self, method=method.upper())
 
 
 @fast_init
@@ -303,6 +216,18 @@ def decide(
         return Stop(Reason.DEADLINE, retry_at,
                     f"waiting {delay:.3f}s would end past the deadline{clamped}")
     return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
+
+
+def draws_on_retry_budget(kind: Kind) -> bool:
+    """Whether a retry after an attempt of this kind asks the shared retry budget.
+
+    Failures do (transient statuses, timeouts, network errors): the budget caps them as a
+    share of traffic so an outage cannot become a retry storm. A rate limit does not: its
+    retry waits for the provider's own instant behind the shared gate, and refusing it would
+    turn a throttled but healthy provider's invitation into a failed operation.
+    """
+    return kind is not Kind.RATE_LIMITED
+
 
 
 def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | Stop | None:

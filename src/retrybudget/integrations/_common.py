@@ -24,8 +24,8 @@ from typing import Any, Protocol, cast
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier, validation_error
+from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
-from ..core.flow import Attempt, AttemptResult, RequestInfo
 from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES, normalize_headers
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, RateLimitMode, Validator

@@ -50,8 +50,8 @@ from urllib3 import exceptions as u3
 from .. import errors
 from .._drivers import Retrier
 from .._drivers import failure_kind as _stdlib_failure_kind
+from ..core.actions import Attempt, AttemptResult
 from ..core.classify import FailureKind
-from ..core.flow import Attempt, AttemptResult
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import (
