@@ -108,6 +108,36 @@ def test_a_concurrency_wait_past_the_deadline_ends_with_deadline(clock) -> None:
     assert clock.sleeps == []
 
 
+class _Pacing(Coordinator):
+    """Asks for a pacing wait of one second at every ask, counting the asks."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        self.asked += 1
+        return Permit(wait=1.0, reason=WaitReason.PACING)
+
+
+def test_a_coordinator_that_keeps_asking_to_wait_ends_the_operation_after_the_cap(clock) -> None:
+    from retrybudget.core.decide import MAX_COORDINATOR_WAITS
+
+    pacing = _Pacing()
+    outcome, provider = run([OK], clock, deadline=None, coordinator=pacing)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.DEADLINE, 0, 0)
+    assert outcome.detail == "the coordinator kept asking to wait"
+    assert pacing.asked == MAX_COORDINATOR_WAITS == 64  # no ask after the last wait taken
+    assert clock.sleeps == [1.0] * 64
+
+
+def test_a_gate_wait_past_the_deadline_names_the_coordinators_instant(clock) -> None:
+    busy = _Busy(10.0, WaitReason.GATE)
+    outcome, provider = run([OK], clock, deadline=5, coordinator=busy)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.RATE_LIMITED, 0, 0)
+    assert outcome.retry_at == WALL0 + 10.0
+    assert clock.sleeps == []
+
+
 def test_a_concurrency_wait_inside_the_deadline_is_taken(clock) -> None:
     busy = _Busy(2.0, WaitReason.CONCURRENCY)
     outcome, _ = run([OK], clock, deadline=5, coordinator=busy)

@@ -25,15 +25,21 @@ from .profiles import Profile
 from .state import OperationState
 
 __all__ = [
+    "MAX_COORDINATOR_WAITS",
     "Decision",
     "Retry",
     "Stop",
     "decide",
     "draws_on_retry_budget",
+    "plan_acquire",
     "plan_attempt",
     "plan_wait",
     "rate_limit_wait",
+    "retry_refused",
 ]
+
+MAX_COORDINATOR_WAITS = 64
+"""Coordinator waits before one attempt at the most (each also pays out of the deadline)."""
 
 
 @fast_init
@@ -243,6 +249,18 @@ def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | S
     return remaining if cap is None else min(cap, remaining)
 
 
+def plan_acquire(state: OperationState, waited: int) -> Stop | None:
+    """Before asking the coordinator for leave to send: a Stop once it made us wait too often.
+
+    ``waited`` counts the coordinator waits already taken before the coming attempt; after
+    :data:`MAX_COORDINATOR_WAITS` of them the operation ends with ``deadline`` instead of
+    asking again (each wait paid out of the deadline already; this bounds the round trips).
+    """
+    if waited < MAX_COORDINATOR_WAITS:
+        return None
+    return Stop(Reason.DEADLINE, state.retry_at, "the coordinator kept asking to wait")
+
+
 def plan_wait(
     policy: Policy,
     state: OperationState,
@@ -250,21 +268,33 @@ def plan_wait(
     wait: float,
     reason: WaitReason,
     retry_at: float | None,
+    now_wall: float | None = None,
 ) -> Retry | Stop | None:
     """A coordinator asks for a wait before the next attempt (gate, pacing, concurrency).
 
     Returns None when there is nothing to wait for. A gate wait (the provider is throttling)
     stops a ``fail_fast`` operation at once; any wait that would end past the deadline stops
-    the operation now with ``rate_limited`` and ``retry_at``.
+    the operation now with ``rate_limited`` and ``retry_at``. A ``rate_limited`` stop names
+    when to come back: the provider's ``retry_at``, else the coordinator's instant (wall-clock
+    ``now_wall`` plus the wait, when ``now_wall`` is given).
     """
     if wait <= 0:
         return None
+    if retry_at is None and now_wall is not None:
+        limit_at: float | None = now_wall + wait
+    else:
+        limit_at = retry_at
     if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
-        return Stop(Reason.RATE_LIMITED, retry_at, "the provider is throttling; fail_fast")
+        return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")
     if not _fits(policy, state, now, wait):
         ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
         return Stop(
-            ends, retry_at,
+            ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
             f"{reason.value} wait of {wait:.3f}s would end past the deadline",
         )
     return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+
+
+def retry_refused(decision: Retry) -> Stop:
+    """The end of an operation whose retry the shared retry budget refused (``SpendRetry``)."""
+    return Stop(Reason.RETRY_BUDGET, decision.retry_at, "the shared retry budget refused a retry")

@@ -26,17 +26,23 @@ from .actions import (
     SpendRetry,
 )
 from .classify import classify
-from .decide import Retry, Stop, decide, draws_on_retry_budget, plan_attempt, plan_wait
+from .decide import (
+    MAX_COORDINATOR_WAITS,
+    Retry,
+    Stop,
+    decide,
+    draws_on_retry_budget,
+    plan_acquire,
+    plan_attempt,
+    plan_wait,
+    retry_refused,
+)
 from .outcome import AttemptRecord, Outcome, Reason, Wait
 from .policy import Policy
 from .state import OperationState
 from .throttle import throttle_of
 
 __all__ = ["FlowGen", "operation_flow"]
-
-MAX_COORDINATOR_WAITS = 64
-"""Coordinator waits before one attempt at the most (each also pays out of the deadline)."""
-
 
 FlowGen = Generator[Action, object, Outcome[object]]
 
@@ -103,50 +109,49 @@ def operation_flow(
     )
     last: AttemptResult | None = None
 
-    def finish(reason: Reason, retry_at: float | None, detail: str, probe: bool) -> FlowGen:
-        outcome = _conclude(policy, request, state, last, reason, retry_at, detail,
+    def finish(stop: Stop, probe: bool) -> FlowGen:  # end as ``stop`` says, and report it
+        outcome = _conclude(policy, request, state, last, stop.reason, stop.retry_at, stop.detail,
                             clock.monotonic())
         if report:
             yield Finish(key, outcome, probe)
         return outcome
 
+    def take(step: Retry) -> Generator[Action, object, None]:
+        """Take a wait the decision functions asked for: yield the Sleep, then record it."""
+        nonlocal state
+        wait = Wait(step.after, step.reason, step.source, state.attempts)
+        yield Sleep(wait)
+        state = state.with_wait(wait, step.retry_at)
+
     admission = (yield Admit(key)) if coordinated else _ADMITTED
     assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
     if not admission.allowed:
-        return (yield from finish(Reason.CIRCUIT_OPEN, admission.retry_at,
-                                  admission.detail or "circuit open", False))
+        return (yield from finish(Stop(Reason.CIRCUIT_OPEN, admission.retry_at,
+                                       admission.detail or "circuit open"), False))
     probe = admission.probe
 
     while True:
         permit = _GO
-        for _ in range(MAX_COORDINATOR_WAITS if coordinated else 0):
+        # Bounded: plan_acquire stops the operation after MAX_COORDINATOR_WAITS waits.
+        for waited in range(MAX_COORDINATOR_WAITS + 1 if coordinated else 0):
+            if (capped := plan_acquire(state, waited)) is not None:
+                return (yield from finish(capped, probe))
             reply = yield Acquire(key, state.attempts + 1)
             assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
             permit = reply
-            step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
-                             permit.retry_at)
-            if step is None:
+            if (step := plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
+                                  permit.retry_at, clock.wall())) is None:
                 break
             if isinstance(step, Stop):
-                # A rate-limited stop names when to come back: the coordinator's instant.
-                retry_at = (clock.wall() + permit.wait
-                            if step.retry_at is None and step.reason is Reason.RATE_LIMITED
-                            else step.retry_at)
-                return (yield from finish(step.reason, retry_at, step.detail, probe))
-            wait = Wait(step.after, step.reason, step.source, state.attempts)
-            yield Sleep(wait)
-            state = state.with_wait(wait, step.retry_at)
-        else:
-            if coordinated:
-                return (yield from finish(Reason.DEADLINE, state.retry_at,
-                                          "the coordinator kept asking to wait", probe))
+                return (yield from finish(step, probe))
+            yield from take(step)
 
         started = clock.monotonic()
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
                 yield Learn(key, None, permit.lease, report)
-            return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
+            return (yield from finish(plan, probe))
 
         result = yield Attempt(state.attempts + 1, plan)
         assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
@@ -160,8 +165,7 @@ def operation_flow(
                         report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):
-            decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
-                            "the shared retry budget refused a retry")
+            decision = retry_refused(decision)
         record = AttemptRecord(  # positional: the fields in declaration order
             state.attempts + 1, started - state.started, now - started, classified.status,
             None if result.error is None else type(result.error).__name__, classified.kind,
@@ -170,7 +174,5 @@ def operation_flow(
         )
         state = state.with_attempt(record, classified)
         if isinstance(decision, Stop):
-            return (yield from finish(decision.reason, decision.retry_at, decision.detail, probe))
-        wait = Wait(decision.after, decision.reason, decision.source, state.attempts)
-        yield Sleep(wait)
-        state = state.with_wait(wait, decision.retry_at)
+            return (yield from finish(decision, probe))
+        yield from take(decision)
