@@ -63,11 +63,12 @@ def _conclude(
     else:
         raw, error = last.value, last.error
         value = raw if reason is Reason.OK else None
-    return Outcome(  # positional: the fields in declaration order
-        reason, state.operation_id, state.attempts, state.waits, now - state.started,
-        retry_at if retry_at is not None else state.retry_at, value, raw, error,
-        state.history, detail, state.conflicts, request.key, state.method, request.job_id,
-        policy,
+    return Outcome(
+        reason=reason, operation_id=state.operation_id, attempts=state.attempts,
+        waits=state.waits, elapsed=now - state.started,
+        retry_at=retry_at if retry_at is not None else state.retry_at, value=value, last=raw,
+        error=error, history=state.history, detail=detail, conflicts=state.conflicts,
+        key=request.key, method=state.method, job_id=request.job_id, policy=policy,
     )
 
 
@@ -166,11 +167,13 @@ def operation_flow(
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):
             decision = retry_refused(decision)
-        record = AttemptRecord(  # positional: the fields in declaration order
-            state.attempts + 1, started - state.started, now - started, classified.status,
-            None if result.error is None else type(result.error).__name__, classified.kind,
-            "retry" if isinstance(decision, Retry) else "stop", decision.detail,
-            classified.rate.evidence, plan, classified.sent,
+        record = AttemptRecord(
+            number=state.attempts + 1, started=started - state.started, elapsed=now - started,
+            status=classified.status,
+            error=None if result.error is None else type(result.error).__name__,
+            kind=classified.kind, decision="retry" if isinstance(decision, Retry) else "stop",
+            detail=decision.detail, evidence=classified.rate.evidence, timeout=plan,
+            sent=classified.sent,
         )
         state = state.with_attempt(record, classified)
         if isinstance(decision, Stop):

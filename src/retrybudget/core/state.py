@@ -6,10 +6,9 @@ decision functions (``core/decide.py``) read; every change returns a new state.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from ._values import fast_init
+from ._values import evolve, fast_init
 from .classify import Classified
 from .outcome import AttemptRecord, Wait, WaitReason
 from .policy import Policy
@@ -62,7 +61,8 @@ class OperationState:
     ) -> OperationState:
         """The state of a new operation starting at monotonic time ``now``."""
         deadline_at = None if policy.deadline is None else now + policy.deadline
-        return cls(operation_id, method, now, deadline_at, has_idempotency_key)
+        return cls(operation_id=operation_id, method=method, started=now, deadline_at=deadline_at,
+                   has_idempotency_key=has_idempotency_key)
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the deadline (None when there is none)."""
@@ -73,11 +73,8 @@ class OperationState:
         conflicts = self.conflicts
         if classified.conflicts:
             conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
-        return OperationState(
-            self.operation_id, self.method, self.started, self.deadline_at,
-            self.has_idempotency_key, self.attempts + 1, (*self.history, record), self.waits,
-            self.rate_limit_streak, self.backoffs, self.retry_at, conflicts,
-        )
+        return evolve(self, attempts=self.attempts + 1, history=(*self.history, record),
+                      conflicts=conflicts)
 
     def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
         """This state after a wait is taken."""
@@ -86,11 +83,8 @@ class OperationState:
         latest = self.retry_at
         if retry_at is not None and (latest is None or retry_at > latest):
             latest = retry_at
-        return OperationState(
-            self.operation_id, self.method, self.started, self.deadline_at,
-            self.has_idempotency_key, self.attempts, self.history, (*self.waits, wait), streak,
-            backoffs, latest, self.conflicts,
-        )
+        return evolve(self, waits=(*self.waits, wait), rate_limit_streak=streak,
+                      backoffs=backoffs, retry_at=latest)
 
     def with_method(self, method: str | None) -> OperationState:
         """This state, knowing the request method an attempt reported (rule 3 for plain calls).
@@ -101,4 +95,4 @@ class OperationState:
         """
         if method is None or self.method is not None:
             return self
-        return dataclasses.replace(self, method=method.upper())
+        return evolve(self, method=method.upper())
