@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
+from ._native import method_of, observe_error, stdlib_failure_kind
 from .coordination._base import Coordinator, NoCoordination
 from .core.actions import Action, Attempt, AttemptResult, Finish, RequestInfo, Sleep
 from .core.classify import (
@@ -87,17 +88,6 @@ def validation_error(validator: Validator | None, payload: object) -> str:
     return "validator returned False" if verdict is False else ""
 
 
-def failure_kind(error: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> FailureKind:
-    """The standard library's network errors, mapped to failure kinds."""
-    if isinstance(error, ConnectionRefusedError):
-        return FailureKind.CONNECT
-    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):  # one class from Python 3.11
-        return FailureKind.TIMEOUT
-    if isinstance(error, ConnectionError) or (retry_on and isinstance(error, retry_on)):
-        return FailureKind.NETWORK
-    return FailureKind.ERROR
-
-
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray, list,
                           tuple, dict, set, frozenset})
 """Built-in types whose values are never read as HTTP responses."""
@@ -144,7 +134,7 @@ class CallInterpreter:
             payload_error = validation_error(self.validator, value) if 200 <= status < 300 else ""
             try:
                 return ResponseSeen.of(status, headers, message=message, payload_error=payload_error,
-                                       method=_method_of(value))
+                                       method=method_of(value))
             except (TypeError, ValueError, AttributeError):
                 return FailureSeen(FailureKind.PROTOCOL, type(value).__name__)
         if self.validator is None:
@@ -153,8 +143,6 @@ class CallInterpreter:
 
     def error(self, error: BaseException) -> Observation:
         """Read a raised exception."""
-        from .integrations._native import observe_error  # noqa: PLC0415 - it imports the drivers
-
         if isinstance(error, json.JSONDecodeError):  # requests' own is one too
             return FailureSeen(FailureKind.PROTOCOL, type(error).__name__)
         seen = observe_error(error)
@@ -162,17 +150,7 @@ class CallInterpreter:
             return seen
         # Not a provider failure the libraries name: the standard library's errors, retry_on.
         method = None if seen is None else seen.method
-        return FailureSeen(failure_kind(error, self.retry_on), type(error).__name__, method=method)
-
-
-def _method_of(response: object) -> str | None:
-    """The method of the request a returned response answered (httpx, requests, aiohttp)."""
-    try:  # httpx raises RuntimeError for a response built without a request
-        method = getattr(getattr(response, "request", None), "method", None)
-        method = method or getattr(response, "method", None)
-    except Exception:  # an unreadable request is an unknown method
-        return None
-    return method.upper() if isinstance(method, str) and method else None
+        return FailureSeen(stdlib_failure_kind(error, self.retry_on), type(error).__name__, method=method)
 
 
 def _is_callers_error(outcome: Outcome[Any]) -> bool:

@@ -18,15 +18,16 @@ import itertools
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, Protocol, cast
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier, validation_error
+from .._native import EVIDENCE, evidence
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
-from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES, normalize_headers
+from ..core.headers import normalize_headers
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, RateLimitMode, Validator
 from ..errors import RetryBudgetError, error_for
@@ -49,7 +50,6 @@ __all__ = [
     "ResponseLike",
     "bounded",
     "current_deadline",
-    "evidence",
     "key_of_url",
     "outcome_of",
     "provider_key",
@@ -85,9 +85,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NO_CONTENT = frozenset({204, 205})
 _AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(?:[^/?#@]*@)?([^/?#]*)")
 
-EVIDENCE = (*sorted(EVIDENCE_HEADERS), *EVIDENCE_PREFIXES)
-"""Lower-case header names (and prefixes) the classifier reads; no other header matters."""
-
 ErrorTable = Mapping[Reason, type[RetryBudgetError]]
 """The exception class an integration raises for each outcome reason."""
 
@@ -117,13 +114,6 @@ def key_of_url(url: str) -> str:
     """The default provider key of an absolute URL (``"default"`` for anything else)."""
     match = _AUTHORITY.match(url)
     return "default" if match is None else provider_key(match[1], match[2])
-
-
-def evidence(
-    pairs: Iterable[tuple[str, str]], names: tuple[str, ...] = EVIDENCE
-) -> tuple[tuple[str, str], ...]:
-    """The classifier's headers among lower-case ``(name, value)`` pairs, normalised."""
-    return tuple([(name, value.strip()) for name, value in pairs if name.startswith(names)])
 
 
 def _safe_url(url: str) -> str:

@@ -51,12 +51,12 @@ from aiohttp.client_middlewares import ClientHandlerType
 
 from .. import errors
 from .._drivers import Retrier
-from .._drivers import failure_kind as _stdlib_failure_kind
+from .._native import aiohttp_failure_kind as failure_kind
+from .._native import evidence
 from ..core.actions import Attempt, AttemptResult
-from ..core.classify import FailureKind
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
-from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, evidence, key_of_url
+from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, key_of_url
 
 __all__ = [
     "MiddlewareCircuitOpen",
@@ -124,32 +124,6 @@ _ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
                 MiddlewareInvalidPayload, MiddlewareRejected, MiddlewareNotFound,
                 MiddlewareUnexpectedResponse)
 }
-
-
-def failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where aiohttp's exceptions become failure kinds.
-
-    ClientConnectorError (refused, DNS, TLS, proxy) and ConnectionTimeoutError (no connection
-    from the pool or the network in time): the request was never sent (``connect``). Other
-    ServerTimeoutError (a socket read timed out): ``timeout``. ServerDisconnectedError,
-    ClientOSError, a reset and ClientPayloadError (the body broke off): ``network``.
-    ContentTypeError: ``protocol``. ServerFingerprintMismatch, InvalidURL and other client
-    errors are an ``error`` (never retried, raised again as they were); standard library
-    network errors (an attempt's timeout running out) as for any callable.
-    """
-    if isinstance(error, aiohttp.ServerFingerprintMismatch):
-        return FailureKind.ERROR
-    if isinstance(error, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
-        return FailureKind.CONNECT
-    if isinstance(error, aiohttp.ServerTimeoutError):
-        return FailureKind.TIMEOUT
-    if isinstance(error, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
-        return FailureKind.NETWORK
-    if isinstance(error, aiohttp.ContentTypeError):
-        return FailureKind.PROTOCOL
-    if isinstance(error, aiohttp.ClientError):
-        return FailureKind.ERROR
-    return _stdlib_failure_kind(error)
 
 
 def _attach(response: ClientResponse, outcome: Outcome[object]) -> None:

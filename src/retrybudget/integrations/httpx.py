@@ -45,13 +45,12 @@ import httpx
 
 from .. import errors
 from .._drivers import Retrier
-from .._drivers import failure_kind as _stdlib_failure_kind
+from .._native import httpx_evidence as _evidence
+from .._native import httpx_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
-from ..core.classify import FailureKind
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import (
-    EVIDENCE,
     JOB_ID,
     OUTCOME,
     STATS,
@@ -85,7 +84,6 @@ KeyFunction = Callable[[httpx.Request], str]
 T = TypeVar("T", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 _TIMEOUTS = ("connect", "read", "write", "pool")
-_EVIDENCE = tuple(name.encode("ascii") for name in EVIDENCE)
 
 
 class TransportRateLimited(errors.RateLimited, httpx.TransportError):
@@ -137,39 +135,8 @@ _ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
 }
 
 
-def failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where httpx's exceptions become failure kinds.
-
-    ConnectError, ConnectTimeout and PoolTimeout: the request was never sent (``connect``).
-    ReadTimeout and WriteTimeout: ``timeout``. RemoteProtocolError, ReadError, WriteError and
-    CloseError: the connection broke (``network``). LocalProtocolError, DecodingError and other
-    protocol errors: ``protocol``. Standard library network errors as for any callable; anything
-    else is an ``error`` (never retried, raised again as it was).
-    """
-    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
-        return FailureKind.CONNECT
-    if isinstance(error, httpx.TimeoutException):
-        return FailureKind.TIMEOUT
-    if isinstance(error, (httpx.RemoteProtocolError, httpx.NetworkError)):
-        return FailureKind.NETWORK
-    if isinstance(error, (httpx.ProtocolError, httpx.DecodingError)):
-        return FailureKind.PROTOCOL
-    if isinstance(error, httpx.HTTPError):
-        return FailureKind.ERROR
-    return _stdlib_failure_kind(error)
-
-
 def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
     response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
-
-
-def _evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
-    # Scans the raw names; decodes only the few the classifier reads.
-    return tuple([
-        (name.decode("latin-1").lower(), value.decode("latin-1").strip())
-        for name, value in response.headers.raw
-        if name.lower().startswith(_EVIDENCE)
-    ])
 
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
