@@ -16,7 +16,16 @@ Start here::
 """
 
 from ._clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
-from ._drivers import CallInterpreter, Interpreter, Retrier, acall, attempt_timeout, call, retrying
+from ._drivers import (
+    BoundRetrier,
+    CallInterpreter,
+    Interpreter,
+    Retrier,
+    acall,
+    attempt_timeout,
+    call,
+    retrying,
+)
 from ._profile_file import load_profile
 from .coordination import (
     BreakerConfig,
@@ -71,6 +80,7 @@ __all__ = [
     "AuditHook",
     "Backoff",
     "BodySignal",
+    "BoundRetrier",
     "BreakerConfig",
     "CallInterpreter",
     "CircuitOpen",

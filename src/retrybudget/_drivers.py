@@ -43,6 +43,8 @@ from .observe._hooks import AttemptEvent, WaitEvent, notify
 from .observe._logging import log_hooks
 
 __all__ = [
+    "CALL_FIELDS",
+    "BoundRetrier",
     "CallInterpreter",
     "Interpreter",
     "Retrier",
@@ -290,6 +292,12 @@ class Retrier:
     :meth:`call` / :meth:`acall` for any callable, or :meth:`run` / :meth:`arun` to drive
     attempts yourself (the HTTP integrations do).
 
+    Its fields are of two kinds. The *engine* (``policy``, ``clock``, ``coordinator``,
+    ``hooks``, ``random``) is what the retrier is, shared by every operation it runs. The
+    *call* (:data:`CALL_FIELDS`: ``key``, ``method``, ``idempotency_key``, ``job_id``,
+    ``interpreter``, ``timeout_kwarg``) describes what one call is; the fields given here are
+    the default description, and :meth:`on` binds another one to the same engine.
+
     Attributes:
         policy: the budget and rules.
         clock: where time comes from (inject a FakeClock in tests).
@@ -328,6 +336,32 @@ class Retrier:
     def with_options(self, **changes: Any) -> Retrier:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
+
+    def on(self, **call: Any) -> BoundRetrier:
+        """This engine bound to the description of a call: what ``call``/``run`` then describe.
+
+        ``call`` takes the call's fields only (:data:`CALL_FIELDS`: ``key``, ``method``,
+        ``idempotency_key``, ``job_id``, ``interpreter``, ``timeout_kwarg``); the engine's
+        (policy, clock, coordinator, hooks, random) stay this retrier's, so one engine serves
+        every kind of call::
+
+            engine = Retrier(policy=interactive(), coordinator=shared)
+            bookings = engine.on(key="https://api.example.com", method="POST", idempotency_key=True)
+            outcome = bookings.call(create_booking, payload)
+
+        Raises:
+            TypeError: a name that is not a call field (an engine setting belongs to the
+                retrier: ``with_options``).
+        """
+        unknown = sorted(set(call) - CALL_FIELDS)
+        if unknown:
+            raise TypeError(f"Retrier.on() takes the call's fields {sorted(CALL_FIELDS)}, "
+                            f"not {unknown} (an engine setting: use with_options)")
+        bound = dataclasses.replace(self, **call)
+        if "interpreter" not in call and "_fast" in self.__dict__:
+            # The first-success answer depends on the engine and the interpreter only.
+            bound.__dict__["_fast"] = self.__dict__["_fast"]
+        return BoundRetrier(bound)
 
     @functools.cached_property
     def _request(self) -> RequestInfo:
@@ -620,6 +654,58 @@ class Retrier:
         if isinstance(ended, Outcome):
             return ended
         return cast("Outcome[T]", await self._adrive(ended, perform, result))
+
+
+CALL_FIELDS = frozenset({"key", "method", "idempotency_key", "job_id", "interpreter", "timeout_kwarg"})
+"""The :class:`Retrier` fields that describe one call (the others describe the engine)."""
+
+
+class BoundRetrier:
+    """A retrier's engine bound to the description of a call (what :meth:`Retrier.on` returns).
+
+    It runs operations as the retrier does (:meth:`call`, :meth:`acall`, :meth:`run`,
+    :meth:`arun`), each described by the bound call fields; :meth:`on` binds another
+    description to the same engine. A bound retrier is immutable, and cheap to keep per
+    endpoint or per kind of request.
+    """
+
+    __slots__ = ("_retrier",)
+
+    def __init__(self, retrier: Retrier) -> None:
+        self._retrier = retrier
+
+    @property
+    def retrier(self) -> Retrier:
+        """The retrier this runs as: the engine with the bound call fields."""
+        return self._retrier
+
+    def __repr__(self) -> str:
+        r = self._retrier
+        fields = ", ".join(f"{name}={getattr(r, name)!r}" for name in sorted(CALL_FIELDS))
+        return f"BoundRetrier({fields})"
+
+    def on(self, **call: Any) -> BoundRetrier:
+        """The same engine bound to this description with ``call`` changed."""
+        return self._retrier.on(**call)
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Outcome[T]:
+        """:meth:`Retrier.call` under the bound description."""
+        return self._retrier.call(fn, *args, **kwargs)
+
+    async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
+        """:meth:`Retrier.acall` under the bound description."""
+        return await self._retrier.acall(fn, *args, **kwargs)
+
+    def run(self, perform: Callable[[Attempt], AttemptResult], request: RequestInfo | None = None,
+            *, operation_id: str | None = None) -> Outcome[object]:
+        """:meth:`Retrier.run` under the bound description."""
+        return self._retrier.run(perform, request, operation_id=operation_id)
+
+    async def arun(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                   request: RequestInfo | None = None, *,
+                   operation_id: str | None = None) -> Outcome[object]:
+        """:meth:`Retrier.arun` under the bound description."""
+        return await self._retrier.arun(perform, request, operation_id=operation_id)
 
 
 def call(fn: Callable[..., T], /, *args: Any, retrier: Retrier | None = None, **kwargs: Any) -> Outcome[T]:
