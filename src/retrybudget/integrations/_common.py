@@ -18,9 +18,9 @@ import itertools
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
-from typing import Any, Protocol, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier, validation_error
@@ -48,14 +48,19 @@ __all__ = [
     "ErrorTable",
     "Operation",
     "ResponseLike",
+    "asend_with_outcome",
     "bounded",
     "current_deadline",
     "key_of_url",
     "outcome_of",
     "provider_key",
+    "send_with_outcome",
     "stats_of",
     "watchdog",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 """The request header that makes a write safe to send again."""
@@ -136,14 +141,79 @@ def stats_of(response: object) -> dict[str, Any] | None:
 def outcome_of(response: object) -> Outcome[object] | None:
     """The :class:`~retrybudget.Outcome` of the operation that produced ``response``, or None.
 
-    httpx: ``response.extensions["retrybudget.outcome"]``; requests:
-    ``response.retrybudget_outcome``.
+    httpx: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
+    ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
+    :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, and an error an integration
+    raises again as it was (a bug, an invalid URL) as ``error.retrybudget_outcome``.
     """
+    if isinstance(response, RetryBudgetError):
+        return response.outcome
     extensions = getattr(response, "extensions", None)
     found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
     if found is None:
         found = getattr(response, OUTCOME_ATTRIBUTE, None)
+    if isinstance(found, _Carried):
+        found = found.outcome
     return found if isinstance(found, Outcome) else None
+
+
+class _Carried:
+    """An outcome attached to an error raised again as it was; it stays behind when pickled."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Outcome[object] | None) -> None:
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Carried, (None,))
+
+
+def _carried(error: Exception) -> Outcome[object]:
+    """The outcome an error carries; an error raised before any operation propagates."""
+    outcome = outcome_of(error)
+    if outcome is None:
+        raise error
+    return outcome
+
+
+def _ended(outcome: Outcome[object] | None, response: R) -> tuple[Outcome[object], R]:
+    if outcome is None:
+        raise TypeError("the response carries no retrybudget outcome: send it through a "
+                        "retrybudget transport, adapter or middleware")
+    return outcome, response
+
+
+def send_with_outcome(send: Callable[P, R], /, *args: P.args,
+                      **kwargs: P.kwargs) -> tuple[Outcome[object], R | None]:
+    """Send through an integration: the operation's outcome, and the response it handed over.
+
+    ``send(*args, **kwargs)`` sends one request through a retrybudget integration (an
+    ``httpx.Client`` with a ``RetryTransport``, a ``requests.Session`` with a
+    ``RetryAdapter``…). Every ending comes back in one shape: ``(outcome, response)`` when the
+    integration handed a response over (``outcome.ok`` or not: a 404 is an answer), and
+    ``(outcome, None)`` when it raised, a typed error or an error it raised again as it was
+    (then ``outcome.error`` is that error). An error raised before the operation began (no
+    outcome attached) propagates.
+
+    Raises:
+        TypeError: the response did not come through a retrybudget integration.
+    """
+    try:
+        response = send(*args, **kwargs)
+    except Exception as exc:
+        return _carried(exc), None
+    return _ended(outcome_of(response), response)
+
+
+async def asend_with_outcome(send: Callable[P, Awaitable[R]], /, *args: P.args,
+                             **kwargs: P.kwargs) -> tuple[Outcome[object], R | None]:
+    """The async twin of :func:`send_with_outcome` (``httpx.AsyncClient``, aiohttp)."""
+    try:
+        response = await send(*args, **kwargs)
+    except Exception as exc:
+        return _carried(exc), None
+    return _ended(outcome_of(response), response)
 
 
 class Deadline:
@@ -450,13 +520,16 @@ class Operation:
         The last response is returned whatever the reason (a 503 that exhausted the budget, a
         404, a 429 under ``fail_fast``…), except a 2xx whose payload failed validation: that is
         never handed over as if it were a success. An error the integration does not know as a
-        provider failure (a bug, an invalid URL) is raised again as it was. Every other outcome
-        without a response raises the engine's typed error.
+        provider failure (a bug, an invalid URL) is raised again as it was, the outcome attached
+        (``error.retrybudget_outcome``). Every other outcome without a response raises the
+        engine's typed error (``error.outcome``).
         """
         response = outcome.last
         if response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
             self.engine.attach(response, outcome)
             return response
         if outcome.reason is Reason.UNEXPECTED and outcome.error is not None:
+            with contextlib.suppress(AttributeError, TypeError):  # a class without a __dict__
+                setattr(outcome.error, OUTCOME_ATTRIBUTE, _Carried(outcome))
             raise outcome.error
         raise self.engine.error(outcome, request)
