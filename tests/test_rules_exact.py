@@ -615,3 +615,13 @@ def test_a_primary_limit_with_an_ordinary_message_flags_nothing() -> None:
     seen = classify(get_profile("github"),
                     ResponseSeen.of(403, headers, message="API rate limit exceeded"), WALL0)
     assert (seen.kind, seen.conflicts) == (Kind.RATE_LIMITED, ())
+
+
+# Which failed responses the integrations read at once: the statuses the policy may retry ------
+
+def test_the_retried_statuses_follow_the_rate_limit_mode() -> None:
+    from retrybudget import RateLimitMode
+
+    # the generic profile: 429 a rate limit, 403 one when its body or headers say so
+    assert Policy().retried_statuses() == {502, 503, 504, 429, 403}
+    assert Policy(rate_limit=RateLimitMode.FAIL_FAST).retried_statuses() == {502, 503, 504}

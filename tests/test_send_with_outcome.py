@@ -30,19 +30,19 @@ def fixture(sandbox: SandboxServer, script: list[dict[str, Any]]) -> str:
     return sandbox.load_fixture(f"contract-{next(_runs)}", "f", script)
 
 
-def ending(client: str, url: str, policy: Policy = FAST) -> tuple[Any, Any]:
+def ending(client: str, url: str, policy: Policy = FAST, **options: Any) -> tuple[Any, Any]:
     """``(outcome, response | None)`` of one GET through ``client``'s retrybudget integration."""
     if client == "httpx":
-        with httpx.Client(transport=RetryTransport(policy=policy)) as c:
+        with httpx.Client(transport=RetryTransport(policy=policy, **options)) as c:
             return send_with_outcome(c.get, url)
     if client == "requests":
         with requests.Session() as s:
-            s.mount("http://", RetryAdapter(policy=policy))
-            s.mount("ftp://", RetryAdapter(policy=policy))
-            return send_with_outcome(s.get, url, timeout=5)
+            s.mount("http://", RetryAdapter(policy=policy, **options))
+            s.mount("ftp://", RetryAdapter(policy=policy, **options))
+            return send_with_outcome(s.get, url, timeout=5, allow_redirects=False)
 
     async def go() -> tuple[Any, Any]:
-        async with httpx.AsyncClient(transport=AsyncRetryTransport(policy=policy)) as c:
+        async with httpx.AsyncClient(transport=AsyncRetryTransport(policy=policy, **options)) as c:
             return await asend_with_outcome(c.get, url)
 
     return asyncio.run(go())
@@ -100,3 +100,15 @@ def test_an_error_raised_before_the_operation_propagates() -> None:
 
     with pytest.raises(ValueError, match="not sent"):
         send_with_outcome(broken)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_redirect_is_ok_unless_the_integration_is_told_otherwise(
+    client: str, sandbox: SandboxServer
+) -> None:
+    redirect = [{"status": 302, "headers": {"Location": "/elsewhere"}}]
+    outcome, response = ending(client, fixture(sandbox, redirect))
+    assert (outcome.reason, response.status_code) == (Reason.OK, 302)
+    outcome, response = ending(client, fixture(sandbox, redirect), redirects_ok=False)
+    assert (outcome.reason, outcome.attempts, response.status_code) == (Reason.UNEXPECTED, 1, 302)
+    assert 302 not in FAST.profile.ok  # the caller's profile is never changed

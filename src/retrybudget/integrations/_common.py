@@ -29,7 +29,7 @@ from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
 from ..core.headers import normalize_headers
 from ..core.outcome import Outcome, Reason
-from ..core.policy import Policy, RateLimitMode, Validator
+from ..core.policy import Policy, Validator
 from ..errors import RetryBudgetError, error_for
 from ..observe._redact import redact_url
 
@@ -84,7 +84,8 @@ JOB_ID = "retrybudget.job_id"
 """The httpx request extension that carries the caller's job or fixture id, for audit."""
 
 REDIRECTS = frozenset(range(300, 400))
-"""3xx answers end an operation as ok: the client above the integration follows redirects."""
+"""3xx answers end an operation as ok (an integration's ``redirects_ok=True``, the default):
+the client above the integration follows redirects."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NO_CONTENT = frozenset({204, 205})
@@ -363,6 +364,8 @@ class Engine:
         policy: a policy that replaces the retrier's.
         generate_idempotency_keys: add a UUID4 ``Idempotency-Key`` to requests whose method is
             not idempotent under the policy and that carry none.
+        redirects_ok: a 3xx ends the operation as ``ok`` (:data:`REDIRECTS` added to the
+            policy's profile); False leaves the profile as it is.
         errors: the exception class for each reason (subclasses of the library's errors too).
         failure_kind: the integration's one boundary from exceptions to failure kinds.
         attach: puts the outcome and its stats on a response.
@@ -390,6 +393,7 @@ class Engine:
         policy: Policy | None,
         *,
         generate_idempotency_keys: bool,
+        redirects_ok: bool = True,
         errors: ErrorTable,
         failure_kind: Callable[[BaseException], FailureKind],
         attach: Callable[[Any, Outcome[object]], None],
@@ -398,7 +402,7 @@ class Engine:
         retrier = retrier if retrier is not None else Retrier()
         policy = policy if policy is not None else retrier.policy
         profile = policy.profile
-        if not profile.ok >= REDIRECTS:
+        if redirects_ok and not profile.ok >= REDIRECTS:
             policy = policy.replace(profile=profile.with_ok(REDIRECTS))
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
@@ -412,13 +416,10 @@ class Engine:
         self.failure_kind = failure_kind
         self.attach = attach
         self.headers = headers
-        # Statuses the policy may retry: read (and so released) at once, before any wait.
-        throttled = profile.rate_limited | profile.conditional_rate_limited
-        waits = policy.rate_limit is RateLimitMode.WAIT
-        retry_statuses = profile.transient | (throttled if waits else frozenset())
-        # Statuses whose body the profile reads to classify them (quota, secondary limits…).
+        # Statuses whose body the profile reads to classify them (quota, secondary limits…),
+        # and those the policy may retry: read (and so released) at once, before any wait.
         self.message_statuses = profile.body_statuses()
-        self.read_statuses = retry_statuses | self.message_statuses
+        self.read_statuses = policy.retried_statuses() | self.message_statuses
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)

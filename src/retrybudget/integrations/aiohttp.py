@@ -168,6 +168,9 @@ class RetryMiddleware:
             policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
             unchanged on every attempt. A write is still only retried with
             ``policy.retry_writes_with_key=True``.
+        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
+            client above follows it; each hop is its own operation). False: a 3xx is what the
+            profile makes of it (``unexpected`` unless the profile lists it).
     """
 
     def __init__(
@@ -177,15 +180,18 @@ class RetryMiddleware:
         policy: Policy | None = None,
         key: KeyFunction | None = None,
         generate_idempotency_keys: bool = False,
+        redirects_ok: bool = True,
     ) -> None:
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key or _default_key
 
     @property
     def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        """The retrier every request runs under (its profile also accepts 3xx as final unless
+        ``redirects_ok=False``)."""
         return self._engine.retrier
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:

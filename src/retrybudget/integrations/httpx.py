@@ -264,18 +264,21 @@ class _Base(Generic[T]):
         policy: Policy | None = None,
         key: KeyFunction | None = None,
         generate_idempotency_keys: bool = False,
+        redirects_ok: bool = True,
     ) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
         if isinstance(self._transport, httpx.BaseTransport):
             _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key
 
     @property
     def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        """The retrier every request runs under (its profile also accepts 3xx as final unless
+        ``redirects_ok=False``)."""
         return self._engine.retrier
 
     def _start(self, request: httpx.Request) -> _Operation:
@@ -294,6 +297,9 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
             policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
             unchanged on every attempt. A write is still only retried with
             ``policy.retry_writes_with_key=True``.
+        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
+            client above follows it; each hop is its own operation). False: a 3xx is what the
+            profile makes of it (``unexpected`` unless the profile lists it).
     """
 
     _default_transport = httpx.HTTPTransport
@@ -329,6 +335,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         policy: a policy that replaces the retrier's.
         key: names a request's provider key (default ``scheme://host[:port]``).
         generate_idempotency_keys: as for :class:`RetryTransport`.
+        redirects_ok: as for :class:`RetryTransport`.
     """
 
     _default_transport = httpx.AsyncHTTPTransport
