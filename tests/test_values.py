@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from retrybudget import AttemptRecord, Kind, Policy, Reason, Wait, WaitReason
-from retrybudget.core._values import evolve
+from retrybudget.core._values import evolve, evolver
 from retrybudget.core.outcome import Outcome
 from retrybudget.core.state import OperationState
 
@@ -47,6 +47,13 @@ def test_evolve_of_a_subclass_with_class_attribute_fields_builds_the_declaring_c
 def test_evolve_refuses_a_value_of_another_class() -> None:
     with pytest.raises(TypeError, match="fast_init"):
         evolve(Policy(), deadline=1.0)
+    with pytest.raises(TypeError, match="fast_init"):
+        evolver(Policy)
+    copy = evolver(OperationState)
+    start = OperationState.start(Policy(), "op", 0.0)
+    assert copy(start, attempts=2) == evolve(start, attempts=2)
+    with pytest.raises(TypeError, match="attempt"):
+        copy(start, attempt=2)
 
 
 def test_the_state_changes_keep_every_field_in_its_place() -> None:

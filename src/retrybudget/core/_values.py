@@ -16,9 +16,10 @@ class's keywords (``Outcome(reason=..., attempts=...)``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-__all__ = ["evolve", "fast_init"]
+__all__ = ["evolve", "evolver", "fast_init"]
 
 C = TypeVar("C", bound=type[Any])
 V = TypeVar("V")
@@ -56,16 +57,32 @@ def fast_init(cls: C) -> C:
 
 
 def _evolver(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> Any:
-    """A function ``(value, changes) -> copy`` for ``cls``: the changes by name, the rest copied."""
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    body = ["    new = _new(_cls)", "    take = changes.pop"]
+    """A function ``(value, /, *, field=...) -> copy`` for ``cls``: the named fields changed."""
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_KEEP": _KEEP}
+    params, body = [], ["    new = _new(_cls)"]
     for f in fields:
         namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
-        body.append(f"    _set_{f.name}(new, take({f.name!r}, value.{f.name}))")
-    body += ["    if changes:", "        raise TypeError(f'{_cls.__name__} has no field {sorted(changes)}')",
-             "    return new"]
-    exec("def evolve(value, changes):\n" + "\n".join(body), namespace)  # noqa: S102 - field names only
+        params.append(f"{f.name}=_KEEP")
+        body.append(f"    _set_{f.name}(new, _from.{f.name} if {f.name} is _KEEP else {f.name})")
+    source = f"def evolve(_from, /, *, {', '.join(params)}):\n" + "\n".join([*body, "    return new"])
+    exec(source, namespace)  # noqa: S102 - the source is built from field names only
     return namespace["evolve"]
+
+
+_KEEP: Any = object()
+"""An :func:`evolve` argument left out: the field is copied."""
+
+
+def evolver(cls: type[V]) -> Callable[..., V]:
+    """The copier :func:`evolve` uses for ``cls`` (a :func:`fast_init` class), for hot paths.
+
+    ``evolver(OperationState)(state, attempts=2)`` is ``evolve(state, attempts=2)`` without
+    looking the class up; an unknown field name raises :class:`TypeError`.
+    """
+    copier = next((_EVOLVERS[base] for base in cls.__mro__ if base in _EVOLVERS), None)
+    if copier is None:
+        raise TypeError(f"{cls.__name__} is not a fast_init value class")
+    return cast("Callable[..., V]", copier)
 
 
 def evolve(value: V, /, **changes: Any) -> V:
@@ -75,11 +92,8 @@ def evolve(value: V, /, **changes: Any) -> V:
     fields (a subclass that fills fields with class attributes yields its base). An unknown
     field name raises :class:`TypeError`.
     """
-    kind = type(value)
-    copier = _EVOLVERS.get(kind)
+    copier = _EVOLVERS.get(type(value))
     if copier is None:
-        copier = next((_EVOLVERS[base] for base in kind.__mro__ if base in _EVOLVERS), None)
-        if copier is None:
-            raise TypeError(f"{kind.__name__} is not a fast_init value class")
-    result: V = copier(value, changes)
+        copier = evolver(type(value))
+    result: V = copier(value, **changes)
     return result

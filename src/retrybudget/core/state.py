@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._values import evolve, fast_init
+from ._values import evolver, fast_init
 from .classify import Classified
 from .outcome import AttemptRecord, Wait, WaitReason
 from .policy import Policy
@@ -73,7 +73,7 @@ class OperationState:
         conflicts = self.conflicts
         if classified.conflicts:
             conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
-        return evolve(self, attempts=self.attempts + 1, history=(*self.history, record),
+        return _evolve(self, attempts=self.attempts + 1, history=(*self.history, record),
                       conflicts=conflicts)
 
     def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
@@ -83,7 +83,7 @@ class OperationState:
         latest = self.retry_at
         if retry_at is not None and (latest is None or retry_at > latest):
             latest = retry_at
-        return evolve(self, waits=(*self.waits, wait), rate_limit_streak=streak,
+        return _evolve(self, waits=(*self.waits, wait), rate_limit_streak=streak,
                       backoffs=backoffs, retry_at=latest)
 
     def with_method(self, method: str | None) -> OperationState:
@@ -95,4 +95,8 @@ class OperationState:
         """
         if method is None or self.method is not None:
             return self
-        return evolve(self, method=method.upper())
+        return _evolve(self, method=method.upper())
+
+
+_evolve = evolver(OperationState)
+"""Copies a state with the named fields changed (``_values.evolve`` for this one class)."""
