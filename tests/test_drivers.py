@@ -315,3 +315,13 @@ def test_the_decorators_error_is_not_chained_to_the_providers(clock) -> None:
     assert info.value.outcome is not None
     assert info.value.outcome.error is error
     assert "s3cret" not in str(info.value)
+
+
+def test_every_retrier_field_is_the_engine_or_the_call() -> None:
+    import dataclasses
+
+    from retrybudget._drivers import CALL_FIELDS
+
+    engine = {"policy", "clock", "coordinator", "hooks", "random"}
+    assert {f.name for f in dataclasses.fields(Retrier)} == engine | CALL_FIELDS
+    assert not engine & CALL_FIELDS
