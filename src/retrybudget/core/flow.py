@@ -45,6 +45,7 @@ from .throttle import throttle_of
 __all__ = ["FlowGen", "operation_flow"]
 
 FlowGen = Generator[Action, object, Outcome[object]]
+"""What :func:`operation_flow` returns: yields actions, is sent their replies, returns the outcome."""
 
 
 def _conclude(
