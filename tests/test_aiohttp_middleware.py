@@ -168,8 +168,8 @@ async def test_a_payload_that_fails_validation_is_never_handed_over(sandbox) -> 
 
 async def test_an_open_breaker_refuses_without_a_request(sandbox) -> None:
     class Open(rb.coordination.Coordinator):
-        def admit(self, key: str) -> rb.core.flow.Admission:
-            return rb.core.flow.Admission(allowed=False, detail="open")
+        def admit(self, key: str) -> rb.core.actions.Admission:
+            return rb.core.actions.Admission(allowed=False, detail="open")
 
     fixture = Fixture(sandbox, OK)
     middleware = RetryMiddleware(Retrier(policy=FAST, coordinator=Open()))

@@ -28,8 +28,9 @@ from retrybudget import (
     parse_rate_limit_headers,
 )
 from retrybudget.core.classify import classify
-from retrybudget.core.decide import OperationState, Retry, Stop, decide
+from retrybudget.core.decide import Retry, Stop, decide
 from retrybudget.core.headers import CLAMP_EVIDENCE, MAX_CLOCK_SKEW, MAX_HINT_SECONDS, SKEW_EVIDENCE
+from retrybudget.core.state import OperationState
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NOW = 1_800_000_000.0

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from retrybudget import FakeClock
 from retrybudget.cli._progress import LiveTally, ProgressView, render_status
-from retrybudget.core.flow import RequestInfo
+from retrybudget.core.actions import RequestInfo
 from retrybudget.core.outcome import Wait, WaitReason
 from retrybudget.observe import WaitEvent
 
@@ -31,7 +31,7 @@ CHILD = textwrap.dedent("""
     from rich.console import Console
     from retrybudget import FakeClock
     from retrybudget.cli._progress import LiveTally, ProgressView
-    from retrybudget.core.flow import RequestInfo
+    from retrybudget.core.actions import RequestInfo
     from retrybudget.core.outcome import Wait, WaitReason
     from retrybudget.observe import WaitEvent
 

@@ -33,8 +33,9 @@ from retrybudget.coordination import (
     MemoryCoordinator,
     RedisCoordinator,
 )
+from retrybudget.core.actions import Attempt, AttemptResult, RequestInfo, Sleep
 from retrybudget.core.classify import Classified, Kind, ResponseSeen, classify
-from retrybudget.core.flow import Attempt, AttemptResult, RequestInfo, Sleep, operation_flow
+from retrybudget.core.flow import operation_flow
 from retrybudget.core.outcome import AttemptRecord, Outcome, Reason
 from retrybudget.core.profiles import GENERIC, Profile
 from retrybudget.core.throttle import Throttle, throttle_of

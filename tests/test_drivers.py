@@ -241,3 +241,87 @@ def test_a_returned_object_with_a_status_is_read_as_a_response(clock) -> None:
     outcome = Retrier(clock=clock, policy=Policy(deadline=30)).call(Answer)
     assert (outcome.reason, outcome.attempts) == (Reason.EXHAUSTED, 3)
     assert [w.source for w in outcome.waits] == ["retry-after", "retry-after"]
+
+
+# The engine and the call: Retrier.on binds a call's description to one engine -------------
+
+
+def test_on_binds_the_call_and_keeps_the_engine(clock) -> None:
+    coordinator = rb.MemoryCoordinator(clock=clock)
+    engine = Retrier(policy=Policy(validator=json_payload), clock=clock, coordinator=coordinator)
+    bookings = engine.on(key="https://api.example.com", method="POST", job_id="job-1")
+    provider = ScriptedProvider([{"status": 503}, OK], clock)
+    outcome = bookings.call(provider)  # the response names no method: the bound one counts
+    # a write that may have been sent is not replayed: the bound method decides
+    assert (outcome.reason, outcome.attempts) == (Reason.NOT_RETRIED, 1)
+    assert (outcome.key, outcome.method, outcome.job_id) == ("https://api.example.com", "POST",
+                                                             "job-1")
+    assert bookings.retrier.coordinator is coordinator
+    assert bookings.retrier.clock is clock
+    assert (engine.key, engine.method, engine.job_id) == ("default", None, None)  # unchanged
+    reads = engine.on(key="https://api.example.com")
+    again = reads.call(ScriptedProvider([{"status": 503}, OK], clock))
+    assert (again.reason, again.attempts, again.method) == (Reason.OK, 2, None)
+
+
+def test_on_again_changes_only_what_it_names(clock) -> None:
+    bound = Retrier(clock=clock).on(key="k", method="GET").on(job_id="j")
+    assert (bound.retrier.key, bound.retrier.method, bound.retrier.job_id) == ("k", "GET", "j")
+    assert repr(bound).startswith("BoundRetrier(idempotency_key=False, interpreter=None, "
+                                  "job_id='j', key='k', method='GET'")
+
+
+@pytest.mark.parametrize("engine_field", ["policy", "clock", "coordinator", "hooks", "random"])
+def test_on_refuses_an_engine_setting(engine_field: str) -> None:
+    with pytest.raises(TypeError, match=engine_field):
+        Retrier().on(**{engine_field: None})
+
+
+async def test_a_bound_retrier_runs_async_and_drives_attempts(clock) -> None:
+    bound = Retrier(policy=Policy(validator=json_payload), clock=clock,
+                    random=random.Random(0)).on(key="k", job_id="a")
+    provider = ScriptedProvider([{"status": 503}, OK], clock)
+
+    async def fetch() -> object:
+        return provider()
+
+    outcome = await bound.acall(fetch)
+    assert (outcome.reason, outcome.attempts, outcome.key, outcome.job_id) == (Reason.OK, 2, "k", "a")
+
+    def perform(attempt: rb.Attempt) -> rb.AttemptResult:
+        return rb.AttemptResult(rb.ResponseSeen(200), value=attempt.number)
+
+    ran = bound.run(perform)
+    assert (ran.reason, ran.value, ran.key) == (Reason.OK, 1, "k")
+
+    async def aperform(attempt: rb.Attempt) -> rb.AttemptResult:
+        return perform(attempt)
+
+    aran = await bound.arun(aperform)
+    assert (aran.reason, aran.value, aran.job_id) == (Reason.OK, 1, "a")
+
+
+def test_the_decorators_error_is_not_chained_to_the_providers(clock) -> None:
+    error = ConnectionResetError("reset by https://api.example.com/?api_key=s3cret")
+
+    @retrying(Policy(max_attempts=2, deadline=30), clock=clock)
+    def fetch() -> object:
+        raise error
+
+    with pytest.raises(rb.RetriesExhausted) as info:
+        fetch()
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__
+    assert info.value.outcome is not None
+    assert info.value.outcome.error is error
+    assert "s3cret" not in str(info.value)
+
+
+def test_every_retrier_field_is_the_engine_or_the_call() -> None:
+    import dataclasses
+
+    from retrybudget._drivers import CALL_FIELDS
+
+    engine = {"policy", "clock", "coordinator", "hooks", "random"}
+    assert {f.name for f in dataclasses.fields(Retrier)} == engine | CALL_FIELDS
+    assert not engine & CALL_FIELDS

@@ -39,7 +39,7 @@ def _named_types(hint: object) -> set[type]:
     return found.union(*(_named_types(arg) for arg in typing.get_args(hint)))
 
 
-@pytest.mark.parametrize("method", ["run", "arun", "call", "acall"])
+@pytest.mark.parametrize("method", ["run", "arun", "call", "acall", "on"])
 def test_what_a_retrier_takes_and_gives_is_exported(method: str) -> None:
     seen: set[type] = set()
     todo = _named_types(list(typing.get_type_hints(getattr(retrybudget.Retrier, method)).values()))
@@ -49,7 +49,7 @@ def test_what_a_retrier_takes_and_gives_is_exported(method: str) -> None:
         if dataclasses.is_dataclass(cls) and cls.__module__.startswith("retrybudget."):
             todo |= _named_types(list(typing.get_type_hints(cls).values())) - seen
     ours = {cls for cls in seen if cls.__module__.startswith("retrybudget.")}
-    assert retrybudget.Outcome in ours
+    assert (retrybudget.BoundRetrier if method == "on" else retrybudget.Outcome) in ours
     if method in {"run", "arun"}:
         assert {retrybudget.Attempt, retrybudget.AttemptResult, retrybudget.RequestInfo} <= ours
     missing = sorted(cls.__qualname__ for cls in ours

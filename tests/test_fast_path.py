@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import FakeClock
+from retrybudget.core.actions import AttemptResult
 from retrybudget.core.classify import ResponseSeen
-from retrybudget.core.flow import AttemptResult
 from retrybudget.core.outcome import Outcome
 from strategies import header_sets, policies
 
@@ -122,7 +122,7 @@ def test_acall_fast_path_matches_the_generic_flow(
         interp = slow._interpreter
 
         async def perform(attempt: Any) -> Any:
-            from retrybudget.core.flow import AttemptResult
+            from retrybudget.core.actions import AttemptResult
 
             token = rb._drivers._ATTEMPT_TIMEOUT.set(attempt.timeout)
             try:
@@ -236,7 +236,8 @@ def test_the_fast_paths_fresh_state_plans_as_the_real_one(
     policy: rb.Policy, now: float, later: float
 ) -> None:
     from retrybudget._drivers import _fresh
-    from retrybudget.core.decide import OperationState, plan_attempt
+    from retrybudget.core.decide import plan_attempt
+    from retrybudget.core.state import OperationState
 
     real = OperationState.start(policy, "id", now)
     fresh = _fresh(policy, now)

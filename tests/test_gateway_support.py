@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from retrybudget.coordination import CoordinationConfig, Coordinator, MemoryCoordinator
-from retrybudget.core.flow import Admission, Permit
+from retrybudget.core.actions import Admission, Permit
 from retrybudget.core.outcome import Outcome
 from retrybudget.core.throttle import Throttle
 from retrybudget.gateway import GatewayConfig, GatewayServer, create_app

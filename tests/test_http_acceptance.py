@@ -30,7 +30,7 @@ import retrybudget as rb
 from retrybudget import SYSTEM_CLOCK, Outcome, Reason, Retrier, RetryBudgetError
 from retrybudget.acceptance import Case, judge, load_cases, policy_for, run_offline
 from retrybudget.coordination import Coordinator
-from retrybudget.core.flow import Admission
+from retrybudget.core.actions import Admission
 from retrybudget.integrations import outcome_of
 from retrybudget.integrations.aiohttp import RetryMiddleware
 from retrybudget.integrations.httpx import AsyncRetryTransport, RetryTransport

@@ -27,7 +27,7 @@ from retrybudget import (
     RetryBudgetError,
 )
 from retrybudget.coordination import Coordinator
-from retrybudget.core.flow import Admission, RequestInfo
+from retrybudget.core.actions import Admission, RequestInfo
 from retrybudget.integrations import outcome_of, stats_of
 from retrybudget.integrations.httpx import (
     AsyncRetryTransport,

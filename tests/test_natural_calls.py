@@ -30,8 +30,8 @@ from urllib3 import exceptions as u3
 
 import retrybudget as rb
 from retrybudget import FakeClock, Policy, Reason, Retrier
+from retrybudget._native import observe_error
 from retrybudget.core.classify import FailureKind, FailureSeen, ResponseSeen
-from retrybudget.integrations._native import observe_error
 from retrybudget.sandbox import SandboxServer, serve_in_thread
 
 OK = {"status": 200, "body": {"available": True}}

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from retrybudget import FakeClock, Policy, Retrier, WaitReason
 from retrybudget.acceptance import load_cases, run_offline
 from retrybudget.coordination import Coordinator
+from retrybudget.core.actions import AttemptResult, Permit, RequestInfo
 from retrybudget.core.classify import ResponseSeen
-from retrybudget.core.flow import AttemptResult, Permit, RequestInfo
 from retrybudget.observe import METRICS, OtelHook, PrometheusHook
 
 CASES = {c.id: c for c in load_cases()}

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retrybudget import CallInterpreter, FakeClock, Policy, Retrier, RetryBudgetError
-from retrybudget.core.flow import Attempt, AttemptResult, RequestInfo
+from retrybudget.core.actions import Attempt, AttemptResult, RequestInfo
 from retrybudget.observe import (
     REDACTED,
     SECRET_PARAMS,

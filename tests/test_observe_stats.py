@@ -12,7 +12,7 @@ import pytest
 from retrybudget import FakeClock, Outcome, Policy, Reason, Retrier, WaitReason
 from retrybudget.acceptance import load_cases, run_offline
 from retrybudget.coordination import Coordinator
-from retrybudget.core.flow import Permit, RequestInfo
+from retrybudget.core.actions import Permit, RequestInfo
 from retrybudget.observe import StatsAggregator, operation_stats
 from retrybudget.testing import ScriptedProvider
 

@@ -203,7 +203,8 @@ def test_classify_is_total(status, headers, message, now, profile) -> None:
 def test_decide_never_breaks_a_rule(policy, status, headers, attempts, elapsed, method, has_key,
                                     sample) -> None:
     from retrybudget import ResponseSeen
-    from retrybudget.core.decide import OperationState, Retry, Stop, decide
+    from retrybudget.core.decide import Retry, Stop, decide
+    from retrybudget.core.state import OperationState
 
     tried(DECIDE)
     start = OperationState.start(policy, "op", 0.0, method=method, has_idempotency_key=has_key)
@@ -250,7 +251,8 @@ def test_decide_never_waits_less_than_the_provider_asked(policy, step, attempts,
                                                          sample) -> None:
     """Rule 5 in wait mode with room: the wait is never shorter than the provider asked."""
     from retrybudget import ResponseSeen
-    from retrybudget.core.decide import OperationState, Retry
+    from retrybudget.core.decide import Retry
+    from retrybudget.core.state import OperationState
 
     tried(ASKED)
     start = OperationState.start(policy, "op", 0.0, method="GET")

@@ -31,8 +31,8 @@ from retrybudget.coordination import (
     RedisCoordinator,
 )
 from retrybudget.coordination._logic import EPSILON, NEVER, write_wait
+from retrybudget.core.actions import Permit
 from retrybudget.core.classify import classify
-from retrybudget.core.flow import Permit
 from retrybudget.core.throttle import NO_THROTTLE, throttle_of
 from retrybudget.integrations import outcome_of
 from retrybudget.integrations.httpx import RetryTransport

@@ -71,7 +71,7 @@ def test_bad_config_is_a_policy_error(bad: dict[str, float]) -> None:
 def test_a_pacing_wait_that_does_not_fit_names_when_to_come_back() -> None:
     from retrybudget import FakeClock, Policy, Retrier
     from retrybudget.coordination import Coordinator
-    from retrybudget.core.flow import Permit
+    from retrybudget.core.actions import Permit
     from retrybudget.core.outcome import WaitReason
 
     class Paced(Coordinator):

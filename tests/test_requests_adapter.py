@@ -22,7 +22,7 @@ from retrybudget import (
     RetriesExhausted,
 )
 from retrybudget.coordination import Coordinator
-from retrybudget.core.flow import Admission
+from retrybudget.core.actions import Admission
 from retrybudget.integrations import outcome_of, stats_of
 from retrybudget.integrations.requests import (
     AdapterCircuitOpen,

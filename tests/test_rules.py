@@ -18,9 +18,10 @@ from retrybudget import (
     get_profile,
 )
 from retrybudget.coordination import Coordinator
+from retrybudget.core.actions import Admission, Permit
 from retrybudget.core.classify import classify
-from retrybudget.core.decide import OperationState, Retry, Stop, decide
-from retrybudget.core.flow import Admission, Permit
+from retrybudget.core.decide import Retry, Stop, decide
+from retrybudget.core.state import OperationState
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NO_JITTER = Backoff(base=0.5, cap=4.0, multiplier=2.0, jitter=Jitter.NONE)

@@ -23,8 +23,8 @@ from retrybudget import (
     get_profile,
 )
 from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
+from retrybudget.core.actions import Admission, Permit
 from retrybudget.core.classify import FailureKind, FailureSeen, Kind, classify
-from retrybudget.core.flow import Admission, Permit
 from retrybudget.core.throttle import throttle_of
 from retrybudget.testing import ScriptedProvider, json_payload
 
@@ -105,6 +105,36 @@ def test_a_concurrency_wait_past_the_deadline_ends_with_deadline(clock) -> None:
     busy = _Busy(10.0, WaitReason.CONCURRENCY)
     outcome, provider = run([OK], clock, deadline=5, coordinator=busy)
     assert (outcome.reason, outcome.attempts, provider.count) == (Reason.DEADLINE, 0, 0)
+    assert clock.sleeps == []
+
+
+class _Pacing(Coordinator):
+    """Asks for a pacing wait of one second at every ask, counting the asks."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        self.asked += 1
+        return Permit(wait=1.0, reason=WaitReason.PACING)
+
+
+def test_a_coordinator_that_keeps_asking_to_wait_ends_the_operation_after_the_cap(clock) -> None:
+    from retrybudget.core.decide import MAX_COORDINATOR_WAITS
+
+    pacing = _Pacing()
+    outcome, provider = run([OK], clock, deadline=None, coordinator=pacing)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.DEADLINE, 0, 0)
+    assert outcome.detail == "the coordinator kept asking to wait"
+    assert pacing.asked == MAX_COORDINATOR_WAITS == 64  # no ask after the last wait taken
+    assert clock.sleeps == [1.0] * 64
+
+
+def test_a_gate_wait_past_the_deadline_names_the_coordinators_instant(clock) -> None:
+    busy = _Busy(10.0, WaitReason.GATE)
+    outcome, provider = run([OK], clock, deadline=5, coordinator=busy)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.RATE_LIMITED, 0, 0)
+    assert outcome.retry_at == WALL0 + 10.0
     assert clock.sleeps == []
 
 
@@ -567,7 +597,7 @@ def test_a_profile_without_transient_hints_backs_off_by_policy(clock) -> None:
 
 
 def test_a_new_operation_has_no_idempotency_key_unless_given() -> None:
-    from retrybudget.core.decide import OperationState
+    from retrybudget.core.state import OperationState
 
     policy = Policy()
     assert OperationState.start(policy, "op", 0.0).has_idempotency_key is False
@@ -585,3 +615,13 @@ def test_a_primary_limit_with_an_ordinary_message_flags_nothing() -> None:
     seen = classify(get_profile("github"),
                     ResponseSeen.of(403, headers, message="API rate limit exceeded"), WALL0)
     assert (seen.kind, seen.conflicts) == (Kind.RATE_LIMITED, ())
+
+
+# Which failed responses the integrations read at once: the statuses the policy may retry ------
+
+def test_the_retried_statuses_follow_the_rate_limit_mode() -> None:
+    from retrybudget import RateLimitMode
+
+    # the generic profile: 429 a rate limit, 403 one when its body or headers say so
+    assert Policy().retried_statuses() == {502, 503, 504, 429, 403}
+    assert Policy(rate_limit=RateLimitMode.FAIL_FAST).retried_statuses() == {502, 503, 504}

@@ -16,7 +16,16 @@ Start here::
 """
 
 from ._clock import SYSTEM_CLOCK, Clock, FakeClock, SystemClock
-from ._drivers import CallInterpreter, Interpreter, Retrier, acall, attempt_timeout, call, retrying
+from ._drivers import (
+    BoundRetrier,
+    CallInterpreter,
+    Interpreter,
+    Retrier,
+    acall,
+    attempt_timeout,
+    call,
+    retrying,
+)
 from ._profile_file import load_profile
 from .coordination import (
     BreakerConfig,
@@ -26,8 +35,8 @@ from .coordination import (
     NoCoordination,
     RetryBudgetConfig,
 )
+from .core.actions import Attempt, AttemptResult, RequestInfo
 from .core.classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen
-from .core.flow import Attempt, AttemptResult, RequestInfo
 from .core.headers import HeaderRules, RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
@@ -71,6 +80,7 @@ __all__ = [
     "AuditHook",
     "Backoff",
     "BodySignal",
+    "BoundRetrier",
     "BreakerConfig",
     "CallInterpreter",
     "CircuitOpen",

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
+from ._native import method_of, observe_error, stdlib_failure_kind
 from .coordination._base import Coordinator, NoCoordination
+from .core.actions import Action, Attempt, AttemptResult, Finish, RequestInfo, Sleep
 from .core.classify import (
     MESSAGE_LIMIT,
     Classified,
@@ -32,25 +34,19 @@ from .core.classify import (
     ResponseSeen,
     classify,
 )
-from .core.decide import OperationState, Stop, decide, plan_attempt
-from .core.flow import (
-    Action,
-    Attempt,
-    AttemptResult,
-    Finish,
-    FlowGen,
-    RequestInfo,
-    Sleep,
-    operation_flow,
-)
+from .core.decide import Stop, decide, plan_attempt
+from .core.flow import FlowGen, operation_flow
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
 from .core.profiles import Profile
+from .core.state import OperationState
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 from .observe._logging import log_hooks
 
 __all__ = [
+    "CALL_FIELDS",
+    "BoundRetrier",
     "CallInterpreter",
     "Interpreter",
     "Retrier",
@@ -96,17 +92,6 @@ def validation_error(validator: Validator | None, payload: object) -> str:
     return "validator returned False" if verdict is False else ""
 
 
-def failure_kind(error: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> FailureKind:
-    """The standard library's network errors, mapped to failure kinds."""
-    if isinstance(error, ConnectionRefusedError):
-        return FailureKind.CONNECT
-    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):  # one class from Python 3.11
-        return FailureKind.TIMEOUT
-    if isinstance(error, ConnectionError) or (retry_on and isinstance(error, retry_on)):
-        return FailureKind.NETWORK
-    return FailureKind.ERROR
-
-
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray, list,
                           tuple, dict, set, frozenset})
 """Built-in types whose values are never read as HTTP responses."""
@@ -150,7 +135,7 @@ class CallInterpreter:
             value, "status_code", getattr(value, "status", None))
         if isinstance(status, int) and not isinstance(status, bool) and hasattr(value, "headers"):
             headers = getattr(value, "headers", None) or {}
-            method = _method_of(value)
+            method = method_of(value)
             message = ""
             if status >= 400 or (self.profile is not None
                                  and self.profile.reads_body(status, method or self.method)):
@@ -167,8 +152,6 @@ class CallInterpreter:
 
     def error(self, error: BaseException) -> Observation:
         """Read a raised exception."""
-        from .integrations._native import observe_error  # noqa: PLC0415 - it imports the drivers
-
         if isinstance(error, json.JSONDecodeError):  # requests' own is one too
             return FailureSeen(FailureKind.PROTOCOL, type(error).__name__)
         seen = observe_error(error)
@@ -176,7 +159,7 @@ class CallInterpreter:
             return seen
         # Not a provider failure the libraries name: the standard library's errors, retry_on.
         method = None if seen is None else seen.method
-        return FailureSeen(failure_kind(error, self.retry_on), type(error).__name__, method=method)
+        return FailureSeen(stdlib_failure_kind(error, self.retry_on), type(error).__name__, method=method)
 
 
 def _read_text(response: object) -> str:
@@ -194,16 +177,6 @@ def _read_text(response: object) -> str:
     except Exception:  # httpx.ResponseNotRead and the like: a stream nobody read
         return ""
     return text[:MESSAGE_LIMIT] if isinstance(text, str) else ""
-
-
-def _method_of(response: object) -> str | None:
-    """The method of the request a returned response answered (httpx, requests, aiohttp)."""
-    try:  # httpx raises RuntimeError for a response built without a request
-        method = getattr(getattr(response, "request", None), "method", None)
-        method = method or getattr(response, "method", None)
-    except Exception:  # an unreadable request is an unknown method
-        return None
-    return method.upper() if isinstance(method, str) and method else None
 
 
 def _is_callers_error(outcome: Outcome[Any]) -> bool:
@@ -343,6 +316,12 @@ class Retrier:
     :meth:`call` / :meth:`acall` for any callable, or :meth:`run` / :meth:`arun` to drive
     attempts yourself (the HTTP integrations do).
 
+    Its fields are of two kinds. The *engine* (``policy``, ``clock``, ``coordinator``,
+    ``hooks``, ``random``) is what the retrier is, shared by every operation it runs. The
+    *call* (:data:`CALL_FIELDS`: ``key``, ``method``, ``idempotency_key``, ``job_id``,
+    ``interpreter``, ``timeout_kwarg``) describes what one call is; the fields given here are
+    the default description, and :meth:`on` binds another one to the same engine.
+
     Attributes:
         policy: the budget and rules.
         clock: where time comes from (inject a FakeClock in tests).
@@ -381,6 +360,32 @@ class Retrier:
     def with_options(self, **changes: Any) -> Retrier:
         """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
+
+    def on(self, **call: Any) -> BoundRetrier:
+        """This engine bound to the description of a call: what ``call``/``run`` then describe.
+
+        ``call`` takes the call's fields only (:data:`CALL_FIELDS`: ``key``, ``method``,
+        ``idempotency_key``, ``job_id``, ``interpreter``, ``timeout_kwarg``); the engine's
+        (policy, clock, coordinator, hooks, random) stay this retrier's, so one engine serves
+        every kind of call::
+
+            engine = Retrier(policy=interactive(), coordinator=shared)
+            bookings = engine.on(key="https://api.example.com", method="POST", idempotency_key=True)
+            outcome = bookings.call(create_booking, payload)
+
+        Raises:
+            TypeError: a name that is not a call field (an engine setting belongs to the
+                retrier: ``with_options``).
+        """
+        unknown = sorted(set(call) - CALL_FIELDS)
+        if unknown:
+            raise TypeError(f"Retrier.on() takes the call's fields {sorted(CALL_FIELDS)}, "
+                            f"not {unknown} (an engine setting: use with_options)")
+        bound = dataclasses.replace(self, **call)
+        if "interpreter" not in call and "_fast" in self.__dict__:
+            # The first-success answer depends on the engine and the interpreter only.
+            bound.__dict__["_fast"] = self.__dict__["_fast"]
+        return BoundRetrier(bound)
 
     @functools.cached_property
     def _request(self) -> RequestInfo:
@@ -675,6 +680,58 @@ class Retrier:
         if isinstance(ended, Outcome):
             return ended
         return cast("Outcome[T]", await self._adrive(ended, perform, result))
+
+
+CALL_FIELDS = frozenset({"key", "method", "idempotency_key", "job_id", "interpreter", "timeout_kwarg"})
+"""The :class:`Retrier` fields that describe one call (the others describe the engine)."""
+
+
+class BoundRetrier:
+    """A retrier's engine bound to the description of a call (what :meth:`Retrier.on` returns).
+
+    It runs operations as the retrier does (:meth:`call`, :meth:`acall`, :meth:`run`,
+    :meth:`arun`), each described by the bound call fields; :meth:`on` binds another
+    description to the same engine. A bound retrier is immutable, and cheap to keep per
+    endpoint or per kind of request.
+    """
+
+    __slots__ = ("_retrier",)
+
+    def __init__(self, retrier: Retrier) -> None:
+        self._retrier = retrier
+
+    @property
+    def retrier(self) -> Retrier:
+        """The retrier this runs as: the engine with the bound call fields."""
+        return self._retrier
+
+    def __repr__(self) -> str:
+        r = self._retrier
+        fields = ", ".join(f"{name}={getattr(r, name)!r}" for name in sorted(CALL_FIELDS))
+        return f"BoundRetrier({fields})"
+
+    def on(self, **call: Any) -> BoundRetrier:
+        """The same engine bound to this description with ``call`` changed."""
+        return self._retrier.on(**call)
+
+    def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Outcome[T]:
+        """:meth:`Retrier.call` under the bound description."""
+        return self._retrier.call(fn, *args, **kwargs)
+
+    async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
+        """:meth:`Retrier.acall` under the bound description."""
+        return await self._retrier.acall(fn, *args, **kwargs)
+
+    def run(self, perform: Callable[[Attempt], AttemptResult], request: RequestInfo | None = None,
+            *, operation_id: str | None = None) -> Outcome[object]:
+        """:meth:`Retrier.run` under the bound description."""
+        return self._retrier.run(perform, request, operation_id=operation_id)
+
+    async def arun(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                   request: RequestInfo | None = None, *,
+                   operation_id: str | None = None) -> Outcome[object]:
+        """:meth:`Retrier.arun` under the bound description."""
+        return await self._retrier.arun(perform, request, operation_id=operation_id)
 
 
 def call(fn: Callable[..., T], /, *args: Any, retrier: Retrier | None = None, **kwargs: Any) -> Outcome[T]:

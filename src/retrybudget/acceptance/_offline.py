@@ -9,7 +9,7 @@ from typing import Any
 from .._clock import Clock, FakeClock
 from .._drivers import Retrier
 from ..coordination._base import Coordinator
-from ..core.flow import Admission
+from ..core.actions import Admission
 from ..core.outcome import Outcome
 from ..core.policy import Policy
 from ._cases import Case, policy_for

@@ -24,7 +24,7 @@ import httpx
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
 from ..coordination import Coordinator
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ..errors import RetryBudgetError
@@ -128,7 +128,8 @@ def result_line(
 def _unreported(op: Op, error: BaseException | None) -> Outcome[Any]:
     """The outcome of an operation whose end was never reported (a bug): failed, not lost."""
     detail = f"no outcome reported ({type(error).__name__ if error else 'no error'})"
-    return Outcome(Reason.UNEXPECTED, "", 0, (), 0.0, detail=detail, method="GET", job_id=op.id)
+    return Outcome(reason=Reason.UNEXPECTED, operation_id="", attempts=0, waits=(), elapsed=0.0,
+                   detail=detail, method="GET", job_id=op.id)
 
 
 class _Worker:
@@ -162,7 +163,8 @@ class _Worker:
 
     def _refused(self, op: Op, why: str) -> tuple[Outcome[Any], dict[str, Any]]:
         """Record an operation outside the allowed inputs: rejected, zero attempts, unsent."""
-        outcome: Outcome[Any] = Outcome(Reason.REJECTED, secrets.token_hex(8), 0, (), 0.0,
+        outcome: Outcome[Any] = Outcome(reason=Reason.REJECTED, operation_id=secrets.token_hex(8),
+                                        attempts=0, waits=(), elapsed=0.0,
                                         detail=f"refused before any attempt: {why}",
                                         method="GET", job_id=op.id)
         request = RequestInfo("GET", "", url=op.safe_url, job_id=op.id)

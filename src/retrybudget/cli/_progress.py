@@ -16,8 +16,8 @@ from rich.live import Live
 from rich.text import Text
 
 from .._clock import Clock
+from ..core.actions import RequestInfo
 from ..core.classify import Kind
-from ..core.flow import RequestInfo
 from ..core.outcome import Outcome, WaitReason
 from ..observe import AttemptEvent, WaitEvent
 

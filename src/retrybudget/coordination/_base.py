@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit, SpendRetry
+from ..core.actions import Acquire, Admission, Admit, Finish, Learn, Permit, SpendRetry
 from ..core.outcome import Outcome
 from ..core.throttle import Throttle
 from ._stats import CoordinationStats

@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..core.actions import Admission, Permit
 from ..core.classify import Kind
-from ..core.flow import Admission, Permit
 from ..core.outcome import Outcome, Reason, WaitReason
 from ..core.throttle import Throttle
 from ._config import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.flow import Admission, Permit
+from ..core.actions import Admission, Permit
 from ..core.outcome import Outcome
 from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe._hooks import notify

@@ -36,7 +36,7 @@ from redis.commands.core import AsyncScript, Script
 from redis.retry import Retry
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.flow import Acquire, Admission, Admit, Finish, Learn, Permit
+from ..core.actions import Acquire, Admission, Admit, Finish, Learn, Permit
 from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds

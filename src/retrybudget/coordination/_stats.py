@@ -6,7 +6,7 @@ import dataclasses
 import threading
 from dataclasses import dataclass
 
-from ..core.flow import Admission, Permit
+from ..core.actions import Admission, Permit
 from ..core.outcome import WaitReason
 
 __all__ = ["CoordinationStats", "Tally"]

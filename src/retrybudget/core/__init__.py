@@ -6,11 +6,12 @@ imports the standard library and the clock protocol only (``tests/test_layering.
 """
 
 from .classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen, classify
-from .decide import Decision, OperationState, Retry, Stop, decide, plan_attempt, plan_wait
+from .decide import Decision, Retry, Stop, decide, plan_attempt, plan_wait
 from .headers import Conflict, HeaderNote, Hint, RateLimitInfo, parse_rate_limit_headers
 from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .policy import Backoff, Jitter, Policy, PolicyError, RateLimitMode, background, interactive
 from .profiles import GENERIC, GITHUB, PROFILES, Profile, get_profile
+from .state import OperationState
 
 __all__ = [
     "GENERIC",

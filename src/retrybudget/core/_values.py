@@ -1,4 +1,4 @@
-"""Fast construction for the frozen value classes on the hot path.
+"""Construction of the core's frozen value classes, by field name.
 
 A frozen dataclass's generated ``__init__`` sets each field through
 ``object.__setattr__`` looked up per field; :func:`fast_init` replaces it with an
@@ -6,16 +6,26 @@ equivalent ``__init__`` that calls each slot's descriptor directly (about twice
 as fast). Instances stay frozen: assignment after construction still raises
 :class:`dataclasses.FrozenInstanceError`. Only for slotted dataclasses without
 ``__post_init__`` and without default factories.
+
+:func:`evolve` is the one way the core derives a value from another: the changed fields
+by name, every other field copied, so a value's field list is written once (in its class)
+and two fields of one type cannot be swapped by position. A new value is built with its
+class's keywords (``Outcome(reason=..., attempts=...)``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-__all__ = ["fast_init"]
+__all__ = ["evolve", "evolver", "fast_init"]
 
 C = TypeVar("C", bound=type[Any])
+V = TypeVar("V")
+
+_EVOLVERS: dict[type[Any], Any] = {}
+"""Each :func:`fast_init` class's field-by-field copier (see :func:`evolve`)."""
 
 
 def fast_init(cls: C) -> C:
@@ -42,4 +52,48 @@ def fast_init(cls: C) -> C:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__
     cls.__init__ = init
+    _EVOLVERS[cls] = _evolver(cls, fields)
     return cls
+
+
+def _evolver(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> Any:
+    """A function ``(value, /, *, field=...) -> copy`` for ``cls``: the named fields changed."""
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_KEEP": _KEEP}
+    params, body = [], ["    new = _new(_cls)"]
+    for f in fields:
+        namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+        params.append(f"{f.name}=_KEEP")
+        body.append(f"    _set_{f.name}(new, _from.{f.name} if {f.name} is _KEEP else {f.name})")
+    source = f"def evolve(_from, /, *, {', '.join(params)}):\n" + "\n".join([*body, "    return new"])
+    exec(source, namespace)  # noqa: S102 - the source is built from field names only
+    return namespace["evolve"]
+
+
+_KEEP: Any = object()
+"""An :func:`evolve` argument left out: the field is copied."""
+
+
+def evolver(cls: type[V]) -> Callable[..., V]:
+    """The copier :func:`evolve` uses for ``cls`` (a :func:`fast_init` class), for hot paths.
+
+    ``evolver(OperationState)(state, attempts=2)`` is ``evolve(state, attempts=2)`` without
+    looking the class up; an unknown field name raises :class:`TypeError`.
+    """
+    copier = next((_EVOLVERS[base] for base in cls.__mro__ if base in _EVOLVERS), None)
+    if copier is None:
+        raise TypeError(f"{cls.__name__} is not a fast_init value class")
+    return cast("Callable[..., V]", copier)
+
+
+def evolve(value: V, /, **changes: Any) -> V:
+    """A copy of ``value`` (of a :func:`fast_init` class) with ``changes`` applied by field name.
+
+    What ``dataclasses.replace`` does, faster, and always of the class that declared the
+    fields (a subclass that fills fields with class attributes yields its base). An unknown
+    field name raises :class:`TypeError`.
+    """
+    copier = _EVOLVERS.get(type(value))
+    if copier is None:
+        copier = evolver(type(value))
+    result: V = copier(value, **changes)
+    return result

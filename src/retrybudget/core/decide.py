@@ -14,113 +14,32 @@ rules 1-8 and 12, hold here:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ._values import fast_init
 from .classify import Classified, FailureKind, Kind
 from .headers import Hint
-from .outcome import AttemptRecord, Reason, Wait, WaitReason
+from .outcome import Reason, WaitReason
 from .policy import Policy, RateLimitMode
 from .profiles import Profile
+from .state import OperationState
 
 __all__ = [
+    "MAX_COORDINATOR_WAITS",
     "Decision",
-    "OperationState",
     "Retry",
     "Stop",
     "decide",
+    "draws_on_retry_budget",
+    "plan_acquire",
     "plan_attempt",
     "plan_wait",
     "rate_limit_wait",
+    "retry_refused",
 ]
 
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class OperationState:
-    """One operation's progress, as an immutable value; every change returns a new state.
-
-    Attributes:
-        operation_id: the operation's id.
-        method: the request method, when there is one.
-        started: monotonic time when the operation started.
-        deadline_at: monotonic time of the deadline, or None.
-        has_idempotency_key: the request carries an idempotency key.
-        attempts: attempts made so far.
-        history: per-attempt records.
-        waits: waits taken so far.
-        rate_limit_streak: rate limits seen so far that named no time (for doubling).
-        backoffs: backoff waits taken so far (for the exponential).
-        retry_at: the latest wall-clock time the provider named.
-        conflicts: disagreeing evidence collected so far.
-    """
-
-    operation_id: str
-    method: str | None
-    started: float
-    deadline_at: float | None
-    has_idempotency_key: bool = False
-    attempts: int = 0
-    history: tuple[AttemptRecord, ...] = ()
-    waits: tuple[Wait, ...] = ()
-    rate_limit_streak: int = 0
-    backoffs: int = 0
-    retry_at: float | None = None
-    conflicts: tuple[str, ...] = ()
-
-    @classmethod
-    def start(
-        cls,
-        policy: Policy,
-        operation_id: str,
-        now: float,
-        *,
-        method: str | None = None,
-        has_idempotency_key: bool = False,
-    ) -> OperationState:
-        """The state of a new operation starting at monotonic time ``now``."""
-        deadline_at = None if policy.deadline is None else now + policy.deadline
-        return cls(operation_id, method, now, deadline_at, has_idempotency_key)
-
-    def remaining(self, now: float) -> float | None:
-        """Seconds left before the deadline (None when there is none)."""
-        return None if self.deadline_at is None else self.deadline_at - now
-
-    def with_attempt(self, record: AttemptRecord, classified: Classified) -> OperationState:
-        """This state after one more attempt."""
-        conflicts = self.conflicts
-        if classified.conflicts:
-            conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
-        return OperationState(
-            self.operation_id, self.method, self.started, self.deadline_at,
-            self.has_idempotency_key, self.attempts + 1, (*self.history, record), self.waits,
-            self.rate_limit_streak, self.backoffs, self.retry_at, conflicts,
-        )
-
-    def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
-        """This state after a wait is taken."""
-        streak = self.rate_limit_streak + (wait.reason is WaitReason.RATE_LIMIT_BACKOFF)
-        backoffs = self.backoffs + (wait.reason is WaitReason.BACKOFF)
-        latest = self.retry_at
-        if retry_at is not None and (latest is None or retry_at > latest):
-            latest = retry_at
-        return OperationState(
-            self.operation_id, self.method, self.started, self.deadline_at,
-            self.has_idempotency_key, self.attempts, self.history, (*self.waits, wait), streak,
-            backoffs, latest, self.conflicts,
-        )
-
-    def with_method(self, method: str | None) -> OperationState:
-        """This state, knowing the request method an attempt reported (rule 3 for plain calls).
-
-        A plain callable's operation starts without a method; an attempt whose exception or
-        response names its request's method (a failed POST) fixes it for every decision that
-        follows. A method the operation was given is never replaced.
-        """
-        if method is None or self.method is not None:
-            return self
-        return dataclasses.replace(self, method=method.upper())
+MAX_COORDINATOR_WAITS = 64
+"""Coordinator waits before one attempt at the most (each also pays out of the deadline)."""
 
 
 @fast_init
@@ -305,6 +224,18 @@ def decide(
     return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
 
 
+def draws_on_retry_budget(kind: Kind) -> bool:
+    """Whether a retry after an attempt of this kind asks the shared retry budget.
+
+    Failures do (transient statuses, timeouts, network errors): the budget caps them as a
+    share of traffic so an outage cannot become a retry storm. A rate limit does not: its
+    retry waits for the provider's own instant behind the shared gate, and refusing it would
+    turn a throttled but healthy provider's invitation into a failed operation.
+    """
+    return kind is not Kind.RATE_LIMITED
+
+
+
 def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | Stop | None:
     """Before an attempt: its timeout (clipped to what is left), None for no limit, or a Stop."""
     if state.attempts >= policy.max_attempts:
@@ -318,6 +249,18 @@ def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | S
     return remaining if cap is None else min(cap, remaining)
 
 
+def plan_acquire(state: OperationState, waited: int) -> Stop | None:
+    """Before asking the coordinator for leave to send: a Stop once it made us wait too often.
+
+    ``waited`` counts the coordinator waits already taken before the coming attempt; after
+    :data:`MAX_COORDINATOR_WAITS` of them the operation ends with ``deadline`` instead of
+    asking again (each wait paid out of the deadline already; this bounds the round trips).
+    """
+    if waited < MAX_COORDINATOR_WAITS:
+        return None
+    return Stop(Reason.DEADLINE, state.retry_at, "the coordinator kept asking to wait")
+
+
 def plan_wait(
     policy: Policy,
     state: OperationState,
@@ -325,21 +268,33 @@ def plan_wait(
     wait: float,
     reason: WaitReason,
     retry_at: float | None,
+    now_wall: float | None = None,
 ) -> Retry | Stop | None:
     """A coordinator asks for a wait before the next attempt (gate, pacing, concurrency).
 
     Returns None when there is nothing to wait for. A gate wait (the provider is throttling)
     stops a ``fail_fast`` operation at once; any wait that would end past the deadline stops
-    the operation now with ``rate_limited`` and ``retry_at``.
+    the operation now with ``rate_limited`` and ``retry_at``. A ``rate_limited`` stop names
+    when to come back: the provider's ``retry_at``, else the coordinator's instant (wall-clock
+    ``now_wall`` plus the wait, when ``now_wall`` is given).
     """
     if wait <= 0:
         return None
+    if retry_at is None and now_wall is not None:
+        limit_at: float | None = now_wall + wait
+    else:
+        limit_at = retry_at
     if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
-        return Stop(Reason.RATE_LIMITED, retry_at, "the provider is throttling; fail_fast")
+        return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")
     if not _fits(policy, state, now, wait):
         ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
         return Stop(
-            ends, retry_at,
+            ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
             f"{reason.value} wait of {wait:.3f}s would end past the deadline",
         )
     return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+
+
+def retry_refused(decision: Retry) -> Stop:
+    """The end of an operation whose retry the shared retry budget refused (``SpendRetry``)."""
+    return Stop(Reason.RETRY_BUDGET, decision.retry_at, "the shared retry budget refused a retry")

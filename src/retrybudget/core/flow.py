@@ -9,183 +9,43 @@ line of the retry logic (the shape of httpx's ``Auth.auth_flow``).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 
 from .._clock import Clock
-from ._values import fast_init
-from .classify import Kind, Observation, classify
-from .decide import OperationState, Retry, Stop, decide, plan_attempt, plan_wait
-from .outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
+from .actions import (
+    Acquire,
+    Action,
+    Admission,
+    Admit,
+    Attempt,
+    AttemptResult,
+    Finish,
+    Learn,
+    Permit,
+    RequestInfo,
+    Sleep,
+    SpendRetry,
+)
+from .classify import classify
+from .decide import (
+    MAX_COORDINATOR_WAITS,
+    Retry,
+    Stop,
+    decide,
+    draws_on_retry_budget,
+    plan_acquire,
+    plan_attempt,
+    plan_wait,
+    retry_refused,
+)
+from .outcome import AttemptRecord, Outcome, Reason, Wait
 from .policy import Policy
-from .throttle import Throttle, throttle_of
+from .state import OperationState
+from .throttle import throttle_of
 
-__all__ = [
-    "Acquire",
-    "Action",
-    "Admission",
-    "Admit",
-    "Attempt",
-    "AttemptResult",
-    "Finish",
-    "Learn",
-    "Permit",
-    "RequestInfo",
-    "Sleep",
-    "SpendRetry",
-    "draws_on_retry_budget",
-    "operation_flow",
-]
-
-MAX_COORDINATOR_WAITS = 64
-"""Coordinator waits before one attempt at the most (each also pays out of the deadline)."""
-
-
-@fast_init
-@dataclass(frozen=True, slots=True)
-class RequestInfo:
-    """What the operation is, for decisions, coordination and audit.
-
-    Attributes:
-        method: the HTTP method (None for a plain callable: treated as safe to repeat).
-        key: the provider key workers coordinate under (host plus rate-limit bucket).
-        has_idempotency_key: the request carries an idempotency key.
-        url: the request URL, already redacted (never a secret).
-        job_id: the caller's fixture or job id.
-    """
-
-    method: str | None = None
-    key: str = "default"
-    has_idempotency_key: bool = False
-    url: str | None = None
-    job_id: str | None = None
-
-
-# Actions the flow yields --------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Admit:
-    """Ask the breaker whether this operation may start. Reply: :class:`Admission`."""
-
-    key: str
-
-
-@dataclass(slots=True)
-class Acquire:
-    """Ask the gate, pacing and concurrency cap for leave to send. Reply: :class:`Permit`."""
-
-    key: str
-    attempt: int
-    write_gap: float = 0.0
-    """Seconds the provider asks between the starts of writes under ``key`` (the profile's
-    ``write_pacing`` for a mutating request, else 0)."""
-
-
-@dataclass(slots=True)
-class Attempt:
-    """Make attempt ``number`` with ``timeout`` seconds (None: no limit). Reply: :class:`AttemptResult`."""
-
-    number: int
-    timeout: float | None
-
-
-@dataclass(slots=True)
-class Sleep:
-    """Wait, paid out of the deadline. Reply: None."""
-
-    wait: Wait
-
-
-@dataclass(slots=True)
-class Learn:
-    """Report what an attempt showed about the quota (:class:`~retrybudget.core.throttle.Throttle`,
-    read with the policy's profile; None if the attempt was not made) and release its lease.
-    Reply: None."""
-
-    key: str
-    throttle: Throttle | None
-    lease: str | None
-    final: bool = False
-    """True when the operation's :class:`Finish` comes next, with no wait between: a
-    coordinator may send this report together with it (one round trip instead of two)."""
-
-
-@dataclass(slots=True)
-class SpendRetry:
-    """Ask the shared retry budget for one retry after a failure. Reply: bool.
-
-    Only retries of failures draw on the budget (:func:`draws_on_retry_budget`): a retry
-    after a rate limit waits for the instant the provider named, which the coordinator's
-    gate already shares with every worker, so it is no part of a retry storm.
-    """
-
-    key: str
-
-
-@dataclass(slots=True)
-class Finish:
-    """The operation ended: record it (breaker, budget, audit, hooks). Reply: None."""
-
-    key: str
-    outcome: Outcome[object]
-    probe: bool
-
-
-def draws_on_retry_budget(kind: Kind) -> bool:
-    """Whether a retry after an attempt of this kind asks the shared retry budget.
-
-    Failures do (transient statuses, timeouts, network errors): the budget caps them as a
-    share of traffic so an outage cannot become a retry storm. A rate limit does not: its
-    retry waits for the provider's own instant behind the shared gate, and refusing it would
-    turn a throttled but healthy provider's invitation into a failed operation.
-    """
-    return kind is not Kind.RATE_LIMITED
-
-
-Action = Admit | Acquire | Attempt | Sleep | Learn | SpendRetry | Finish
-"""Everything the flow may ask a driver to do."""
-
-
-# Replies -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """The breaker's answer: allowed, as a half-open probe, or refused until ``retry_at``."""
-
-    allowed: bool = True
-    probe: bool = False
-    retry_at: float | None = None
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Permit:
-    """The coordinator's answer before an attempt.
-
-    Attributes:
-        wait: seconds to wait before asking again (0: go now).
-        reason: what the wait is for (gate, pacing, concurrency).
-        retry_at: wall-clock time the provider named, for a gate wait.
-        lease: a concurrency lease to give back in :class:`Learn`, if one was taken.
-    """
-
-    wait: float = 0.0
-    reason: WaitReason = WaitReason.GATE
-    retry_at: float | None = None
-    lease: str | None = None
-
-
-@dataclass(slots=True)
-class AttemptResult:
-    """What the driver got from one attempt: the observation and the raw result or error."""
-
-    observation: Observation
-    value: object = None
-    error: BaseException | None = None
-
+__all__ = ["FlowGen", "operation_flow"]
 
 FlowGen = Generator[Action, object, Outcome[object]]
+"""What :func:`operation_flow` returns: yields actions, is sent their replies, returns the outcome."""
 
 
 def _conclude(
@@ -204,11 +64,12 @@ def _conclude(
     else:
         raw, error = last.value, last.error
         value = raw if reason is Reason.OK else None
-    return Outcome(  # positional: the fields in declaration order
-        reason, state.operation_id, state.attempts, state.waits, now - state.started,
-        retry_at if retry_at is not None else state.retry_at, value, raw, error,
-        state.history, detail, state.conflicts, request.key, state.method, request.job_id,
-        policy,
+    return Outcome(
+        reason=reason, operation_id=state.operation_id, attempts=state.attempts,
+        waits=state.waits, elapsed=now - state.started,
+        retry_at=retry_at if retry_at is not None else state.retry_at, value=value, last=raw,
+        error=error, history=state.history, detail=detail, conflicts=state.conflicts,
+        key=request.key, method=state.method, job_id=request.job_id, policy=policy,
     )
 
 
@@ -251,50 +112,49 @@ def operation_flow(
     )
     last: AttemptResult | None = None
 
-    def finish(reason: Reason, retry_at: float | None, detail: str, probe: bool) -> FlowGen:
-        outcome = _conclude(policy, request, state, last, reason, retry_at, detail,
+    def finish(stop: Stop, probe: bool) -> FlowGen:  # end as ``stop`` says, and report it
+        outcome = _conclude(policy, request, state, last, stop.reason, stop.retry_at, stop.detail,
                             clock.monotonic())
         if report:
             yield Finish(key, outcome, probe)
         return outcome
 
+    def take(step: Retry) -> Generator[Action, object, None]:
+        """Take a wait the decision functions asked for: yield the Sleep, then record it."""
+        nonlocal state
+        wait = Wait(step.after, step.reason, step.source, state.attempts)
+        yield Sleep(wait)
+        state = state.with_wait(wait, step.retry_at)
+
     admission = (yield Admit(key)) if coordinated else _ADMITTED
     assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
     if not admission.allowed:
-        return (yield from finish(Reason.CIRCUIT_OPEN, admission.retry_at,
-                                  admission.detail or "circuit open", False))
+        return (yield from finish(Stop(Reason.CIRCUIT_OPEN, admission.retry_at,
+                                       admission.detail or "circuit open"), False))
     probe = admission.probe
 
     while True:
         permit = _GO
-        for _ in range(MAX_COORDINATOR_WAITS if coordinated else 0):
+        # Bounded: plan_acquire stops the operation after MAX_COORDINATOR_WAITS waits.
+        for waited in range(MAX_COORDINATOR_WAITS + 1 if coordinated else 0):
+            if (capped := plan_acquire(state, waited)) is not None:
+                return (yield from finish(capped, probe))
             reply = yield Acquire(bucket, state.attempts + 1, policy.profile.write_gap(state.method))
             assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
             permit = reply
-            step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
-                             permit.retry_at)
-            if step is None:
+            if (step := plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
+                                  permit.retry_at, clock.wall())) is None:
                 break
             if isinstance(step, Stop):
-                # A rate-limited stop names when to come back: the coordinator's instant.
-                retry_at = (clock.wall() + permit.wait
-                            if step.retry_at is None and step.reason is Reason.RATE_LIMITED
-                            else step.retry_at)
-                return (yield from finish(step.reason, retry_at, step.detail, probe))
-            wait = Wait(step.after, step.reason, step.source, state.attempts)
-            yield Sleep(wait)
-            state = state.with_wait(wait, step.retry_at)
-        else:
-            if coordinated:
-                return (yield from finish(Reason.DEADLINE, state.retry_at,
-                                          "the coordinator kept asking to wait", probe))
+                return (yield from finish(step, probe))
+            yield from take(step)
 
         started = clock.monotonic()
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
                 yield Learn(bucket, None, permit.lease, report)
-            return (yield from finish(plan.reason, plan.retry_at, plan.detail, probe))
+            return (yield from finish(plan, probe))
 
         result = yield Attempt(state.attempts + 1, plan)
         assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
@@ -308,17 +168,16 @@ def operation_flow(
                         report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):
-            decision = Stop(Reason.RETRY_BUDGET, decision.retry_at,
-                            "the shared retry budget refused a retry")
-        record = AttemptRecord(  # positional: the fields in declaration order
-            state.attempts + 1, started - state.started, now - started, classified.status,
-            None if result.error is None else type(result.error).__name__, classified.kind,
-            "retry" if isinstance(decision, Retry) else "stop", decision.detail,
-            classified.rate.evidence, plan, classified.sent,
+            decision = retry_refused(decision)
+        record = AttemptRecord(
+            number=state.attempts + 1, started=started - state.started, elapsed=now - started,
+            status=classified.status,
+            error=None if result.error is None else type(result.error).__name__,
+            kind=classified.kind, decision="retry" if isinstance(decision, Retry) else "stop",
+            detail=decision.detail, evidence=classified.rate.evidence, timeout=plan,
+            sent=classified.sent,
         )
         state = state.with_attempt(record, classified)
         if isinstance(decision, Stop):
-            return (yield from finish(decision.reason, decision.retry_at, decision.detail, probe))
-        wait = Wait(decision.after, decision.reason, decision.source, state.attempts)
-        yield Sleep(wait)
-        state = state.with_wait(wait, decision.retry_at)
+            return (yield from finish(decision, probe))
+        yield from take(decision)

@@ -282,9 +282,10 @@ class _FirstOk(Outcome[T]):
     @property
     def history(self) -> tuple[AttemptRecord, ...]:
         _prefix, _n, t0, t1, t2, _t3, plan, _value, seen, _request, _policy = self._at
-        return (AttemptRecord(  # positional: the fields in declaration order
-            1, t1 - t0, t2 - t1, seen.status, None, seen.kind, "stop", seen.detail,
-            seen.rate.evidence, plan, seen.sent,
+        return (AttemptRecord(
+            number=1, started=t1 - t0, elapsed=t2 - t1, status=seen.status, error=None,
+            kind=seen.kind, decision="stop", detail=seen.detail, evidence=seen.rate.evidence,
+            timeout=plan, sent=seen.sent,
         ),)
 
     @property

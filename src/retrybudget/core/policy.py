@@ -229,6 +229,19 @@ class Policy:
             return True
         return has_idempotency_key and self.retry_writes_with_key
 
+    def retried_statuses(self) -> frozenset[int]:
+        """The statuses an attempt may be retried after under this policy.
+
+        The profile's transient statuses, and its (conditional) rate-limit statuses when the
+        policy waits on rate limits (``fail_fast`` never retries one). The integrations read
+        such a response's body at once, so its connection goes back to the pool before a wait;
+        with :meth:`Profile.body_statuses` this is every non-2xx body they read.
+        """
+        profile = self.profile
+        if self.rate_limit is not RateLimitMode.WAIT:
+            return profile.transient
+        return profile.transient | profile.rate_limited | profile.conditional_rate_limited
+
 
 def interactive(**changes: Any) -> Policy:
     """The interactive gateway contract (docs/design.md).

@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
 from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
 from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR
 from ..integrations.httpx import AsyncRetryTransport

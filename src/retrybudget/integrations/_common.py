@@ -18,17 +18,18 @@ import itertools
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
-from typing import Any, Protocol, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier, validation_error
+from .._native import EVIDENCE, evidence
+from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
-from ..core.flow import Attempt, AttemptResult, RequestInfo
-from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES, normalize_headers
+from ..core.headers import normalize_headers
 from ..core.outcome import Outcome, Reason
-from ..core.policy import Policy, RateLimitMode, Validator
+from ..core.policy import Policy, Validator
 from ..errors import RetryBudgetError, error_for
 from ..observe._redact import redact_url
 
@@ -47,15 +48,19 @@ __all__ = [
     "ErrorTable",
     "Operation",
     "ResponseLike",
+    "asend_with_outcome",
     "bounded",
     "current_deadline",
-    "evidence",
     "key_of_url",
     "outcome_of",
     "provider_key",
+    "send_with_outcome",
     "stats_of",
     "watchdog",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 """The request header that makes a write safe to send again."""
@@ -79,14 +84,12 @@ JOB_ID = "retrybudget.job_id"
 """The httpx request extension that carries the caller's job or fixture id, for audit."""
 
 REDIRECTS = frozenset(range(300, 400))
-"""3xx answers end an operation as ok: the client above the integration follows redirects."""
+"""3xx answers end an operation as ok (an integration's ``redirects_ok=True``, the default):
+the client above the integration follows redirects."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NO_CONTENT = frozenset({204, 205})
 _AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(?:[^/?#@]*@)?([^/?#]*)")
-
-EVIDENCE = (*sorted(EVIDENCE_HEADERS), *EVIDENCE_PREFIXES)
-"""Lower-case header names (and prefixes) the classifier reads; no other header matters."""
 
 ErrorTable = Mapping[Reason, type[RetryBudgetError]]
 """The exception class an integration raises for each outcome reason."""
@@ -119,13 +122,6 @@ def key_of_url(url: str) -> str:
     return "default" if match is None else provider_key(match[1], match[2])
 
 
-def evidence(
-    pairs: Iterable[tuple[str, str]], names: tuple[str, ...] = EVIDENCE
-) -> tuple[tuple[str, str], ...]:
-    """The classifier's headers among lower-case ``(name, value)`` pairs, normalised."""
-    return tuple([(name, value.strip()) for name, value in pairs if name.startswith(names)])
-
-
 def _safe_url(url: str) -> str:
     # redact_url parses and re-encodes; a URL with no query, userinfo or fragment has no secret.
     return redact_url(url) if ("?" in url or "@" in url or "#" in url) else url
@@ -146,14 +142,79 @@ def stats_of(response: object) -> dict[str, Any] | None:
 def outcome_of(response: object) -> Outcome[object] | None:
     """The :class:`~retrybudget.Outcome` of the operation that produced ``response``, or None.
 
-    httpx: ``response.extensions["retrybudget.outcome"]``; requests:
-    ``response.retrybudget_outcome``.
+    httpx: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
+    ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
+    :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, and an error an integration
+    raises again as it was (a bug, an invalid URL) as ``error.retrybudget_outcome``.
     """
+    if isinstance(response, RetryBudgetError):
+        return response.outcome
     extensions = getattr(response, "extensions", None)
     found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
     if found is None:
         found = getattr(response, OUTCOME_ATTRIBUTE, None)
+    if isinstance(found, _Carried):
+        found = found.outcome
     return found if isinstance(found, Outcome) else None
+
+
+class _Carried:
+    """An outcome attached to an error raised again as it was; it stays behind when pickled."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Outcome[object] | None) -> None:
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Carried, (None,))
+
+
+def _carried(error: Exception) -> Outcome[object]:
+    """The outcome an error carries; an error raised before any operation propagates."""
+    outcome = outcome_of(error)
+    if outcome is None:
+        raise error
+    return outcome
+
+
+def _ended(outcome: Outcome[object] | None, response: R) -> tuple[Outcome[object], R]:
+    if outcome is None:
+        raise TypeError("the response carries no retrybudget outcome: send it through a "
+                        "retrybudget transport, adapter or middleware")
+    return outcome, response
+
+
+def send_with_outcome(send: Callable[P, R], /, *args: P.args,
+                      **kwargs: P.kwargs) -> tuple[Outcome[object], R | None]:
+    """Send through an integration: the operation's outcome, and the response it handed over.
+
+    ``send(*args, **kwargs)`` sends one request through a retrybudget integration (an
+    ``httpx.Client`` with a ``RetryTransport``, a ``requests.Session`` with a
+    ``RetryAdapter``…). Every ending comes back in one shape: ``(outcome, response)`` when the
+    integration handed a response over (``outcome.ok`` or not: a 404 is an answer), and
+    ``(outcome, None)`` when it raised, a typed error or an error it raised again as it was
+    (then ``outcome.error`` is that error). An error raised before the operation began (no
+    outcome attached) propagates.
+
+    Raises:
+        TypeError: the response did not come through a retrybudget integration.
+    """
+    try:
+        response = send(*args, **kwargs)
+    except Exception as exc:
+        return _carried(exc), None
+    return _ended(outcome_of(response), response)
+
+
+async def asend_with_outcome(send: Callable[P, Awaitable[R]], /, *args: P.args,
+                             **kwargs: P.kwargs) -> tuple[Outcome[object], R | None]:
+    """The async twin of :func:`send_with_outcome` (``httpx.AsyncClient``, aiohttp)."""
+    try:
+        response = await send(*args, **kwargs)
+    except Exception as exc:
+        return _carried(exc), None
+    return _ended(outcome_of(response), response)
 
 
 class Deadline:
@@ -303,6 +364,8 @@ class Engine:
         policy: a policy that replaces the retrier's.
         generate_idempotency_keys: add a UUID4 ``Idempotency-Key`` to requests whose method is
             not idempotent under the policy and that carry none.
+        redirects_ok: a 3xx ends the operation as ``ok`` (:data:`REDIRECTS` added to the
+            policy's profile); False leaves the profile as it is.
         errors: the exception class for each reason (subclasses of the library's errors too).
         failure_kind: the integration's one boundary from exceptions to failure kinds.
         attach: puts the outcome and its stats on a response.
@@ -330,6 +393,7 @@ class Engine:
         policy: Policy | None,
         *,
         generate_idempotency_keys: bool,
+        redirects_ok: bool = True,
         errors: ErrorTable,
         failure_kind: Callable[[BaseException], FailureKind],
         attach: Callable[[Any, Outcome[object]], None],
@@ -338,7 +402,7 @@ class Engine:
         retrier = retrier if retrier is not None else Retrier()
         policy = policy if policy is not None else retrier.policy
         profile = policy.profile
-        if not profile.ok >= REDIRECTS:
+        if redirects_ok and not profile.ok >= REDIRECTS:
             policy = policy.replace(profile=profile.with_ok(REDIRECTS))
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
@@ -352,13 +416,10 @@ class Engine:
         self.failure_kind = failure_kind
         self.attach = attach
         self.headers = headers
-        # Statuses the policy may retry: read (and so released) at once, before any wait.
-        throttled = profile.rate_limited | profile.conditional_rate_limited
-        waits = policy.rate_limit is RateLimitMode.WAIT
-        retry_statuses = profile.transient | (throttled if waits else frozenset())
-        # Statuses whose body the profile reads to classify them (quota, secondary limits…).
+        # Statuses whose body the profile reads to classify them (quota, secondary limits…),
+        # and those the policy may retry: read (and so released) at once, before any wait.
         self.message_statuses = profile.body_statuses()
-        self.read_statuses = retry_statuses | self.message_statuses
+        self.read_statuses = policy.retried_statuses() | self.message_statuses
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
@@ -460,13 +521,16 @@ class Operation:
         The last response is returned whatever the reason (a 503 that exhausted the budget, a
         404, a 429 under ``fail_fast``…), except a 2xx whose payload failed validation: that is
         never handed over as if it were a success. An error the integration does not know as a
-        provider failure (a bug, an invalid URL) is raised again as it was. Every other outcome
-        without a response raises the engine's typed error.
+        provider failure (a bug, an invalid URL) is raised again as it was, the outcome attached
+        (``error.retrybudget_outcome``). Every other outcome without a response raises the
+        engine's typed error (``error.outcome``).
         """
         response = outcome.last
         if response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
             self.engine.attach(response, outcome)
             return response
         if outcome.reason is Reason.UNEXPECTED and outcome.error is not None:
+            with contextlib.suppress(AttributeError, TypeError):  # a class without a __dict__
+                setattr(outcome.error, OUTCOME_ATTRIBUTE, _Carried(outcome))
             raise outcome.error
         raise self.engine.error(outcome, request)

@@ -51,12 +51,12 @@ from aiohttp.client_middlewares import ClientHandlerType
 
 from .. import errors
 from .._drivers import Retrier
-from .._drivers import failure_kind as _stdlib_failure_kind
-from ..core.classify import FailureKind
-from ..core.flow import Attempt, AttemptResult
+from .._native import aiohttp_failure_kind as failure_kind
+from .._native import evidence
+from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
-from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, evidence, key_of_url
+from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, key_of_url
 
 __all__ = [
     "MiddlewareCircuitOpen",
@@ -126,32 +126,6 @@ _ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
 }
 
 
-def failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where aiohttp's exceptions become failure kinds.
-
-    ClientConnectorError (refused, DNS, TLS, proxy) and ConnectionTimeoutError (no connection
-    from the pool or the network in time): the request was never sent (``connect``). Other
-    ServerTimeoutError (a socket read timed out): ``timeout``. ServerDisconnectedError,
-    ClientOSError, a reset and ClientPayloadError (the body broke off): ``network``.
-    ContentTypeError: ``protocol``. ServerFingerprintMismatch, InvalidURL and other client
-    errors are an ``error`` (never retried, raised again as they were); standard library
-    network errors (an attempt's timeout running out) as for any callable.
-    """
-    if isinstance(error, aiohttp.ServerFingerprintMismatch):
-        return FailureKind.ERROR
-    if isinstance(error, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
-        return FailureKind.CONNECT
-    if isinstance(error, aiohttp.ServerTimeoutError):
-        return FailureKind.TIMEOUT
-    if isinstance(error, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
-        return FailureKind.NETWORK
-    if isinstance(error, aiohttp.ContentTypeError):
-        return FailureKind.PROTOCOL
-    if isinstance(error, aiohttp.ClientError):
-        return FailureKind.ERROR
-    return _stdlib_failure_kind(error)
-
-
 def _attach(response: ClientResponse, outcome: Outcome[object]) -> None:
     setattr(response, STATS_ATTRIBUTE, outcome.stats())
     setattr(response, OUTCOME_ATTRIBUTE, outcome)
@@ -194,6 +168,9 @@ class RetryMiddleware:
             policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
             unchanged on every attempt. A write is still only retried with
             ``policy.retry_writes_with_key=True``.
+        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
+            client above follows it; each hop is its own operation). False: a 3xx is what the
+            profile makes of it (``unexpected`` unless the profile lists it).
     """
 
     def __init__(
@@ -203,15 +180,18 @@ class RetryMiddleware:
         policy: Policy | None = None,
         key: KeyFunction | None = None,
         generate_idempotency_keys: bool = False,
+        redirects_ok: bool = True,
     ) -> None:
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key or _default_key
 
     @property
     def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        """The retrier every request runs under (its profile also accepts 3xx as final unless
+        ``redirects_ok=False``)."""
         return self._engine.retrier
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:

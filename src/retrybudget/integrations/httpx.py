@@ -45,13 +45,12 @@ import httpx
 
 from .. import errors
 from .._drivers import Retrier
-from .._drivers import failure_kind as _stdlib_failure_kind
-from ..core.classify import FailureKind
-from ..core.flow import Attempt, AttemptResult
+from .._native import httpx_evidence as _evidence
+from .._native import httpx_failure_kind as failure_kind
+from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import (
-    EVIDENCE,
     JOB_ID,
     OUTCOME,
     STATS,
@@ -85,7 +84,6 @@ KeyFunction = Callable[[httpx.Request], str]
 T = TypeVar("T", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 _TIMEOUTS = ("connect", "read", "write", "pool")
-_EVIDENCE = tuple(name.encode("ascii") for name in EVIDENCE)
 
 
 class TransportRateLimited(errors.RateLimited, httpx.TransportError):
@@ -137,39 +135,8 @@ _ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
 }
 
 
-def failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where httpx's exceptions become failure kinds.
-
-    ConnectError, ConnectTimeout and PoolTimeout: the request was never sent (``connect``).
-    ReadTimeout and WriteTimeout: ``timeout``. RemoteProtocolError, ReadError, WriteError and
-    CloseError: the connection broke (``network``). LocalProtocolError, DecodingError and other
-    protocol errors: ``protocol``. Standard library network errors as for any callable; anything
-    else is an ``error`` (never retried, raised again as it was).
-    """
-    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
-        return FailureKind.CONNECT
-    if isinstance(error, httpx.TimeoutException):
-        return FailureKind.TIMEOUT
-    if isinstance(error, (httpx.RemoteProtocolError, httpx.NetworkError)):
-        return FailureKind.NETWORK
-    if isinstance(error, (httpx.ProtocolError, httpx.DecodingError)):
-        return FailureKind.PROTOCOL
-    if isinstance(error, httpx.HTTPError):
-        return FailureKind.ERROR
-    return _stdlib_failure_kind(error)
-
-
 def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
     response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
-
-
-def _evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
-    # Scans the raw names; decodes only the few the classifier reads.
-    return tuple([
-        (name.decode("latin-1").lower(), value.decode("latin-1").strip())
-        for name, value in response.headers.raw
-        if name.lower().startswith(_EVIDENCE)
-    ])
 
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
@@ -297,18 +264,21 @@ class _Base(Generic[T]):
         policy: Policy | None = None,
         key: KeyFunction | None = None,
         generate_idempotency_keys: bool = False,
+        redirects_ok: bool = True,
     ) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
         if isinstance(self._transport, httpx.BaseTransport):
             _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key
 
     @property
     def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        """The retrier every request runs under (its profile also accepts 3xx as final unless
+        ``redirects_ok=False``)."""
         return self._engine.retrier
 
     def _start(self, request: httpx.Request) -> _Operation:
@@ -327,6 +297,9 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
             policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
             unchanged on every attempt. A write is still only retried with
             ``policy.retry_writes_with_key=True``.
+        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
+            client above follows it; each hop is its own operation). False: a 3xx is what the
+            profile makes of it (``unexpected`` unless the profile lists it).
     """
 
     _default_transport = httpx.HTTPTransport
@@ -362,6 +335,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         policy: a policy that replaces the retrier's.
         key: names a request's provider key (default ``scheme://host[:port]``).
         generate_idempotency_keys: as for :class:`RetryTransport`.
+        redirects_ok: as for :class:`RetryTransport`.
     """
 
     _default_transport = httpx.AsyncHTTPTransport

@@ -45,13 +45,12 @@ import urllib3
 from requests.adapters import DEFAULT_POOLBLOCK, DEFAULT_POOLSIZE, HTTPAdapter
 from urllib3 import connection as u3_connection
 from urllib3 import connectionpool as u3_pool
-from urllib3 import exceptions as u3
 
 from .. import errors
 from .._drivers import Retrier
-from .._drivers import failure_kind as _stdlib_failure_kind
-from ..core.classify import FailureKind
-from ..core.flow import Attempt, AttemptResult
+from .._native import requests_evidence as _evidence
+from .._native import requests_failure_kind as failure_kind
+from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import (
@@ -62,10 +61,8 @@ from ._common import (
     Operation,
     bounded,
     current_deadline,
-    evidence,
     key_of_url,
 )
-from ._native import urllib3_failure_kind
 
 __all__ = [
     "AdapterCircuitOpen",
@@ -137,38 +134,6 @@ _ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
                 AdapterUnexpectedResponse)
 }
 
-def failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where requests' (and urllib3's) exceptions become failure kinds.
-
-    ConnectTimeout, SSLError and a ConnectionError caused by urllib3's NewConnectionError,
-    ConnectTimeoutError or a closed or empty pool: the request was never sent (``connect``).
-    ReadTimeout (and a read timeout while reading the body): ``timeout``. ChunkedEncodingError
-    and every other ConnectionError (a reset, an aborted connection): ``network``.
-    ContentDecodingError: ``protocol``. Standard library network errors as for any callable;
-    anything else (ProxyError, InvalidURL, InvalidHeader…) is an ``error`` (never retried,
-    raised again as it was).
-    """
-    if isinstance(error, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError)):
-        return FailureKind.CONNECT
-    if isinstance(error, requests.exceptions.Timeout):
-        return FailureKind.TIMEOUT
-    if isinstance(error, requests.exceptions.ProxyError):
-        return FailureKind.ERROR
-    if isinstance(error, requests.exceptions.ConnectionError):
-        cause = error.args[0] if error.args else None
-        kind = urllib3_failure_kind(cause) if isinstance(cause, u3.HTTPError) else None
-        return kind if kind in (FailureKind.CONNECT, FailureKind.TIMEOUT) else FailureKind.NETWORK
-    if isinstance(error, requests.exceptions.ChunkedEncodingError):
-        return FailureKind.NETWORK
-    if isinstance(error, requests.exceptions.ContentDecodingError):
-        return FailureKind.PROTOCOL
-    if isinstance(error, u3.EmptyPoolError):
-        return FailureKind.CONNECT
-    if isinstance(error, (requests.exceptions.RequestException, u3.HTTPError)):
-        return FailureKind.ERROR
-    return _stdlib_failure_kind(error)
-
-
 def _attach(response: requests.Response, outcome: Outcome[object]) -> None:
     setattr(response, STATS_ATTRIBUTE, outcome.stats())
     setattr(response, OUTCOME_ATTRIBUTE, outcome)
@@ -176,10 +141,6 @@ def _attach(response: requests.Response, outcome: Outcome[object]) -> None:
 
 def _default_key(request: requests.PreparedRequest) -> str:
     return key_of_url(request.url or "")
-
-
-def _evidence(response: requests.Response) -> tuple[tuple[str, str], ...]:
-    return evidence(response.headers.lower_items())
 
 
 def _clip(given: Any, limit: float | None) -> Any:
@@ -292,6 +253,9 @@ class RetryAdapter(HTTPAdapter):
             policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
             unchanged on every attempt. A write is still only retried with
             ``policy.retry_writes_with_key=True``.
+        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
+            client above follows it; each hop is its own operation). False: a 3xx is what the
+            profile makes of it (``unexpected`` unless the profile lists it).
         pool_connections: as for ``HTTPAdapter``.
         pool_maxsize: as for ``HTTPAdapter``.
         pool_block: as for ``HTTPAdapter``.
@@ -304,19 +268,22 @@ class RetryAdapter(HTTPAdapter):
         policy: Policy | None = None,
         key: KeyFunction | None = None,
         generate_idempotency_keys: bool = False,
+        redirects_ok: bool = True,
         pool_connections: int = DEFAULT_POOLSIZE,
         pool_maxsize: int = DEFAULT_POOLSIZE,
         pool_block: bool = DEFAULT_POOLBLOCK,
     ) -> None:
         super().__init__(pool_connections, pool_maxsize, 0, pool_block)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key or _default_key
 
     @property
     def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final)."""
+        """The retrier every request runs under (its profile also accepts 3xx as final unless
+        ``redirects_ok=False``)."""
         return self._engine.retrier
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
 from ..core.outcome import AttemptRecord, Outcome, Wait, WaitReason
 from ..core.policy import Policy

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.outcome import Outcome
 from ._hooks import AttemptEvent, Hook, WaitEvent
 from ._redact import redact_url

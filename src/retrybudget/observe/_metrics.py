@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.outcome import Outcome
 from ._hooks import BREAKER_STATES, CoordinatorEvents, Hook
 from ._stats import operation_stats

@@ -14,7 +14,8 @@ import copy
 import threading
 from typing import Any
 
-from ..core.flow import RequestInfo, draws_on_retry_budget
+from ..core.actions import RequestInfo
+from ..core.decide import draws_on_retry_budget
 from ..core.outcome import Outcome, Reason, WaitReason
 from ._hooks import Hook
 from ._redact import redact_text, redact_url

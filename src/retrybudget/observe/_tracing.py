@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..core.flow import RequestInfo
+from ..core.actions import RequestInfo
 from ..core.outcome import Outcome, Reason
 from ._hooks import Hook
 from ._redact import redact_url

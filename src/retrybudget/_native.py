@@ -1,0 +1,317 @@
+"""The HTTP libraries' own exceptions and headers, read natively (below the drivers).
+
+A function run by :meth:`~retrybudget.Retrier.call` or ``@retrying`` is usually written the
+ordinary way: send, ``raise_for_status()``, decode. What it raises is then the HTTP
+library's exception, and this module reads it as what it is:
+
+- an error that carries a response (``httpx.HTTPStatusError``, ``requests.HTTPError``,
+  ``aiohttp.ClientResponseError``, ``urllib.error.HTTPError``) is that response: its status,
+  the headers the classifier reads, its body text when it was already read (bounded), and the
+  method of the request it answered (a failed POST is not replayed);
+- a transport error (connect, timeout, reset, pool…) is the failure kind the integrations map
+  it to, a connect failure being known never to have been sent.
+
+Nothing here imports an HTTP library up front: an exception is recognised by the module of
+the classes it derives from, and only that library's reader is imported, when such an
+exception is first seen (which proves the library is installed).
+
+The integrations take each library's failure kinds and header evidence from here, and the
+drivers' :class:`~retrybudget.CallInterpreter` its exception readers: one home for both,
+below the drivers that use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from .core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, Observation, ResponseSeen
+from .core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+from .errors import RetryBudgetError
+
+if TYPE_CHECKING:
+    import httpx
+    import requests
+
+__all__ = [
+    "EVIDENCE",
+    "aiohttp_failure_kind",
+    "evidence",
+    "httpx_evidence",
+    "httpx_failure_kind",
+    "method_of",
+    "observe_error",
+    "requests_evidence",
+    "requests_failure_kind",
+    "stdlib_failure_kind",
+    "urllib3_failure_kind",
+]
+
+EVIDENCE = (*sorted(EVIDENCE_HEADERS), *EVIDENCE_PREFIXES)
+"""Lower-case header names (and prefixes) the classifier reads; no other header matters."""
+
+_HTTPX_EVIDENCE = tuple(name.encode("ascii") for name in EVIDENCE)
+
+
+def evidence(
+    pairs: Iterable[tuple[str, str]], names: tuple[str, ...] = EVIDENCE
+) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers among lower-case ``(name, value)`` pairs, normalised."""
+    return tuple([(name, value.strip()) for name, value in pairs if name.startswith(names)])
+
+
+def method_of(response: object) -> str | None:
+    """The method of the request a returned response answered (httpx, requests, aiohttp)."""
+    try:  # httpx raises RuntimeError for a response built without a request
+        method = getattr(getattr(response, "request", None), "method", None)
+        method = method or getattr(response, "method", None)
+    except Exception:  # an unreadable request is an unknown method
+        return None
+    return method.upper() if isinstance(method, str) and method else None
+
+
+def stdlib_failure_kind(error: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> FailureKind:
+    """The standard library's network errors, mapped to failure kinds."""
+    if isinstance(error, ConnectionRefusedError):
+        return FailureKind.CONNECT
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):  # one class from Python 3.11
+        return FailureKind.TIMEOUT
+    if isinstance(error, ConnectionError) or (retry_on and isinstance(error, retry_on)):
+        return FailureKind.NETWORK
+    return FailureKind.ERROR
+
+
+def httpx_failure_kind(error: BaseException) -> FailureKind:
+    """The one boundary where httpx's exceptions become failure kinds.
+
+    ConnectError, ConnectTimeout and PoolTimeout: the request was never sent (``connect``).
+    ReadTimeout and WriteTimeout: ``timeout``. RemoteProtocolError, ReadError, WriteError and
+    CloseError: the connection broke (``network``). LocalProtocolError, DecodingError and other
+    protocol errors: ``protocol``. Standard library network errors as for any callable; anything
+    else is an ``error`` (never retried, raised again as it was).
+    """
+    import httpx  # noqa: PLC0415 - only once httpx is in use
+
+    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        return FailureKind.CONNECT
+    if isinstance(error, httpx.TimeoutException):
+        return FailureKind.TIMEOUT
+    if isinstance(error, (httpx.RemoteProtocolError, httpx.NetworkError)):
+        return FailureKind.NETWORK
+    if isinstance(error, (httpx.ProtocolError, httpx.DecodingError)):
+        return FailureKind.PROTOCOL
+    if isinstance(error, httpx.HTTPError):
+        return FailureKind.ERROR
+    return stdlib_failure_kind(error)
+
+
+def httpx_evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers of an httpx response (scans the raw names; decodes only the
+    few the classifier reads)."""
+    # Scans the raw names; decodes only the few the classifier reads.
+    return tuple([
+        (name.decode("latin-1").lower(), value.decode("latin-1").strip())
+        for name, value in response.headers.raw
+        if name.lower().startswith(_HTTPX_EVIDENCE)
+    ])
+
+
+def requests_failure_kind(error: BaseException) -> FailureKind:
+    """The one boundary where requests' (and urllib3's) exceptions become failure kinds.
+
+    ConnectTimeout, SSLError and a ConnectionError caused by urllib3's NewConnectionError,
+    ConnectTimeoutError or a closed or empty pool: the request was never sent (``connect``).
+    ReadTimeout (and a read timeout while reading the body): ``timeout``. ChunkedEncodingError
+    and every other ConnectionError (a reset, an aborted connection): ``network``.
+    ContentDecodingError: ``protocol``. Standard library network errors as for any callable;
+    anything else (ProxyError, InvalidURL, InvalidHeader…) is an ``error`` (never retried,
+    raised again as it was).
+    """
+    import requests  # noqa: PLC0415 - only once requests is in use
+    from urllib3 import exceptions as u3  # noqa: PLC0415
+
+    if isinstance(error, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError)):
+        return FailureKind.CONNECT
+    if isinstance(error, requests.exceptions.Timeout):
+        return FailureKind.TIMEOUT
+    if isinstance(error, requests.exceptions.ProxyError):
+        return FailureKind.ERROR
+    if isinstance(error, requests.exceptions.ConnectionError):
+        cause = error.args[0] if error.args else None
+        kind = urllib3_failure_kind(cause) if isinstance(cause, u3.HTTPError) else None
+        return kind if kind in (FailureKind.CONNECT, FailureKind.TIMEOUT) else FailureKind.NETWORK
+    if isinstance(error, requests.exceptions.ChunkedEncodingError):
+        return FailureKind.NETWORK
+    if isinstance(error, requests.exceptions.ContentDecodingError):
+        return FailureKind.PROTOCOL
+    if isinstance(error, u3.EmptyPoolError):
+        return FailureKind.CONNECT
+    if isinstance(error, (requests.exceptions.RequestException, u3.HTTPError)):
+        return FailureKind.ERROR
+    return stdlib_failure_kind(error)
+
+
+def requests_evidence(response: requests.Response) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers of a requests response."""
+    return evidence(response.headers.lower_items())
+
+
+def aiohttp_failure_kind(error: BaseException) -> FailureKind:
+    """The one boundary where aiohttp's exceptions become failure kinds.
+
+    ClientConnectorError (refused, DNS, TLS, proxy) and ConnectionTimeoutError (no connection
+    from the pool or the network in time): the request was never sent (``connect``). Other
+    ServerTimeoutError (a socket read timed out): ``timeout``. ServerDisconnectedError,
+    ClientOSError, a reset and ClientPayloadError (the body broke off): ``network``.
+    ContentTypeError: ``protocol``. ServerFingerprintMismatch, InvalidURL and other client
+    errors are an ``error`` (never retried, raised again as they were); standard library
+    network errors (an attempt's timeout running out) as for any callable.
+    """
+    import aiohttp  # noqa: PLC0415 - only once aiohttp is in use
+
+    if isinstance(error, aiohttp.ServerFingerprintMismatch):
+        return FailureKind.ERROR
+    if isinstance(error, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
+        return FailureKind.CONNECT
+    if isinstance(error, aiohttp.ServerTimeoutError):
+        return FailureKind.TIMEOUT
+    if isinstance(error, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
+        return FailureKind.NETWORK
+    if isinstance(error, aiohttp.ContentTypeError):
+        return FailureKind.PROTOCOL
+    if isinstance(error, aiohttp.ClientError):
+        return FailureKind.ERROR
+    return stdlib_failure_kind(error)
+
+
+Reader = Callable[[BaseException], "Observation | None"]
+
+
+def _upper(method: object) -> str | None:
+    return method.upper() if isinstance(method, str) and method else None
+
+
+def _response(status: object, pairs: Iterable[tuple[str, str]], message: object,
+              method: str | None) -> Observation:
+    if not isinstance(status, int) or isinstance(status, bool):
+        return FailureSeen(FailureKind.PROTOCOL, "no status", method=method)
+    text = message[:MESSAGE_LIMIT] if isinstance(message, str) else ""
+    return ResponseSeen(status, evidence(pairs), text, "", method)
+
+
+def _failure(kind: FailureKind, error: BaseException, method: str | None) -> FailureSeen:
+    return FailureSeen(kind, type(error).__name__, method=method)
+
+
+def _httpx(error: BaseException) -> Observation | None:
+    import httpx  # noqa: PLC0415 - only once an httpx exception proves it is installed
+
+    method = method_of(error)  # the request's, when the error has one
+    if isinstance(error, httpx.HTTPStatusError):
+        response = error.response
+        try:
+            text = response.text  # read already, unless the caller streamed it
+        except httpx.ResponseNotRead:
+            text = ""
+        return ResponseSeen(response.status_code, httpx_evidence(response), text[:MESSAGE_LIMIT], "",
+                            method)
+    if isinstance(error, httpx.HTTPError):
+        return _failure(httpx_failure_kind(error), error, method)
+    return None
+
+
+def _requests(error: BaseException) -> Observation | None:
+    import requests  # noqa: PLC0415 - only once a requests exception proves it is installed
+
+    method = method_of(error)  # the request's, when the error has one
+    response = getattr(error, "response", None)
+    if isinstance(error, requests.HTTPError) and isinstance(response, requests.Response):
+        method = method or method_of(response)
+        # The body is only read here when it was read already (never a stream's).
+        text = response.text if response.__dict__.get("_content") not in (False, None) else ""
+        return ResponseSeen(response.status_code, requests_evidence(response), text[:MESSAGE_LIMIT], "",
+                            method)
+    if isinstance(error, requests.RequestException):
+        return _failure(requests_failure_kind(error), error, method)
+    return None
+
+
+def urllib3_failure_kind(error: BaseException) -> FailureKind:
+    """urllib3's exceptions as failure kinds (``error`` for the ones that are no failure)."""
+    from urllib3 import exceptions as u3  # noqa: PLC0415 - only once urllib3 is in use
+
+    if isinstance(error, u3.MaxRetryError) and isinstance(error.reason, BaseException):
+        return urllib3_failure_kind(error.reason)
+    if isinstance(error, (u3.NewConnectionError, u3.ConnectTimeoutError, u3.EmptyPoolError,
+                          u3.ClosedPoolError, u3.SSLError)):
+        return FailureKind.CONNECT  # the request never left
+    if isinstance(error, u3.TimeoutError):
+        return FailureKind.TIMEOUT
+    if isinstance(error, (u3.ProtocolError, u3.IncompleteRead, u3.InvalidChunkLength)):
+        return FailureKind.NETWORK
+    if isinstance(error, u3.DecodeError):
+        return FailureKind.PROTOCOL
+    return FailureKind.ERROR
+
+
+def _urllib3(error: BaseException) -> Observation | None:
+    return _failure(urllib3_failure_kind(error), error, None)
+
+
+def _aiohttp(error: BaseException) -> Observation | None:
+    import aiohttp  # noqa: PLC0415 - only once an aiohttp exception proves it is installed
+
+    method = _upper(getattr(getattr(error, "request_info", None), "method", None))
+    if isinstance(error, aiohttp.ClientResponseError) and not isinstance(
+        error, (aiohttp.ContentTypeError, aiohttp.TooManyRedirects)
+    ):
+        # aiohttp releases the body before raising: only the status and headers are left.
+        headers = error.headers
+        pairs = [] if headers is None else [(k.lower(), v) for k, v in headers.items()]
+        return _response(error.status, pairs, "", method)
+    if isinstance(error, aiohttp.ClientError):
+        return _failure(aiohttp_failure_kind(error), error, method)
+    return None
+
+
+def _urllib(error: BaseException) -> Observation | None:
+    import urllib.error  # noqa: PLC0415
+
+    if isinstance(error, urllib.error.HTTPError):
+        message = ""
+        if error.fp is not None and error.code >= 400:
+            # Bounded: what the classifier reads of the body, no more.
+            message = error.read(MESSAGE_LIMIT).decode("utf-8", "replace")
+        headers = error.headers
+        pairs = [] if headers is None else [(k.lower(), v) for k, v in headers.items()]
+        return _response(error.code, pairs, message, None)
+    if isinstance(error, urllib.error.URLError) and isinstance(error.reason, BaseException):
+        return _failure(stdlib_failure_kind(error.reason), error, None)
+    return None
+
+
+_READERS: dict[str, Reader] = {
+    "httpx": _httpx,
+    "requests": _requests,
+    "urllib3": _urllib3,
+    "aiohttp": _aiohttp,
+    "urllib": _urllib,
+}
+"""Top-level module of an exception class → the reader of that library's exceptions."""
+
+
+def observe_error(error: BaseException) -> Observation | None:
+    """The observation an HTTP library's exception stands for, or None if it is none of theirs.
+
+    The library is found from the module of each class in the exception's MRO, so a user's
+    subclass of ``httpx.HTTPStatusError`` is read like the original. The library's own
+    errors are never imported here before one of them is seen.
+    """
+    if isinstance(error, RetryBudgetError):
+        return None  # an inner operation already decided: not a provider failure to read
+    for cls in type(error).__mro__:
+        reader = _READERS.get(cls.__module__.partition(".")[0])
+        if reader is not None:
+            return reader(error)
+    return None
