@@ -48,6 +48,7 @@ TITLES: Mapping[str, str] = {
     "reservation_in_progress": "A reservation with this Idempotency-Key is in progress",
     "reservation_declined": "The provider declined the reservation",
     "reservation_not_stored": "The confirmed reservation could not be stored",
+    "gateway_overloaded": "The gateway is overloaded",
     "internal_error": "The gateway failed",
 }
 """The title of each problem code."""

@@ -3,8 +3,9 @@
 The registry holds two families: the library's operation metrics
 (:class:`~retrybudget.observe.PrometheusHook`: ``retrybudget_operations_total``,
 ``retrybudget_attempts_total``, waits, breaker rejections…, each a sum of per-operation
-counters, contract rule 8) and the gateway's own answers by route, status and code, with
-their latency.
+counters, contract rule 8), the gateway's own answers by route, status and code, with
+their latency from the request's arrival, and the door: how long requests waited before it
+admitted or shed them, and how many it shed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from ..observe import PrometheusHook
 from ._answers import Answer
+from ._door import Admitted, Shed
 
 __all__ = ["CONTENT_TYPE", "GatewayMetrics"]
 
@@ -47,6 +49,20 @@ class GatewayMetrics:
         self.latency = Histogram(
             "retrybudget_gateway_request_duration_seconds", "Time to answer, by route.",
             ["route"], buckets=_BUCKETS, registry=r)
+        self.shed = Counter(
+            "retrybudget_gateway_shed",
+            "Requests answered 503 gateway_overloaded at once: capacity (too many operations "
+            "in flight) or budget (too little of the deadline left).", ["reason"], registry=r)
+        self.waited = Histogram(
+            "retrybudget_gateway_admission_wait_seconds",
+            "Time from a request's arrival to the door's verdict (paid out of its deadline).",
+            buckets=_BUCKETS, registry=r)
+
+    def admitted(self, verdict: Admitted | Shed) -> None:
+        """Count one verdict of the door."""
+        self.waited.observe(verdict.waited)
+        if isinstance(verdict, Shed):
+            self.shed.labels(verdict.reason).inc()
 
     def observe(self, route: str, answer: Answer, elapsed: float) -> None:
         """Count one answer of ``route`` that took ``elapsed`` seconds."""
