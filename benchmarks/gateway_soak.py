@@ -304,7 +304,8 @@ def _store(db: Path, confirmed: set[int]) -> dict[str, Any]:
             "rows_never_answered_200": len(unconfirmed)}
 
 
-async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dict[str, Any]:
+async def soak(clients: int, seconds: float, directory: Path, limit: int,
+               door: Sequence[str] = ()) -> dict[str, Any]:
     """Run the soak; return every figure and check."""
     sandbox = ["retrybudget.sandbox", "--port", "0", "--log-level", "warning",
                "--fault-5xx", "0.10", "--fault-reset", "0.02", "--fault-slow-body", "0.02",
@@ -315,7 +316,7 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dic
     with process(sandbox, pids) as (provider, _):
         gateway = ["retrybudget.gateway", "--provider", provider, "--db", str(db), "--port",
                    "0", "--log-level", "warning", "--deadline", str(DEADLINE),
-                   "--breaker-cool-down", str(COOL_DOWN)]
+                   "--breaker-cool-down", str(COOL_DOWN), *door]
         with process(gateway, pids) as (base, _):
             pid = pids[1]
             async with httpx.AsyncClient(timeout=DEADLINE + 10.0, trust_env=False) as http:
@@ -384,10 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--limit", type=int, default=300,
                         help="the sandbox's requests per 1 s window (default: %(default)s)")
+    parser.add_argument("--max-in-flight", type=int, default=None,
+                        help="the gateway's --max-in-flight (default: the gateway's own)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
+    door = () if args.max_in_flight is None else ("--max-in-flight", str(args.max_in_flight))
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(soak(args.clients, args.seconds, Path(tmp), args.limit))
+        result = asyncio.run(soak(args.clients, args.seconds, Path(tmp), args.limit, door))
     result["checks"] = checks(result)
     text = json.dumps(result, indent=2, default=list)
     if args.json is not None:

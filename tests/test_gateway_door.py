@@ -103,6 +103,9 @@ def test_the_loop_lag_is_the_worst_recent_sample() -> None:
     clock.sleep(0.05)  # resumed early (a clock step): no negative lag
     lag.sample(started)
     assert min(lag.samples) == 0.0
+    lag.sleeping_since = clock.monotonic()  # a sleep under way, already 0.5 s overdue
+    clock.sleep(0.6)
+    assert lag.current() == pytest.approx(0.5)
 
 
 # The rule, properties ----------------------------------------------------------------------

@@ -145,7 +145,8 @@ class LoopLag:
 
     :meth:`run` sleeps ``interval`` on the running event loop, again and again, and records by
     how much more than ``interval`` the app's clock moved; :meth:`current` is the largest of
-    the last ``window`` samples (three seconds or more).
+    the last ``window`` samples (three seconds or more) and of how overdue the sleep under way
+    already is (a lag that starts now counts before its sample lands).
 
     Args:
         clock: the app's clock (what the lag is measured on).
@@ -158,10 +159,14 @@ class LoopLag:
         self.interval = interval
         self.samples: deque[float] = deque(maxlen=window)
         self.running = False
+        self.sleeping_since: float | None = None
 
     def current(self) -> float:
-        """The worst lag of the recent samples (0 before the first)."""
-        return max(self.samples, default=0.0)
+        """The worst lag of the recent samples and of the sleep under way (0 before any)."""
+        worst = max(self.samples, default=0.0)
+        if self.sleeping_since is not None:
+            worst = max(worst, self.clock.monotonic() - self.sleeping_since - self.interval)
+        return worst
 
     def sample(self, started: float) -> None:
         """Record the lag of a sleep of ``interval`` that started at ``started``."""
@@ -171,8 +176,9 @@ class LoopLag:
         """Sample until :meth:`stop` (or until cancelled)."""
         self.running = True
         while self.running:
-            started = self.clock.monotonic()
+            started = self.sleeping_since = self.clock.monotonic()
             await asyncio.sleep(self.interval)
+            self.sleeping_since = None
             self.sample(started)
 
     def stop(self) -> None:
