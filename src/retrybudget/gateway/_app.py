@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import hashlib
 import json
@@ -41,9 +40,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
 from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
-from ..core.flow import RequestInfo
 from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
-from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR
+from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR, aoutcome_and_response
 from ..integrations.httpx import AsyncRetryTransport
 from ..observe import AuditHook, JsonlAuditSink, redact_url
 from ._answers import Answer, counters, json_answer, problem, retry_after, stored_view
@@ -75,31 +73,25 @@ set by the gateway's uvicorn protocol when the request's bytes are read, else by
 outermost middleware."""
 
 
-class _Slot:
-    """Where the capture hook leaves the outcome of the operation running in this task."""
+class _Parsed(Generic[T]):
+    """A request's payload validator that keeps what it read.
 
-    __slots__ = ("outcome",)
-
-    def __init__(self) -> None:
-        self.outcome: Outcome[Any] | None = None
-
-
-_CURRENT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
-    "retrybudget_gateway_slot", default=None)
-
-
-class _CaptureOutcome:
-    """A hook that hands each operation's outcome to the request handler that started it.
-
-    The driver calls hooks in the handler's own task, so a context variable finds the
-    handler's slot; this works alike for responses and for the typed errors.
+    The integration validates the final 2xx once, with this; the answer then uses the value
+    it read instead of reading the payload a second time.
     """
 
-    def on_outcome(self, outcome: Outcome[Any], request: RequestInfo) -> None:
-        """Leave ``outcome`` in the current handler's slot."""
-        slot = _CURRENT.get()
-        if slot is not None:
-            slot.outcome = outcome
+    __slots__ = ("read", "reader", "value")
+
+    def __init__(self, reader: Callable[[Any], T]) -> None:
+        self.reader = reader
+        self.value: T | None = None
+        self.read = False
+
+    def __call__(self, response: Any) -> T:
+        """Read ``response``'s payload (raises ``ValueError`` for one that is not valid)."""
+        self.value = self.reader(response)
+        self.read = True
+        return self.value
 
 
 class _BackgroundSink:
@@ -151,12 +143,13 @@ class _Result(Generic[T]):
 
 
 async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
-                 reader: Callable[[Any], T]) -> _Result[T]:
-    """Read the final answer of an operation with ``reader``; only a 2xx can confirm anything.
+                 parsed: _Parsed[T]) -> _Result[T]:
+    """Judge the final answer of an operation; only a validated 2xx confirms anything.
 
     The library's ``ok`` covers answers the gateway does not take as a confirmation: a 3xx
-    (redirects are not followed) is ``unexpected``; a 2xx that ``reader`` refuses (a 204,
-    say, which carries no payload to validate) is ``invalid_payload``.
+    (redirects are not followed) is ``unexpected``; a 2xx whose payload does not validate is
+    ``invalid_payload`` (the integration validated it; one it had no payload to validate in,
+    a 204 or 205, is read here, once, and carries none).
     """
     if not outcome.ok:
         return _Result(outcome, None, outcome.reason, outcome.detail or outcome.reason.value)
@@ -164,11 +157,13 @@ async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
         return _Result(outcome, None, Reason.UNEXPECTED,
                        "the provider's answer is outside the contract (redirects are not followed)")
     try:
-        await response.aread()
-        return _Result(outcome, reader(response), Reason.OK, outcome.detail)
+        if not parsed.read:
+            await response.aread()
+            parsed(response)
     except (ValueError, httpx.HTTPError) as exc:
         return _Result(outcome, None, Reason.INVALID_PAYLOAD,
                        f"the provider's payload failed validation ({type(exc).__name__})")
+    return _Result(outcome, parsed.value, Reason.OK, outcome.detail)
 
 
 class _ByBudget(httpx.AsyncBaseTransport):
@@ -241,7 +236,7 @@ class Gateway:
         self.door = Door(clock, deadline=config.deadline, max_in_flight=config.max_in_flight,
                          min_budget=config.min_budget, lag=self.lag)
         policy = config.policy()
-        hooks: list[object] = [_CaptureOutcome(), self.metrics.hook]
+        hooks: list[object] = [self.metrics.hook]
         self.audit: _BackgroundSink | None = None
         if config.audit_path is not None:
             secrets = tuple(config.provider_headers.values())
@@ -280,29 +275,22 @@ class Gateway:
         answer confirmed, or why it confirmed nothing. Provider failures never raise: they
         are results.
 
-        ``reader`` validates a 2xx payload (it is the request's validator too) and reads it.
+        ``reader`` is the request's validator: the integration reads the 2xx payload with it,
+        once, and the value it read is the result's. Every ending of the operation (a response,
+        a typed error, an error raised again as it was) carries its outcome; an exception that
+        carries none is not a provider failure and is raised.
         """
         request_id = request.headers.get("x-request-id", "")
-        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps}
+        parsed = _Parsed(reader)
+        extensions: dict[str, Any] = {VALIDATOR: parsed, _BUDGET: steps}
         if _REQUEST_ID.match(request_id):
             extensions[JOB_ID] = request_id
         outgoing = self.client.build_request(method, url, headers=headers, json=body,
                                              extensions=extensions)
-        slot = _Slot()
-        token = _CURRENT.set(slot)
-        response: httpx.Response | None = None
-        failure: Exception | None = None
+        outcome, response = await aoutcome_and_response(
+            lambda: self.client.send(outgoing, stream=True))
         try:
-            response = await self.client.send(outgoing, stream=True)
-        except Exception as exc:  # typed errors and re-raised ones: the hook has the outcome
-            failure = exc
-        finally:
-            _CURRENT.reset(token)
-        outcome = slot.outcome
-        if outcome is None:  # the operation never finished: not a provider failure
-            raise failure or RuntimeError("the provider operation reported no outcome")
-        try:
-            return await _judge(outcome, response, reader)
+            return await _judge(outcome, response, parsed)
         finally:
             if response is not None:
                 await response.aclose()

@@ -18,9 +18,9 @@ import itertools
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from functools import lru_cache
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier, validation_error
@@ -50,7 +50,9 @@ __all__ = [
     "bounded",
     "current_deadline",
     "evidence",
+    "aoutcome_and_response",
     "key_of_url",
+    "outcome_and_response",
     "outcome_of",
     "provider_key",
     "stats_of",
@@ -144,16 +146,66 @@ def stats_of(response: object) -> dict[str, Any] | None:
 
 
 def outcome_of(response: object) -> Outcome[object] | None:
-    """The :class:`~retrybudget.Outcome` of the operation that produced ``response``, or None.
+    """The :class:`~retrybudget.Outcome` of the operation that produced ``response`` (or raised
+    it, for an error), or None.
 
     httpx: ``response.extensions["retrybudget.outcome"]``; requests:
-    ``response.retrybudget_outcome``.
+    ``response.retrybudget_outcome``; a :class:`~retrybudget.RetryBudgetError`: its
+    ``outcome``; an error the integration raised again as it was (a bug, an invalid URL): its
+    ``retrybudget_outcome`` attribute.
     """
+    if isinstance(response, RetryBudgetError):
+        return response.outcome
     extensions = getattr(response, "extensions", None)
     found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
     if found is None:
         found = getattr(response, OUTCOME_ATTRIBUTE, None)
     return found if isinstance(found, Outcome) else None
+
+
+R = TypeVar("R")
+
+
+def _ended(error: BaseException) -> Outcome[object]:
+    outcome = outcome_of(error)
+    if outcome is None:
+        raise error  # not an operation's ending (a cancellation, a caller's bug): as it was
+    return outcome
+
+
+def outcome_and_response(send: Callable[[], R]) -> tuple[Outcome[object], R | None]:
+    """Send one request through an integration; its :class:`~retrybudget.Outcome` and its final
+    response, or None when the operation ended without one to hand over.
+
+    ``send`` is the call (``lambda: client.get(url)``); every ending of the operation comes
+    back the same way, whether the integration returned the response or raised its typed error
+    or a foreign error it re-raised. An exception no operation ended with (a cancellation, an
+    error outside the integration) is raised as it was; so is a response no integration made
+    (:class:`RuntimeError`).
+    """
+    try:
+        response = send()
+    except Exception as exc:
+        return _ended(exc), None
+    return _response_outcome(response), response
+
+
+async def aoutcome_and_response(
+        send: Callable[[], Awaitable[R]]) -> tuple[Outcome[object], R | None]:
+    """The async twin of :func:`outcome_and_response` (``lambda: client.get(url)`` returns an
+    awaitable)."""
+    try:
+        response = await send()
+    except Exception as exc:
+        return _ended(exc), None
+    return _response_outcome(response), response
+
+
+def _response_outcome(response: object) -> Outcome[object]:
+    outcome = outcome_of(response)
+    if outcome is None:
+        raise RuntimeError("the response carries no outcome: no retrybudget integration sent it")
+    return outcome
 
 
 class Deadline:
@@ -460,13 +512,17 @@ class Operation:
         The last response is returned whatever the reason (a 503 that exhausted the budget, a
         404, a 429 under ``fail_fast``…), except a 2xx whose payload failed validation: that is
         never handed over as if it were a success. An error the integration does not know as a
-        provider failure (a bug, an invalid URL) is raised again as it was. Every other outcome
-        without a response raises the engine's typed error.
+        provider failure (a bug, an invalid URL) is raised again as it was, with the outcome on
+        its ``retrybudget_outcome`` attribute. Every other outcome without a response raises
+        the engine's typed error (which carries the outcome). :func:`outcome_and_response`
+        reads all three endings alike.
         """
         response = outcome.last
         if response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
             self.engine.attach(response, outcome)
             return response
         if outcome.reason is Reason.UNEXPECTED and outcome.error is not None:
+            with contextlib.suppress(AttributeError, TypeError):  # read by outcome_of
+                setattr(outcome.error, OUTCOME_ATTRIBUTE, outcome)
             raise outcome.error
         raise self.engine.error(outcome, request)
