@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrybudget import SYSTEM_CLOCK, FakeClock, PolicyError
-from retrybudget.gateway import GatewayConfig, create_app
+from retrybudget.gateway import GatewayConfig, GatewayServer, create_app
 from retrybudget.gateway._app import ARRIVED
 from retrybudget.gateway._door import (
     ANSWER_TIME,
@@ -289,3 +289,23 @@ async def test_the_deadline_starts_when_the_request_arrived(sandbox: SandboxServ
         assert gateway.door.in_flight == 0
     finally:
         await gateway.close()
+
+
+def test_the_gateways_server_stamps_each_request_when_its_bytes_are_read() -> None:
+    seen: list[tuple[float, float]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # the lifespan: nothing to set up
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            return
+        seen.append((scope[ARRIVED], SYSTEM_CLOCK.monotonic()))  # a KeyError if not stamped
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    with GatewayServer(app) as server, httpx.Client(trust_env=False, timeout=10.0) as client:
+        for _ in range(3):  # one keep-alive connection: each request gets its own stamp
+            assert client.get(server.url("/")).status_code == 204
+    assert len(seen) == 3
+    assert all(isinstance(arrived, float) and arrived <= ran for arrived, ran in seen)
+    assert len({arrived for arrived, _ in seen}) == 3
