@@ -61,6 +61,11 @@ T = TypeVar("T")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _MAX_BODY = 16 * 1024
 _LOOKUP, _RESERVE = "logical_lookups", "logical_operations"
+_SHED_DETAIL = {
+    "capacity": "the gateway is at its limit of provider operations in flight; retry later",
+    "budget": "the request waited too long to start a provider operation inside its "
+              "deadline; retry later",
+}
 _SHED_RETRY_AFTER = "1"
 """The ``Retry-After`` of an overload answer (seconds): the door holds no queue to predict
 from, so the hint is the smallest whole second."""
@@ -341,10 +346,7 @@ class Gateway:
 
     def _shed(self, request: Request, shed: Shed, logical: str, rental_id: str) -> Answer:
         """The answer to a request the door did not admit: at once, without the provider."""
-        detail = ("the gateway is at its limit of provider operations in flight; retry later"
-                  if shed.reason == "capacity" else
-                  "the request waited too long to start a provider operation inside its "
-                  "deadline; retry later")
+        detail = _SHED_DETAIL[shed.reason]
         extra: dict[str, Any] = {"rental_id": rental_id, "shed": shed.reason}
         if logical == _LOOKUP:
             extra["stored"] = None  # an overloaded gateway does not read its store
@@ -355,7 +357,7 @@ class Gateway:
             fields["reservation"] = "refused"
         response = problem(503, "gateway_overloaded", detail, counters(None, logical),
                            instance=request.url.path, extra=extra,
-                           headers={"Retry-After": _SHED_RETRY_AFTER})
+                           headers={"Retry-After": _SHED_RETRY_AFTER}, redact=False)
         return Answer(response, "gateway_overloaded", None, fields)
 
     def _admit(self, request: Request) -> Admitted | Shed:

@@ -10,6 +10,8 @@ admitted or shed them, and how many it shed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from ..observe import PrometheusHook
@@ -34,6 +36,7 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.hook = PrometheusHook(r)
         self.responses = Counter(
@@ -62,17 +65,26 @@ class GatewayMetrics:
         """Count one verdict of the door."""
         self.waited.observe(verdict.waited)
         if isinstance(verdict, Shed):
-            self.shed.labels(verdict.reason).inc()
+            self._child(self.shed, verdict.reason).inc()
+
+    def _child(self, family: Any, *labels: str) -> Any:
+        """``family.labels(*labels)``, looked up once (an overloaded gateway counts a lot)."""
+        key = (id(family), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return child
 
     def observe(self, route: str, answer: Answer, elapsed: float) -> None:
         """Count one answer of ``route`` that took ``elapsed`` seconds."""
-        self.responses.labels(route, str(answer.response.status_code), answer.code or "").inc()
+        self._child(self.responses, route, str(answer.response.status_code),
+                    answer.code or "").inc()
         result = answer.fields.get("reservation")
         if result:
             self.reservations.labels(result).inc()
         if answer.fields.get("stored"):
             self.stored_served.inc()
-        self.latency.labels(route).observe(elapsed)
+        self._child(self.latency, route).observe(elapsed)
 
     def render(self) -> bytes:
         """The exposition text of every metric in the registry."""
