@@ -7,7 +7,8 @@ over 3 s (longer than an attempt may last) and rate-limits every window. Checked
 
 - every answer is inside the contract: a 200 only with the availability the provider
   confirmed (``source: provider``, the sandbox's truth for the rental), every other answer
-  the problem its outcome maps to, at most ``max_attempts`` attempts, ``no-store``;
+  the problem its outcome maps to, or the door's overload answer (503 ``gateway_overloaded``,
+  ``Retry-After``, 0 attempts, no outcome), at most ``max_attempts`` attempts, ``no-store``;
 - every answer arrives within the deadline + 0.25 s (client-side latency: the client shares
   the machine, so its own scheduling is part of what is measured);
 - the gateway's resident memory is flat: growth over the last half of the run < 10 %;
@@ -137,6 +138,7 @@ class Tally:
     no_answer: int = 0
     late: int = 0
     confirmed: set[int] = field(default_factory=set)
+    shed: Counter[str] = field(default_factory=Counter)
 
 
 def _violation(response: Answer, rental: int) -> str | None:
@@ -151,6 +153,8 @@ def _violation(response: Answer, rental: int) -> str | None:
         return f"{response.status_code} without counters or a JSON body"
     if not 0 <= attempts <= MAX_ATTEMPTS or body.get("attempts") != attempts:
         return f"attempts {attempts} (body {body.get('attempts')})"
+    if body.get("code") == "gateway_overloaded":
+        return _shed_violation(response, body)
     if response.status_code == 200:
         if outcome != "ok" or body.get("source") != "provider":
             return f"200 with outcome {outcome} and source {body.get('source')}"
@@ -170,6 +174,21 @@ def _violation(response: Answer, rental: int) -> str | None:
     stored = body.get("stored")
     if stored is not None and stored.get("available_when_confirmed") is not is_available(rental):
         return "a stored fact the provider never confirmed"
+    return None
+
+
+def _shed_violation(response: Answer, body: dict[str, Any]) -> str | None:
+    """Why an overload answer is not the door's (503, a hint, no provider request), or None."""
+    if response.status_code != 503 or not response.header("content-type").startswith(PROBLEM):
+        return f"{response.status_code} gateway_overloaded is not a 503 problem"
+    if body.get("attempts") != 0 or body.get("outcome") is not None:
+        return f"gateway_overloaded after {body.get('attempts')} attempts"
+    if not response.header("retry-after").isdigit():
+        return "gateway_overloaded without Retry-After"
+    if body.get("shed") not in ("capacity", "budget"):
+        return f"gateway_overloaded shed for {body.get('shed')!r}"
+    if "available" in body or body.get("stored") is not None:
+        return "gateway_overloaded carrying an availability"
     return None
 
 
@@ -208,6 +227,8 @@ async def _lookup(connection: Connection, tally: Tally,
         tally.violations.append(problem)
     elif response.status_code == 200:
         tally.confirmed.add(rental)
+    elif response.header("x-retrybudget-outcome") == "none":
+        tally.shed[response.json()["shed"]] += 1
 
 
 def _cpu_s(pid: int) -> float:
@@ -283,7 +304,8 @@ def _store(db: Path, confirmed: set[int]) -> dict[str, Any]:
             "rows_never_answered_200": len(unconfirmed)}
 
 
-async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dict[str, Any]:
+async def soak(clients: int, seconds: float, directory: Path, limit: int,
+               door: Sequence[str] = ()) -> dict[str, Any]:
     """Run the soak; return every figure and check."""
     sandbox = ["retrybudget.sandbox", "--port", "0", "--log-level", "warning",
                "--fault-5xx", "0.10", "--fault-reset", "0.02", "--fault-slow-body", "0.02",
@@ -294,7 +316,7 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dic
     with process(sandbox, pids) as (provider, _):
         gateway = ["retrybudget.gateway", "--provider", provider, "--db", str(db), "--port",
                    "0", "--log-level", "warning", "--deadline", str(DEADLINE),
-                   "--breaker-cool-down", str(COOL_DOWN)]
+                   "--breaker-cool-down", str(COOL_DOWN), *door]
         with process(gateway, pids) as (base, _):
             pid = pids[1]
             async with httpx.AsyncClient(timeout=DEADLINE + 10.0, trust_env=False) as http:
@@ -321,7 +343,11 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int) -> dic
         "p50_ms": round(percentile(lat, 0.50) * 1000, 1) if lat else None,
         "p99_ms": round(percentile(lat, 0.99) * 1000, 1) if lat else None,
         "max_ms": round(max(lat) * 1000, 1) if lat else None,
-        "late": tally.late, "no_answer": tally.no_answer,
+        "late": tally.late, "late_share": round(tally.late / tally.answers, 5)
+        if tally.answers else 0.0, "no_answer": tally.no_answer,
+        "shed": sum(tally.shed.values()), "shed_share": round(
+            sum(tally.shed.values()) / tally.answers, 4) if tally.answers else 0.0,
+        "shed_reasons": dict(tally.shed),
         "violations": len(tally.violations),
         "violation_kinds": dict(Counter(tally.violations).most_common(5)),
         "statuses": {str(k): v for k, v in sorted(tally.statuses.items())},
@@ -359,10 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--limit", type=int, default=300,
                         help="the sandbox's requests per 1 s window (default: %(default)s)")
+    parser.add_argument("--max-in-flight", type=int, default=None,
+                        help="the gateway's --max-in-flight (default: the gateway's own)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
+    door = () if args.max_in_flight is None else ("--max-in-flight", str(args.max_in_flight))
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(soak(args.clients, args.seconds, Path(tmp), args.limit))
+        result = asyncio.run(soak(args.clients, args.seconds, Path(tmp), args.limit, door))
     result["checks"] = checks(result)
     text = json.dumps(result, indent=2, default=list)
     if args.json is not None:

@@ -37,8 +37,11 @@ def test_a_short_soak_keeps_the_contract_and_the_deadline(tmp_path: Path) -> Non
     assert result["violations"] == 0, result["violation_kinds"]
     assert result["no_answer"] == 0
     assert result["max_ms"] <= (DEADLINE + SLACK) * 1000
+    # "none": the door's overload answer (its shape is checked per answer as a violation)
     assert set(result["outcomes"]) <= {"ok", "deadline", "exhausted", "rate_limited",
-                                       "circuit_open", "retry_budget", "not_retried"}
+                                       "circuit_open", "retry_budget", "not_retried", "none"}
+    assert result["outcomes"].get("none", 0) == result["shed"]
+    assert set(result["shed_reasons"]) <= {"capacity", "budget"}
     checks = result["checks"]
     assert checks["breaker and gate let lookups through after the load"]
     assert checks["health ok"]

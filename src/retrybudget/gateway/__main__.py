@@ -70,6 +70,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="failed lookups in a row that open the breaker (default: %(default)s)")
     budget.add_argument("--breaker-cool-down", type=positive_float, default=5.0,
                         help="seconds the breaker stays open before a probe (default: %(default)s)")
+    budget.add_argument("--max-in-flight", type=int, default=32,
+                        help="provider operations running at once at most; more are answered "
+                             "503 gateway_overloaded at once (default: %(default)s)")
+    budget.add_argument("--min-budget", type=positive_float, default=0.25,
+                        help="seconds of its deadline a request must have left to start a "
+                             "provider operation (default: %(default)s)")
     provider = parser.add_argument_group("provider requests")
     provider.add_argument("--provider-header", type=_header, action="append", default=[],
                           metavar="'NAME: VALUE'", help="a header for every provider request")
@@ -108,6 +114,8 @@ def config_from_args(args: argparse.Namespace) -> GatewayConfig:
         audit_path=args.audit,
         breaker_failures=args.breaker_failures,
         breaker_cool_down=args.breaker_cool_down,
+        max_in_flight=args.max_in_flight,
+        min_budget=args.min_budget,
     )
 
 
@@ -149,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
 _OPTIONS = {"provider": "--provider", "db_path": "--db", "deadline": "--deadline",
             "max_attempts": "--attempts", "attempt_timeout": "--attempt-timeout",
             "breaker_failures": "--breaker-failures", "breaker_cool_down": "--breaker-cool-down",
+            "max_in_flight": "--max-in-flight", "min_budget": "--min-budget",
             "provider header": "--provider-header", "audit_path": "--audit"}
 
 

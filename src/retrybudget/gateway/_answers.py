@@ -48,6 +48,7 @@ TITLES: Mapping[str, str] = {
     "reservation_in_progress": "A reservation with this Idempotency-Key is in progress",
     "reservation_declined": "The provider declined the reservation",
     "reservation_not_stored": "The confirmed reservation could not be stored",
+    "gateway_overloaded": "The gateway is overloaded",
     "internal_error": "The gateway failed",
 }
 """The title of each problem code."""
@@ -117,14 +118,15 @@ def json_answer(status: int, body: Mapping[str, Any], counted: Mapping[str, Any]
 
 def problem(status: int, code: str, detail: str, counted: Mapping[str, Any], *,
             instance: str, extra: Mapping[str, Any] | None = None,
-            headers: Mapping[str, str] | None = None) -> JSONResponse:
+            headers: Mapping[str, str] | None = None, redact: bool = True) -> JSONResponse:
     """A JSON problem: ``type``, ``title``, ``status``, ``detail``, ``instance``, ``code``,
-    the counters and ``extra`` fields. ``detail`` is redacted before it is sent."""
+    the counters and ``extra`` fields. ``detail`` is redacted before it is sent, unless
+    ``redact`` is False (a constant of the gateway's own, which quotes nothing)."""
     body = {
         "type": PROBLEM_TYPE + code,
         "title": TITLES.get(code, code),
         "status": status,
-        "detail": redact_text(detail),
+        "detail": redact_text(detail) if redact else detail,
         "instance": instance,
         "code": code,
         **(extra or {}),

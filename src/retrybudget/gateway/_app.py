@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import hashlib
 import json
@@ -41,19 +40,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
 from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
-from ..core.actions import RequestInfo
 from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
-from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR
+from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR, asend_with_outcome
 from ..integrations.httpx import AsyncRetryTransport
 from ..observe import AuditHook, JsonlAuditSink, redact_url
 from ._answers import Answer, counters, json_answer, problem, retry_after, stored_view
 from ._config import GatewayConfig
+from ._door import STEP, STORE_TIME, Admitted, Door, LoopLag, Shed
 from ._logging import LOGGER_NAME
 from ._metrics import CONTENT_TYPE, GatewayMetrics
 from ._payload import RENTAL_ID, idempotency_key_problem, read_availability, read_reservation
 from ._store import ClaimKind, FactStore, StoredFact, key_digest
 
-__all__ = ["Gateway", "create_app"]
+__all__ = ["ARRIVED", "Gateway", "create_app"]
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -62,35 +61,42 @@ T = TypeVar("T")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _MAX_BODY = 16 * 1024
 _LOOKUP, _RESERVE = "logical_lookups", "logical_operations"
-_STORE_FLOOR = 0.1
-"""Seconds a failure answer may wait for the stored fact once the deadline has passed."""
+_SHED_DETAIL = {
+    "capacity": "the gateway is at its limit of provider operations in flight; retry later",
+    "budget": "the request waited too long to start a provider operation inside its "
+              "deadline; retry later",
+}
+_SHED_RETRY_AFTER = "1"
+"""The ``Retry-After`` of an overload answer (seconds): the door holds no queue to predict
+from, so the hint is the smallest whole second."""
+_BUDGET = "retrybudget.gateway.budget_steps"
+"""The request extension naming the operation's budget, in whole ``STEP`` units."""
+
+ARRIVED = "retrybudget.arrived"
+"""The ASGI scope key holding the monotonic instant (on the app's clock) a request arrived:
+set by the gateway's uvicorn protocol when the request's bytes are read, else by the app's
+outermost middleware."""
 
 
-class _Slot:
-    """Where the capture hook leaves the outcome of the operation running in this task."""
+class _Parsed(Generic[T]):
+    """A request's payload validator that keeps what it read.
 
-    __slots__ = ("outcome",)
-
-    def __init__(self) -> None:
-        self.outcome: Outcome[Any] | None = None
-
-
-_CURRENT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
-    "retrybudget_gateway_slot", default=None)
-
-
-class _CaptureOutcome:
-    """A hook that hands each operation's outcome to the request handler that started it.
-
-    The driver calls hooks in the handler's own task, so a context variable finds the
-    handler's slot; this works alike for responses and for the typed errors.
+    The integration validates the final 2xx once, with this; the answer then uses the value
+    it read instead of reading the payload a second time.
     """
 
-    def on_outcome(self, outcome: Outcome[Any], request: RequestInfo) -> None:
-        """Leave ``outcome`` in the current handler's slot."""
-        slot = _CURRENT.get()
-        if slot is not None:
-            slot.outcome = outcome
+    __slots__ = ("read", "reader", "value")
+
+    def __init__(self, reader: Callable[[Any], T]) -> None:
+        self.reader = reader
+        self.value: T | None = None
+        self.read = False
+
+    def __call__(self, response: Any) -> T:
+        """Read ``response``'s payload (raises ``ValueError`` for one that is not valid)."""
+        self.value = self.reader(response)
+        self.read = True
+        return self.value
 
 
 class _BackgroundSink:
@@ -142,12 +148,13 @@ class _Result(Generic[T]):
 
 
 async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
-                 reader: Callable[[Any], T]) -> _Result[T]:
-    """Read the final answer of an operation with ``reader``; only a 2xx can confirm anything.
+                 parsed: _Parsed[T]) -> _Result[T]:
+    """Judge the final answer of an operation; only a validated 2xx confirms anything.
 
     The library's ``ok`` covers answers the gateway does not take as a confirmation: a 3xx
-    (redirects are not followed) is ``unexpected``; a 2xx that ``reader`` refuses (a 204,
-    say, which carries no payload to validate) is ``invalid_payload``.
+    (redirects are not followed) is ``unexpected``; a 2xx whose payload does not validate is
+    ``invalid_payload`` (the integration validated it; one it had no payload to validate in,
+    a 204 or 205, is read here, once, and carries none).
     """
     if not outcome.ok:
         return _Result(outcome, None, outcome.reason, outcome.detail or outcome.reason.value)
@@ -155,11 +162,45 @@ async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
         return _Result(outcome, None, Reason.UNEXPECTED,
                        "the provider's answer is outside the contract (redirects are not followed)")
     try:
-        await response.aread()
-        return _Result(outcome, reader(response), Reason.OK, outcome.detail)
+        if not parsed.read:
+            await response.aread()
+            parsed(response)
     except (ValueError, httpx.HTTPError) as exc:
         return _Result(outcome, None, Reason.INVALID_PAYLOAD,
                        f"the provider's payload failed validation ({type(exc).__name__})")
+    return _Result(outcome, parsed.value, Reason.OK, outcome.detail)
+
+
+class _ByBudget(httpx.AsyncBaseTransport):
+    """Sends each request through the retry transport of its budget.
+
+    The policy's deadline is per retrier; the door gives each operation what its request has
+    left, in whole ``STEP`` units (the ``_BUDGET`` extension), so there is one retry transport
+    per budget, made on first use (at most deadline / STEP of them), all sharing the inner
+    transport, the coordinator and the hooks.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, retrier: Retrier) -> None:
+        self._inner = inner
+        self._retrier = retrier
+        self._by_steps: dict[int, AsyncRetryTransport] = {}
+
+    def _transport(self, steps: int) -> AsyncRetryTransport:
+        transport = self._by_steps.get(steps)
+        if transport is None:
+            policy = self._retrier.policy.replace(deadline=steps * STEP)
+            transport = AsyncRetryTransport(self._inner,
+                                            retrier=self._retrier.with_options(policy=policy))
+            self._by_steps[steps] = transport
+        return transport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Run ``request`` as one operation with the budget its ``_BUDGET`` extension names."""
+        return await self._transport(request.extensions[_BUDGET]).handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Close the inner transport (once)."""
+        await self._inner.aclose()
 
 
 def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
@@ -196,8 +237,11 @@ class Gateway:
                                     probe_ttl=config.deadline * 2)
             coordinator = MemoryCoordinator(CoordinationConfig(breaker=breaker), clock=clock)
         self.coordinator = coordinator
+        self.lag = LoopLag(clock)
+        self.door = Door(clock, deadline=config.deadline, max_in_flight=config.max_in_flight,
+                         min_budget=config.min_budget, lag=self.lag)
         policy = config.policy()
-        hooks: list[object] = [_CaptureOutcome(), self.metrics.hook]
+        hooks: list[object] = [self.metrics.hook]
         self.audit: _BackgroundSink | None = None
         if config.audit_path is not None:
             secrets = tuple(config.provider_headers.values())
@@ -209,7 +253,7 @@ class Gateway:
         inner = transport if transport is not None else httpx.AsyncHTTPTransport(
             verify=_tls_context(), limits=limits)
         self.client = httpx.AsyncClient(
-            transport=AsyncRetryTransport(inner, retrier=retrier),
+            transport=_ByBudget(inner, retrier),
             headers=dict(config.provider_headers),
             timeout=config.deadline,
             follow_redirects=False,
@@ -218,6 +262,7 @@ class Gateway:
 
     async def close(self) -> None:
         """Close the provider client, then the store and the audit file (on a worker thread)."""
+        self.lag.stop()
         await self.client.aclose()
         await asyncio.get_running_loop().run_in_executor(None, self._close_files)
 
@@ -229,34 +274,28 @@ class Gateway:
     # the provider --------------------------------------------------------------------
 
     async def _call(self, request: Request, method: str, url: str, reader: Callable[[Any], T],
-                    *, headers: Mapping[str, str] | None = None,
+                    steps: int, *, headers: Mapping[str, str] | None = None,
                     body: Mapping[str, Any] | None = None) -> _Result[T]:
-        """One logical provider operation, judged: what its final answer confirmed, or why
-        it confirmed nothing. Provider failures never raise: they are results.
+        """One logical provider operation of ``steps`` budget units, judged: what its final
+        answer confirmed, or why it confirmed nothing. Provider failures never raise: they
+        are results.
 
-        ``reader`` validates a 2xx payload (it is the request's validator too) and reads it.
+        ``reader`` is the request's validator: the integration reads the 2xx payload with it,
+        once, and the value it read is the result's. Every ending of the operation (a response,
+        a typed error, an error raised again as it was) carries its outcome; an exception that
+        carries none is not a provider failure and is raised.
         """
         request_id = request.headers.get("x-request-id", "")
-        extensions: dict[str, Any] = {VALIDATOR: reader}
+        parsed = _Parsed(reader)
+        extensions: dict[str, Any] = {VALIDATOR: parsed, _BUDGET: steps}
         if _REQUEST_ID.match(request_id):
             extensions[JOB_ID] = request_id
         outgoing = self.client.build_request(method, url, headers=headers, json=body,
                                              extensions=extensions)
-        slot = _Slot()
-        token = _CURRENT.set(slot)
-        response: httpx.Response | None = None
-        failure: Exception | None = None
+        outcome, response = await asend_with_outcome(
+            lambda: self.client.send(outgoing, stream=True))
         try:
-            response = await self.client.send(outgoing, stream=True)
-        except Exception as exc:  # typed errors and re-raised ones: the hook has the outcome
-            failure = exc
-        finally:
-            _CURRENT.reset(token)
-        outcome = slot.outcome
-        if outcome is None:  # the operation never finished: not a provider failure
-            raise failure or RuntimeError("the provider operation reported no outcome")
-        try:
-            return await _judge(outcome, response, reader)
+            return await _judge(outcome, response, parsed)
         finally:
             if response is not None:
                 await response.aclose()
@@ -264,10 +303,12 @@ class Gateway:
     # answers -----------------------------------------------------------------------
 
     async def _stored(self, rental_id: str, answer_by: float) -> StoredFact | None:
-        """The stored fact, or None if the store fails or cannot answer by ``answer_by``
-        (the lookup's deadline, at least :data:`_STORE_FLOOR` from now): a busy store never
-        holds a failure answer past the deadline."""
-        wait = max(_STORE_FLOOR, answer_by - self.clock.monotonic())
+        """The stored fact, or None if the store fails or cannot answer by ``answer_by`` (the
+        instant the lookup's answer is due to be decided; the door leaves ``STORE_TIME`` for
+        it): a busy store never holds a failure answer past the deadline."""
+        wait = answer_by - self.clock.monotonic()
+        if wait <= 0:
+            return None  # the answer is due: it goes without the stored fact
         try:
             with anyio.fail_after(wait):
                 return await self.store.stored_fact(rental_id)
@@ -303,6 +344,30 @@ class Gateway:
                            instance=request.url.path, extra=body, headers=headers)
         return Answer(response, code, outcome, {"rental_id": rental_id, "stored": bool(stored)})
 
+    def _shed(self, request: Request, shed: Shed, logical: str, rental_id: str) -> Answer:
+        """The answer to a request the door did not admit: at once, without the provider."""
+        detail = _SHED_DETAIL[shed.reason]
+        extra: dict[str, Any] = {"rental_id": rental_id, "shed": shed.reason}
+        if logical == _LOOKUP:
+            extra["stored"] = None  # an overloaded gateway does not read its store
+        else:
+            extra["committed"] = False
+        fields: dict[str, Any] = {"rental_id": rental_id, "shed": shed.reason}
+        if logical == _RESERVE:
+            fields["reservation"] = "refused"
+        response = problem(503, "gateway_overloaded", detail, counters(None, logical),
+                           instance=request.url.path, extra=extra,
+                           headers={"Retry-After": _SHED_RETRY_AFTER}, redact=False)
+        return Answer(response, "gateway_overloaded", None, fields)
+
+    def _admit(self, request: Request) -> Admitted | Shed:
+        """Ask the door whether ``request`` may start its provider operation."""
+        arrived = request.scope.get(ARRIVED)
+        verdict = self.door.enter(arrived if isinstance(arrived, float)
+                                  else self.clock.monotonic())
+        self.metrics.admitted(verdict)
+        return verdict
+
     def _local_problem(self, request: Request, status: int, code: str, detail: str, logical: str,
                        **fields: Any) -> Answer:
         """A problem the gateway answers without calling the provider (0 attempts)."""
@@ -319,10 +384,20 @@ class Gateway:
         if not RENTAL_ID.match(rental_id):
             return self._local_problem(request, 400, "invalid_rental_id",
                                        "rental ids are 1 to 64 URL-safe characters", _LOOKUP)
-        answer_by = self.clock.monotonic() + self.config.deadline
+        admitted = self._admit(request)
+        if isinstance(admitted, Shed):
+            return self._shed(request, admitted, _LOOKUP, rental_id)
+        try:
+            return await self._lookup(request, rental_id, admitted)
+        finally:
+            self.door.leave()
+
+    async def _lookup(self, request: Request, rental_id: str, admitted: Admitted) -> Answer:
+        """The admitted lookup: one provider operation, then its answer by ``answer_by``."""
+        answer_by = admitted.answer_by
         url = self.config.url(self.config.availability_path, rental_id)
         reader = functools.partial(read_availability, rental_id=rental_id)
-        result = await self._call(request, "GET", url, reader)
+        result = await self._call(request, "GET", url, reader, admitted.steps)
         fact, outcome = result.value, result.outcome
         if fact is None:
             return await self._provider_failure(request, result, _LOOKUP, rental_id,
@@ -330,9 +405,14 @@ class Gateway:
         confirmed_at = self.clock.wall()
         recorded = True
         try:
-            await self.store.record_availability(StoredFact(
-                rental_id, fact.available, confirmed_at, fact.checked_at, redact_url(url),
-                outcome.operation_id))
+            # the fact is written even if the answer cannot wait for it (recorded: false)
+            with anyio.fail_after(max(STORE_TIME, answer_by - self.clock.monotonic())):
+                await asyncio.shield(self.store.record_availability(StoredFact(
+                    rental_id, fact.available, confirmed_at, fact.checked_at, redact_url(url),
+                    outcome.operation_id)))
+        except TimeoutError:
+            recorded = False
+            log.warning("confirmed availability not stored in time", extra={"event": "store_slow"})
         except sqlite3.Error as exc:
             recorded = False
             log.warning("confirmed availability not stored",
@@ -371,6 +451,17 @@ class Gateway:
             return self._local_problem(request, 400, "invalid_request_body",
                                        f"send a JSON object of at most {_MAX_BODY} bytes, or nothing",
                                        _RESERVE, reservation="refused")
+        admitted = self._admit(request)
+        if isinstance(admitted, Shed):
+            return self._shed(request, admitted, _RESERVE, rental_id)
+        try:
+            return await self._claim_and_forward(request, key, rental_id, body, admitted)
+        finally:
+            self.door.leave()
+
+    async def _claim_and_forward(self, request: Request, key: str, rental_id: str,
+                                 body: dict[str, Any], admitted: Admitted) -> Answer:
+        """Claim the idempotency key, then forward the reservation (or answer why not)."""
         now = self.clock.wall()
         claim = await self.store.claim_reservation(
             key, rental_id, _fingerprint(rental_id, body), now, now + self.config.reservation_lease)
@@ -390,15 +481,23 @@ class Gateway:
                 request, 409, "reservation_in_progress",
                 "a request with this Idempotency-Key is still in progress; retry later", _RESERVE,
                 reservation="refused", retry_after=retry_after(claim.lease_until, now) or "1")
-        return await self._forward_reservation(request, key, claim.token, rental_id, body, fields)
+        return await self._forward_reservation(request, key, claim.token, rental_id, body, fields,
+                                               admitted)
 
     async def _forward_reservation(self, request: Request, key: str, token: str, rental_id: str,
-                                   body: dict[str, Any], fields: dict[str, Any]) -> Answer:
-        """Send the reservation once; commit it only if the provider confirmed it."""
+                                   body: dict[str, Any], fields: dict[str, Any],
+                                   admitted: Admitted) -> Answer:
+        """Send the reservation once; commit it only if the provider confirmed it.
+
+        The operation gets what is left of the admitted budget once the key is claimed (at
+        least one ``STEP``: with nothing left the plan stops it before anything is sent).
+        """
         url = self.config.url(self.config.reservation_path, rental_id)
+        left = admitted.answer_by - STORE_TIME - self.clock.monotonic()
+        steps = max(1, min(admitted.steps, int(left / STEP)))
         result = await self._call(request, "POST", url,
                                   functools.partial(read_reservation, rental_id=rental_id),
-                                  headers={IDEMPOTENCY_HEADER: key}, body=body)
+                                  steps, headers={IDEMPOTENCY_HEADER: key}, body=body)
         confirmed, outcome = result.value, result.outcome
         now = self.clock.wall()
         if confirmed is None or not confirmed.reserved:
@@ -458,7 +557,8 @@ class Gateway:
         """Wrap a handler: time it, count it and log one structured line for it."""
 
         async def run(request: Request) -> Response:
-            started = self.clock.monotonic()
+            arrived = request.scope.get(ARRIVED)
+            started = arrived if isinstance(arrived, float) else self.clock.monotonic()
             answer = await handler(request)
             elapsed = self.clock.monotonic() - started
             self.metrics.observe(route, answer, elapsed)
@@ -477,17 +577,22 @@ class Gateway:
         return run
 
 
-class _NoStore:
-    """Marks every answer of the app ``Cache-Control: no-store``: its own 404s and 405s, the
-    health and metrics pages and the problems alike (availability is only ever live)."""
+class _Edge:
+    """The app's outermost layer: stamps when a request arrived (unless the server did, see
+    :data:`ARRIVED`) and marks every answer ``Cache-Control: no-store``: its own 404s and
+    405s, the health and metrics pages and the problems alike (availability is only ever
+    live)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, clock: Clock) -> None:
         self.app = app
+        self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if ARRIVED not in scope:
+            scope[ARRIVED] = self.clock.monotonic()
 
         async def send_no_store(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -530,9 +635,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sampler = asyncio.get_running_loop().create_task(gateway.lag.run())
         try:
             yield
         finally:
+            sampler.cancel()
             await gateway.close()
 
     routes = [
@@ -543,7 +650,7 @@ def create_app(
         Route("/metrics", gateway.metrics_page, methods=["GET"]),
         Route("/healthz", gateway.health, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_NoStore)],
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_Edge, clock=clock)],
                     exception_handlers={Exception: _internal_error})
     app.state.gateway = gateway
     return app

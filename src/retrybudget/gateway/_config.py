@@ -49,6 +49,11 @@ class GatewayConfig:
         breaker_cool_down: seconds the open breaker refuses lookups before one probe.
         reservation_lease: seconds a reservation in flight holds its idempotency key; a
             request with the same key inside that time is answered 409.
+        max_in_flight: provider operations (lookups and reservations) running at once at most;
+            a request beyond it is answered 503 ``gateway_overloaded`` at once.
+        min_budget: the least budget (seconds) a provider operation is started with; a request
+            that has less left of its deadline (it waited, or the event loop lags) is answered
+            503 ``gateway_overloaded`` at once.
     """
 
     provider: str
@@ -65,6 +70,8 @@ class GatewayConfig:
     breaker_failures: int = 5
     breaker_cool_down: float = 5.0
     reservation_lease: float = 30.0
+    max_in_flight: int = 32
+    min_budget: float = 0.25
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.provider) if isinstance(self.provider, str) else None
@@ -75,13 +82,15 @@ class GatewayConfig:
         object.__setattr__(self, "provider", self.provider.rstrip("/"))
         if not str(self.db_path):
             raise PolicyError("db_path is required")
-        for name in ("deadline", "breaker_cool_down", "reservation_lease"):
+        for name in ("deadline", "breaker_cool_down", "reservation_lease", "min_budget"):
             positive = seconds(getattr(self, name), name)
             if not positive:
                 raise PolicyError(f"{name} must be positive")
             object.__setattr__(self, name, positive)
         timeout = seconds(self.attempt_timeout, "attempt_timeout", allow_none=True)
         object.__setattr__(self, "attempt_timeout", timeout or None)
+        if self.min_budget > self.deadline / 2:
+            raise PolicyError("min_budget must be at most half the deadline")
         _path_template(self.availability_path, "availability_path")
         _path_template(self.reservation_path, "reservation_path")
         headers: dict[str, str] = {}
@@ -93,7 +102,8 @@ class GatewayConfig:
             headers[name] = value
         object.__setattr__(self, "provider_headers", MappingProxyType(headers))
         for name, low, high in (("max_attempts", 1, 10), ("db_threads", 1, 64),
-                                ("max_connections", 1, 10_000), ("breaker_failures", 1, 10_000)):
+                                ("max_connections", 1, 10_000), ("breaker_failures", 1, 10_000),
+                                ("max_in_flight", 1, 10_000)):
             count = getattr(self, name)
             if isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high:
                 raise PolicyError(f"{name} must be an integer from {low} to {high}, got {count!r}")

@@ -11,10 +11,11 @@ from typing import Any
 import httpx
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..coordination import Coordinator
-from ._app import create_app
+from ._app import ARRIVED, create_app
 from ._config import GatewayConfig
 
 __all__ = ["GatewayServer", "bind_socket", "serve_in_thread", "uvicorn_config"]
@@ -37,8 +38,37 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+class _Stamped(H11Protocol):
+    """uvicorn's h11 protocol, stamping each request with the instant its bytes were read.
+
+    A request's deadline starts there: the time it then waits for the event loop to run its
+    handler is paid out of its budget (the app stamps on entry when no server did).
+    """
+
+    clock: Clock = SYSTEM_CLOCK
+
+    def data_received(self, data: bytes) -> None:
+        """Read ``data``; a request it completes carries the instant in its scope."""
+        arrived = self.clock.monotonic()
+        before = getattr(self, "cycle", None)
+        super().data_received(data)
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and cycle is not before:
+            cycle.scope.setdefault(ARRIVED, arrived)
+
+
+def _protocol(app: ASGIApp) -> type[H11Protocol]:
+    """The stamping protocol, on the clock of ``app`` (a gateway app) or the real one."""
+    gateway = getattr(getattr(app, "state", None), "gateway", None)
+    clock = getattr(gateway, "clock", SYSTEM_CLOCK)
+    return type("GatewayProtocol", (_Stamped,), {"clock": clock})
+
+
 def uvicorn_config(app: ASGIApp, *, log_level: str = "warning", quiet: bool = False) -> uvicorn.Config:
     """The uvicorn configuration the gateway runs with (lifespan on: it closes the store).
+
+    It serves HTTP/1.1 with uvicorn's h11 protocol, which stamps each request with the
+    instant its bytes were read (the start of its deadline).
 
     Args:
         app: the gateway app.
@@ -47,7 +77,8 @@ def uvicorn_config(app: ASGIApp, *, log_level: str = "warning", quiet: bool = Fa
     """
     extra: dict[str, Any] = {"log_config": None} if quiet else {}
     return uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False,
-                          server_header=False, timeout_graceful_shutdown=5, **extra)
+                          server_header=False, timeout_graceful_shutdown=5,
+                          http=_protocol(app), **extra)
 
 
 def _serve(server: uvicorn.Server, sock: socket.socket) -> None:

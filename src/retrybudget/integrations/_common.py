@@ -140,7 +140,8 @@ def stats_of(response: object) -> dict[str, Any] | None:
 
 
 def outcome_of(response: object) -> Outcome[object] | None:
-    """The :class:`~retrybudget.Outcome` of the operation that produced ``response``, or None.
+    """The :class:`~retrybudget.Outcome` of the operation that produced ``response`` (or raised
+    it, for an error), or None.
 
     httpx: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
     ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
