@@ -163,13 +163,30 @@ def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
     response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
 
 
+_NAMES: dict[bytes, str] = {}
+"""Raw header names already seen: the lower-case name the classifier reads, or ``""``."""
+_NAMES_MAX = 512
+
+
+def _name(raw: bytes) -> str:
+    """What the classifier calls raw header name ``raw`` ("" for one it does not read)."""
+    if len(_NAMES) >= _NAMES_MAX:
+        _NAMES.clear()
+    found = _NAMES[raw] = raw.decode("latin-1").lower() if raw.lower().startswith(_EVIDENCE) else ""
+    return found
+
+
 def _evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
-    # Scans the raw names; decodes only the few the classifier reads.
-    return tuple([
-        (name.decode("latin-1").lower(), value.decode("latin-1").strip())
-        for name, value in response.headers.raw
-        if name.lower().startswith(_EVIDENCE)
-    ])
+    # Scans the raw names (each classified once); decodes only the few the classifier reads.
+    names = _NAMES
+    out = []
+    for raw, value in response.headers.raw:
+        name = names.get(raw)
+        if name is None:
+            name = _name(raw)
+        if name:
+            out.append((name, value.decode("latin-1").strip()))
+    return tuple(out)
 
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
@@ -334,7 +351,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         op = self._start(request)
-        return op.hand_over(self._engine.retrier.run(partial(self._attempt, op), op.info))
+        return op.hand_over(op.retrier.run(partial(self._attempt, op), op.info))
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         try:
@@ -369,7 +386,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         op = self._start(request)
-        return op.hand_over(await self._engine.retrier.arun(partial(self._attempt, op), op.info))
+        return op.hand_over(await op.retrier.arun(partial(self._attempt, op), op.info))
 
     async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         deadline = self._engine.deadline(attempt)
