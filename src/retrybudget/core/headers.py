@@ -362,6 +362,10 @@ def parse_rate_limit_headers(
     ``limit`` and a retry-after that disagrees with the reset by more than max(1 s, 10 %) when
     the quota is exhausted or its remaining is unknown. A clamped wait is recorded as a
     ``retrybudget-clamped`` evidence entry.
+
+    The common header set (one vendor family with plain integer values, a ``Date``, headers
+    that are no rate-limit headers) is scanned once per :class:`HeaderRules` and read from
+    what it was found to say, with the same result; everything else is read in full.
     """
     rules = DEFAULT_HEADER_RULES if rules is None else rules
     if type(headers) is tuple:
@@ -527,6 +531,18 @@ def _one(
 _CLAMPED = f"delay too large, clamped to {_fmt(MAX_HINT_SECONDS)}s"
 
 
+_CLAMPED_NOTES: dict[tuple[str, str], HeaderNote] = {}
+
+
+def _clamped_note(source: str, raw: str) -> HeaderNote:
+    """The note of a clamped delay (a frozen value: one per header value, remembered)."""
+    key = (source, raw)
+    found = _CLAMPED_NOTES.get(key)
+    if found is None:
+        found = _remembered(_CLAMPED_NOTES, key, lambda: _note(source, raw, _CLAMPED))
+    return found
+
+
 def _clamp(delay: float, source: str, raw: str) -> _Parsed[Hint]:
     """Turn a computed delay into a Hint in [0, MAX_HINT_SECONDS]; past (negative) means 0.
 
@@ -538,7 +554,7 @@ def _clamp(delay: float, source: str, raw: str) -> _Parsed[Hint]:
         return (
             Hint(MAX_HINT_SECONDS, source, raw[:MAX_VALUE_CHARS],
                  delay if math.isfinite(delay) else MAX_HINT_SECONDS),
-            _note(source, raw, _CLAMPED),
+            _clamped_note(source, raw),
         )
     return Hint(max(delay, 0.0) + 0.0, source, raw[:MAX_VALUE_CHARS]), None
 
