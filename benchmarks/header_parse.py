@@ -2,9 +2,10 @@
 
 Times :func:`retrybudget.core.headers.parse_rate_limit_headers` on the headers of a GitHub 200
 far from its quota, and :func:`retrybudget.core.classify.classify` of that response (what an
-integration does per response), in interleaved rounds; reports the median µs per call. A
-bare ``dict`` lookup of the same five names is timed beside them as a yardstick of the
-machine's speed in the same run.
+integration does per response), in interleaved rounds of this process's CPU time (which
+other processes' load inflates far less than wall time); reports the median and the best
+round's µs per call. A bare ``dict`` lookup of the same five names is timed beside them as
+a yardstick of the machine's speed in the same run.
 
 Run: python benchmarks/header_parse.py [--calls N] [--rounds R]
 """
@@ -49,23 +50,25 @@ def contenders() -> dict[str, Callable[[], object]]:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--calls", type=int, default=5000, help="calls per round")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    parser.add_argument("--calls", type=int, default=1000, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=31, help="interleaved rounds")
     args = parser.parse_args(argv)
     funcs = contenders()
     samples: dict[str, list[float]] = {name: [] for name in funcs}
     for _ in range(args.rounds):
         for name, fn in funcs.items():
-            start = time.perf_counter_ns()
+            start = time.process_time_ns()
             for _ in range(args.calls):
                 fn()
-            samples[name].append((time.perf_counter_ns() - start) / args.calls / 1000)
-    print(f"GitHub's five quota headers ({args.rounds} rounds x {args.calls} calls, median)")
+            samples[name].append((time.process_time_ns() - start) / args.calls / 1000)
+    print(f"GitHub's five quota headers ({args.rounds} rounds x {args.calls} calls, CPU time)")
+    print(f"{'':<32} {'median':>8} {'best':>8}")
     for name, values in samples.items():
-        print(f"{name:<32} {statistics.median(values):8.2f} µs")
-    parse = statistics.median(samples["parse_rate_limit_headers"])
-    verdict = "MET" if parse <= TARGET_US else "NOT MET"
-    print(f"parse: {parse:.2f} µs (target <= {TARGET_US} µs: {verdict})")
+        print(f"{name:<32} {statistics.median(values):8.2f} {min(values):8.2f} µs")
+    for label, pick in (("median", statistics.median), ("best", min)):
+        parse = pick(samples["parse_rate_limit_headers"])
+        verdict = "MET" if parse <= TARGET_US else "NOT MET"
+        print(f"parse ({label}): {parse:.2f} µs (target <= {TARGET_US} µs: {verdict})")
     return 0
 
 

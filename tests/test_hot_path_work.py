@@ -10,6 +10,7 @@ here, on any machine, however loaded.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import importlib
 from collections import Counter
 from collections.abc import Callable
@@ -107,6 +108,49 @@ def test_an_async_transport_success_does_none_of_it(calls: Counter[str]) -> None
 
     assert asyncio.run(go()).extensions["retrybudget"]["attempts"] == 1
     assert sum(calls.values()) == 0, calls
+
+
+class GitHubCanned(httpx.BaseTransport):
+    """Answers 200 with GitHub's five quota headers, far from the quota, among others."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"id": 1}, request=request, headers=[
+            ("x-ratelimit-limit", "5000"), ("x-ratelimit-remaining", "4987"),
+            ("x-ratelimit-reset", "4102444800"), ("x-ratelimit-used", "13"),
+            ("x-ratelimit-resource", "core"), ("x-github-request-id", "AB:CD"),
+            ("date", email.utils.formatdate(FakeClock().wall() + 2, usegmt=True))])
+
+
+def test_quota_headers_are_read_without_the_general_parser(
+        calls: Counter[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub's quota headers on a 200 are read by the fast reader, never the general one."""
+    headers = importlib.import_module("retrybudget.core.headers")
+    general: Callable[..., Any] = headers._parse_general
+    monkeypatch.setattr(headers, "_parse_general",
+                        lambda *a: (calls.update(["general header parser"]), general(*a))[1])
+    retrier = rb.Retrier(policy=rb.Policy(profile="github"), clock=FakeClock())
+    with httpx.Client(transport=RetryTransport(GitHubCanned(), retrier=retrier)) as client:
+        for _ in range(3):
+            outcome = client.get(URL).extensions["retrybudget.outcome"]
+            assert outcome.history[0].evidence[0] == ("x-ratelimit-limit", "5000")
+    assert calls == Counter({"header parser": 3, "history record": 3}), calls
+    # the guard guards: a Retry-After is the general reader's
+    monkeypatch.setattr(GitHubCanned, "handle_request", lambda self, request: httpx.Response(
+        200, request=request, headers=[("retry-after", "5"), ("x-ratelimit-remaining", "9")]))
+    with httpx.Client(transport=RetryTransport(GitHubCanned(), retrier=retrier)) as client:
+        client.get(URL)
+    assert calls["general header parser"] == 1
+
+
+def test_profile_auto_takes_the_fast_path_under_each_hosts_profile(calls: Counter[str]) -> None:
+    """background()'s profile="auto" is resolved per host once: no flow, no URL redacted."""
+    retrier = rb.Retrier(policy=rb.background(), clock=FakeClock())
+    transport = RetryTransport(Canned(), retrier=retrier)
+    with httpx.Client(transport=transport) as client:
+        for url in (URL, "https://api.github.com/repos/octo/demo?token=s3cret", URL):
+            assert client.get(url).extensions["retrybudget"]["outcome"] == "ok"
+    assert sum(calls.values()) == 0, calls
+    assert len(transport._engine.routed) == 2  # generic (api.example.com) and github, once each
 
 
 def test_the_counters_see_the_work_when_it_is_asked_for(calls: Counter[str]) -> None:

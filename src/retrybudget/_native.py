@@ -106,15 +106,32 @@ def httpx_failure_kind(error: BaseException) -> FailureKind:
     return stdlib_failure_kind(error)
 
 
+_NAMES: dict[bytes, str] = {}
+"""Raw httpx header names already seen: the lower-case name the classifier reads, or ``""``."""
+_NAMES_MAX = 512
+
+
+def _httpx_name(raw: bytes) -> str:
+    """What the classifier calls raw header name ``raw`` ("" for one it does not read)."""
+    if len(_NAMES) >= _NAMES_MAX:
+        _NAMES.clear()
+    found = _NAMES[raw] = (raw.decode("latin-1").lower()
+                           if raw.lower().startswith(_HTTPX_EVIDENCE) else "")
+    return found
+
+
 def httpx_evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
-    """The classifier's headers of an httpx response (scans the raw names; decodes only the
-    few the classifier reads)."""
-    # Scans the raw names; decodes only the few the classifier reads.
-    return tuple([
-        (name.decode("latin-1").lower(), value.decode("latin-1").strip())
-        for name, value in response.headers.raw
-        if name.lower().startswith(_HTTPX_EVIDENCE)
-    ])
+    """The classifier's headers of an httpx response (each raw name classified once, bounded
+    cache; decodes only the few values the classifier reads)."""
+    names = _NAMES
+    out = []
+    for raw, value in response.headers.raw:
+        name = names.get(raw)
+        if name is None:
+            name = _httpx_name(raw)
+        if name:
+            out.append((name, value.decode("latin-1").strip()))
+    return tuple(out)
 
 
 def requests_failure_kind(error: BaseException) -> FailureKind:

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from email.utils import parsedate_tz
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
+
+from ._values import fast_init
 
 __all__ = [
     "EPOCH_THRESHOLD",
@@ -87,6 +89,7 @@ EVIDENCE_PREFIXES = ("x-ratelimit-", "x-rate-limit-", "ratelimit-", "anthropic-r
 HeaderInput = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Hint:
     """A delay that a provider asked for.
@@ -131,6 +134,11 @@ class HeaderRules:
     """Header names and prefixes whose presence means there is something to read."""
     own: frozenset[str] = field(init=False, repr=False, compare=False)
     """The delay and reset header names these rules add to the evidence."""
+    roles: dict[object, tuple[object, ...]] = field(init=False, repr=False, compare=False)
+    """What each header name seen so far is to the fast reader (bounded)."""
+    plans: dict[object, Any] = field(init=False, repr=False, compare=False)
+    """What each header set seen so far says apart from the time, for the fast reader
+    (bounded)."""
 
     def __post_init__(self) -> None:
         for field_name in ("delays", "resets"):
@@ -145,8 +153,11 @@ class HeaderRules:
         own = frozenset(h for h, _ in (*self.delays, *self.resets))
         object.__setattr__(self, "own", own)
         object.__setattr__(self, "relevant", (*_RELEVANT_PREFIXES, *sorted(own)))
+        object.__setattr__(self, "roles", {})
+        object.__setattr__(self, "plans", {})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeaderNote:
     """A header value that was ignored or clamped, and why."""
@@ -156,6 +167,7 @@ class HeaderNote:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Conflict:
     """Evidence that disagrees, for a reviewer: the header fields involved and what disagrees."""
@@ -164,6 +176,7 @@ class Conflict:
     detail: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RateLimitInfo:
     """Everything the rate-limit and retry headers of one response say.
@@ -349,8 +362,24 @@ def parse_rate_limit_headers(
     ``limit`` and a retry-after that disagrees with the reset by more than max(1 s, 10 %) when
     the quota is exhausted or its remaining is unknown. A clamped wait is recorded as a
     ``retrybudget-clamped`` evidence entry.
+
+    The common header set (one vendor family with plain integer values, a ``Date``, headers
+    that are no rate-limit headers) is scanned once per :class:`HeaderRules` and read from
+    what it was found to say, with the same result; everything else is read in full.
     """
     rules = DEFAULT_HEADER_RULES if rules is None else rules
+    if type(headers) is tuple:
+        try:
+            fast = _read_simple(headers, now_wall, rules)
+        except (TypeError, ValueError):  # an unhashable name or an item that is not a pair
+            fast = None
+        if fast is not None:
+            return fast
+    return _parse_general(headers, now_wall, rules)
+
+
+def _parse_general(headers: HeaderInput, now_wall: float, rules: HeaderRules) -> RateLimitInfo:
+    """The general reader behind :func:`parse_rate_limit_headers`: every family and form."""
     pairs = headers if isinstance(headers, tuple) and _normalized(headers) else normalize_headers(headers)
     if not any(name.startswith(rules.relevant) for name, _ in pairs):
         return NO_RATE_LIMIT_INFO
@@ -373,9 +402,9 @@ def parse_rate_limit_headers(
         if (_is_evidence(name) or name in own) and name not in _DERIVED
     ]
     if abs(skew) >= 1.0:
-        evidence.append((SKEW_EVIDENCE, f"{skew:+.0f}s"))
+        evidence.append(_skew_evidence(skew))
     evidence.extend(
-        (CLAMP_EVIDENCE, f"{hint.source} asked {hint.asked:.0f}s, read as {hint.delay:.0f}s")
+        _clamp_evidence(hint)
         for hint in (retry_after, info.reset)
         if hint is not None and hint.asked is not None
     )
@@ -391,6 +420,14 @@ def parse_rate_limit_headers(
         conflicts=tuple(reader.conflicts),
         evidence=tuple(evidence),
     )
+
+
+def _skew_evidence(skew: float) -> tuple[str, str]:
+    return SKEW_EVIDENCE, f"{skew:+.0f}s"
+
+
+def _clamp_evidence(hint: Hint) -> tuple[str, str]:
+    return CLAMP_EVIDENCE, f"{hint.source} asked {hint.asked:.0f}s, read as {hint.delay:.0f}s"
 
 
 def _skew(reader: _Reader) -> float:
@@ -414,6 +451,8 @@ def _skew(reader: _Reader) -> float:
 # --------------------------------------------------------------------------- private helpers
 
 _T = TypeVar("_T")
+_V = TypeVar("_V")
+_K = TypeVar("_K")
 _Parsed = tuple["_T | None", "HeaderNote | None"]
 
 _NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -489,6 +528,21 @@ def _one(
     return _note(source, _as_text(value), "unparseable")  # not reached: parsers return one
 
 
+_CLAMPED = f"delay too large, clamped to {_fmt(MAX_HINT_SECONDS)}s"
+
+
+_CLAMPED_NOTES: dict[tuple[str, str], HeaderNote] = {}
+
+
+def _clamped_note(source: str, raw: str) -> HeaderNote:
+    """The note of a clamped delay (a frozen value: one per header value, remembered)."""
+    key = (source, raw)
+    found = _CLAMPED_NOTES.get(key)
+    if found is None:
+        found = _remembered(_CLAMPED_NOTES, key, lambda: _note(source, raw, _CLAMPED))
+    return found
+
+
 def _clamp(delay: float, source: str, raw: str) -> _Parsed[Hint]:
     """Turn a computed delay into a Hint in [0, MAX_HINT_SECONDS]; past (negative) means 0.
 
@@ -500,7 +554,7 @@ def _clamp(delay: float, source: str, raw: str) -> _Parsed[Hint]:
         return (
             Hint(MAX_HINT_SECONDS, source, raw[:MAX_VALUE_CHARS],
                  delay if math.isfinite(delay) else MAX_HINT_SECONDS),
-            _note(source, raw, f"delay too large, clamped to {_fmt(MAX_HINT_SECONDS)}s"),
+            _clamped_note(source, raw),
         )
     return Hint(max(delay, 0.0) + 0.0, source, raw[:MAX_VALUE_CHARS]), None
 
@@ -840,6 +894,193 @@ def _shopify(reader: _Reader) -> _Quota | None:
     return _Quota(
         limit=limit, remaining=max(limit - used, 0), used=used, limit_src=name, remaining_src=name
     )
+
+
+# ------------------------------------------------------------------------- the fast reader
+
+_SKIP: tuple[object, ...] = ("skip",)
+"""The role of a header name that is nothing to the rate-limit reader."""
+_GENERAL: tuple[object, ...] = ("general",)
+"""The role of a header name only the general reader reads (delays, IETF, Shopify, odd names)."""
+_DATE: tuple[object, ...] = ("date",)
+_LIMIT, _REMAINING, _USED, _RESOURCE, _RESET = range(5)
+_CACHE_MAX = 256
+"""Header names (and header sets) one :class:`HeaderRules` remembers; past it, it starts over."""
+_DATES: dict[str, float | None] = {}
+"""``Date`` values already read (a provider sends one per second): the epoch each names."""
+_UNSEEN = object()
+
+_Reset = tuple[str, str, float, bool]
+"""A plain reset header: its name, its value, the number it holds and whether that is an
+epoch (else a delay in seconds)."""
+_Plan = tuple["int | None", "int | None", "int | None", "str | None", "_Reset | None",
+              "float | None", "tuple[tuple[str, str], ...]"]
+"""What one header set says apart from the time: limit, remaining, used, resource, the reset,
+the provider's ``Date`` (when measured against) and the evidence."""
+
+
+def _role(rules: HeaderRules, name: object) -> tuple[object, ...]:
+    """What header ``name`` is to :func:`_scan` under ``rules``."""
+    if type(name) is not str or name != name.strip().lower():
+        return _GENERAL
+    if name == "date":
+        return _DATE
+    if not name.startswith(rules.relevant):
+        return _SKIP
+    if any(name == delay for delay, _ in rules.delays):
+        return _GENERAL
+    for index, spec in enumerate(_VENDOR_FAMILIES):
+        if name not in spec.names:
+            continue
+        if name in spec.resets:
+            return (_RESET, index, dict(rules.resets).get(name, "auto"))
+        if name == spec.limit:
+            return (_LIMIT, index)
+        if name == spec.remaining:
+            return (_REMAINING, index)
+        return (_USED, index) if name == spec.used else (_RESOURCE, index)
+    return _GENERAL
+
+
+def _remembered(cache: dict[_K, _V], key: _K, make: Callable[[], _V]) -> _V:
+    """``cache[key]``, made by ``make()`` when missing; the cache starts over when full."""
+    found = cache.get(key, _UNSEEN)
+    if found is _UNSEEN:
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        found = cache[key] = make()
+    return cast("_V", found)
+
+
+def _read_simple(
+    pairs: tuple[object, ...], now_wall: float, rules: HeaderRules
+) -> RateLimitInfo | None:
+    """The common response, read from what its header set was found to say; None when only
+    :func:`_parse_general` can read it. The set is scanned once (:func:`_scan`) and
+    remembered (:attr:`HeaderRules.plans`); what depends on the time is worked out here."""
+    plans = rules.plans
+    plan: _Plan | RateLimitInfo | None
+    try:
+        plan = plans[pairs]
+    except KeyError:
+        plan = _remembered(plans, pairs, lambda: _scan(pairs, rules))
+    if plan is None or isinstance(plan, RateLimitInfo):
+        return plan
+    limit, remaining, used, resource, reset, provider_now, evidence = plan
+    if provider_now is None:
+        skew = 0.0
+    else:
+        skew = provider_now - now_wall
+        if abs(skew) > MAX_CLOCK_SKEW:
+            return None
+        if abs(skew) >= 1.0:
+            evidence = (*evidence, _skew_evidence(skew))
+    if reset is None:
+        return RateLimitInfo(None, None, limit, remaining, used, None, resource, (), (), evidence)
+    source, text, number, absolute = reset
+    hint, note = _clamp(number - (now_wall + skew) if absolute else number, source, text)
+    if hint is None:
+        return None
+    if note is None:
+        return RateLimitInfo(None, hint, limit, remaining, used, None, resource, (), (), evidence)
+    return RateLimitInfo(None, hint, limit, remaining, used, None, resource, (note,), (),
+                         (*evidence, _clamp_evidence(hint)) if hint.asked is not None else evidence)
+
+
+def _scan(pairs: tuple[object, ...], rules: HeaderRules) -> _Plan | RateLimitInfo | None:
+    """What normalised ``pairs`` say apart from the time, if :func:`_read_simple` can read them.
+
+    It can when they hold at most one vendor quota family, each of its headers once, with
+    plain integer counts and reset, an optional ``Date`` and anything else that is no
+    rate-limit header: :func:`_parse_general` finds no notes or conflicts in them but a
+    clamped reset. For anything else (a delay header, IETF fields, a malformed, repeated or
+    unnormalised value...) None. Header names are classified once per :class:`HeaderRules`
+    (:attr:`HeaderRules.roles`).
+    """
+    roles = rules.roles
+    family: object = None
+    limit = remaining = used = None
+    resource: str | None = None
+    reset: tuple[str, str, object] | None = None
+    date_text: str | None = None
+    evidence: list[tuple[str, str]] = []
+    for pair in pairs:
+        if type(pair) is not tuple:
+            return None
+        name, value = pair
+        role = roles.get(name)
+        if role is None:
+            role = _remembered(roles, name, lambda: _role(rules, name))  # noqa: B023
+        if role is _SKIP:
+            continue
+        if role is _GENERAL or type(value) is not str or len(value) > MAX_VALUE_CHARS:
+            return None
+        evidence.append(pair)
+        if role is _DATE:
+            if date_text is not None or value != value.strip():
+                return None
+            date_text = value
+            continue
+        kind = role[0]
+        if family is None:
+            family = role[1]
+        elif family != role[1]:
+            return None
+        if kind == _RESOURCE:
+            if resource is not None or not value or "," in value or value != value.strip():
+                return None
+            resource = value
+            continue
+        if not (value.isdigit() and value.isascii() and len(value) <= 18):
+            return None
+        if kind == _RESET:
+            if reset is not None:
+                return None
+            reset = (name, value, role[2])
+        elif kind == _LIMIT:
+            if limit is not None:
+                return None
+            limit = int(value)
+        elif kind == _REMAINING:
+            if remaining is not None:
+                return None
+            remaining = int(value)
+        else:
+            if used is not None:
+                return None
+            used = int(value)
+    if family is None:
+        return NO_RATE_LIMIT_INFO
+    if limit is not None and remaining is not None and remaining > limit:
+        return None
+    return _plan(rules, (limit, remaining, used, resource), reset, date_text, tuple(evidence))
+
+
+def _plan(
+    rules: HeaderRules,
+    counts: tuple[int | None, int | None, int | None, str | None],
+    reset: tuple[str, str, object] | None,
+    date_text: str | None,
+    evidence: tuple[tuple[str, str], ...],
+) -> _Plan | None:
+    """The plan of a scanned header set: its reset read as an epoch or a delay (None when
+    only the general reader reads it), the provider's clock when it is measured against."""
+    provider_now: float | None = None
+    if date_text is not None and rules.provider_clock:
+        provider_now = _remembered(_DATES, date_text, lambda: _http_date(date_text))
+        if provider_now is None:
+            return None
+    plain: _Reset | None = None
+    if reset is not None:
+        source, text, unit = reset
+        number = float(text)
+        if unit == "epoch" or (unit == "auto" and number >= EPOCH_THRESHOLD):
+            plain = (source, text, number, True)
+        elif unit == "rfc3339":
+            return None
+        else:
+            plain = (source, text, number / 1000.0 if unit == "ms" else number, False)
+    return (*counts, plain, provider_now, evidence)
 
 
 # ----------------------------------------------------------------- IETF structured fields

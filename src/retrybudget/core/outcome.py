@@ -213,29 +213,9 @@ class Outcome(Generic[T]):
 
     def stats(self) -> dict[str, object]:
         """The per-operation counters as plain JSON-ready data."""
-        return {
-            "operation_id": self.operation_id,
-            "job_id": self.job_id,
-            "policy": None if self.policy is None else self.policy.name,
-            "key": self.key,
-            "method": self.method,
-            "logical_operations": 1,
-            "attempts": self.attempts,
-            "retries": self.retries,
-            "outcome": self.reason.value,
-            "retry_at": self.retry_at,
-            "elapsed": round(self.elapsed, 6),
-            "waits": [
-                {
-                    "seconds": round(w.seconds, 6),
-                    "reason": w.reason.value,
-                    "source": w.source,
-                    "after_attempt": w.attempt,
-                }
-                for w in self.waits
-            ],
-            "detail": self.detail,
-        }
+        return _stats(self.operation_id, self.job_id, self.policy, self.key, self.method,
+                      self.attempts, self.retries, self.reason, self.retry_at, self.elapsed,
+                      self.waits, self.detail)
 
 
 class _FirstOk(Outcome[T]):
@@ -312,6 +292,12 @@ class _FirstOk(Outcome[T]):
     def policy(self) -> Policy | None:
         return self._at[10]
 
+    def stats(self) -> dict[str, object]:
+        """The per-operation counters as plain JSON-ready data (straight from the readings)."""
+        prefix, number, t0, _t1, _t2, t3, _plan, _value, seen, request, policy = self._at
+        return _stats(operation_id(prefix, number), request.job_id, policy, request.key,
+                      request.method, 1, 0, Reason.OK, None, t3 - t0, (), seen.detail)
+
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, f) for f in _COMPARED)
 
@@ -328,6 +314,36 @@ class _FirstOk(Outcome[T]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Outcome, tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
+
+def _stats(operation_id: str, job_id: str | None, policy: Policy | None, key: str,
+           method: str | None, attempts: int, retries: int, reason: Reason,
+           retry_at: float | None,
+           elapsed: float, waits: tuple[Wait, ...], detail: str) -> dict[str, object]:
+    """:meth:`Outcome.stats` of an outcome with these fields."""
+    return {
+        "operation_id": operation_id,
+        "job_id": job_id,
+        "policy": None if policy is None else policy.name,
+        "key": key,
+        "method": method,
+        "logical_operations": 1,
+        "attempts": attempts,
+        "retries": retries,
+        "outcome": reason.value,
+        "retry_at": retry_at,
+        "elapsed": round(elapsed, 6),
+        "waits": [
+            {
+                "seconds": round(w.seconds, 6),
+                "reason": w.reason.value,
+                "source": w.source,
+                "after_attempt": w.attempt,
+            }
+            for w in waits
+        ],
+        "detail": detail,
+    }
 
 
 _FirstOk.__name__ = _FirstOk.__qualname__ = Outcome.__qualname__  # its repr is an Outcome's

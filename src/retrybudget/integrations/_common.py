@@ -18,7 +18,7 @@ import itertools
 import re
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
@@ -30,6 +30,7 @@ from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSee
 from ..core.headers import normalize_headers
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, Validator
+from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
 from ..observe._redact import redact_url
 
@@ -274,16 +275,26 @@ def current_deadline() -> Deadline | None:
     return _DEADLINE.get()
 
 
-@contextlib.contextmanager
-def bounded(deadline: Deadline | None) -> Iterator[None]:
+class _Bounded:
+    """The context of :func:`bounded` (a class: cheaper to enter than a generator's)."""
+
+    __slots__ = ("deadline", "token")
+
+    def __init__(self, deadline: Deadline | None) -> None:
+        self.deadline = deadline
+
+    def __enter__(self) -> None:
+        self.token = _DEADLINE.set(self.deadline)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _DEADLINE.reset(self.token)
+        if self.deadline is not None:
+            self.deadline.release()
+
+
+def bounded(deadline: Deadline | None) -> contextlib.AbstractContextManager[None]:
     """Run the block's network reads and writes against ``deadline``; disarm on leaving."""
-    token = _DEADLINE.set(deadline)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
-        if deadline is not None:
-            deadline.release()
+    return _Bounded(deadline)
 
 
 class Alarm:
@@ -351,6 +362,9 @@ class _Watchdog:
                     alarm.action()
 
 
+_ROUTED_MAX = 64
+"""The per-profile retriers one engine keeps for ``profile="auto"`` (the profiles it routes to)."""
+
 watchdog = _Watchdog(SYSTEM_CLOCK)
 """The process's watchdog (real time: it guards real sockets)."""
 
@@ -386,6 +400,7 @@ class Engine:
         "policy",
         "read_statuses",
         "retrier",
+        "routed",
     )
 
     def __init__(
@@ -407,6 +422,7 @@ class Engine:
             policy = policy.replace(profile=profile.with_ok(REDIRECTS))
         profile = policy.profile
         self.retrier = retrier.with_options(policy=policy)
+        self.routed: dict[int, tuple[Profile, Retrier]] = {}
         self.clock = retrier.clock
         # Only hooks (audit among them) and a coordinator read a request's URL.
         self.observed = bool(retrier.hooks) or not retrier.coordinator.passive
@@ -424,6 +440,23 @@ class Engine:
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
+
+    def retrier_for(self, profile: Profile) -> Retrier:
+        """The retrier of a request whose profile (``profile="auto"``: its host's) is ``profile``.
+
+        For a profile that picks by host, the retrier of each profile it picks is made once:
+        the policy with that profile, as the flow would resolve it per operation, so the
+        operation runs (and may take the first-attempt fast path) under it directly.
+        """
+        if profile is self.policy.profile:
+            return self.retrier
+        found = self.routed.get(id(profile))
+        if found is None or found[0] is not profile:
+            if len(self.routed) >= _ROUTED_MAX:
+                self.routed.clear()
+            derived = self.retrier.with_options(policy=self.policy.replace(profile=profile))
+            found = self.routed[id(profile)] = (profile, derived)
+        return found[1]
 
     def deadline(self, attempt: Attempt) -> Deadline | None:
         """The absolute end of ``attempt`` on the retrier's clock (None: no time limit)."""
@@ -449,7 +482,7 @@ class Operation:
         job_id: the caller's job or fixture id, for audit (None: the retrier's).
     """
 
-    __slots__ = ("engine", "info", "validator")
+    __slots__ = ("engine", "info", "profile", "retrier", "validator")
 
     def __init__(
         self,
@@ -462,16 +495,21 @@ class Operation:
         job_id: str | None = None,
     ) -> None:
         policy = engine.policy
+        profile = policy.profile.resolve(url)
         # The provider's own key header; one that asks for it (Stripe) gets one on every POST.
-        own = policy.profile.resolve(url).idempotency_header
+        own = profile.idempotency_header
         has_key = (own or IDEMPOTENCY_HEADER) in headers
         if not has_key and ((engine.generate_keys and method not in policy.idempotent_methods)
                             or (own and method == "POST")):
             headers[own or IDEMPOTENCY_HEADER] = str(uuid.uuid4())
             has_key = True
         self.engine = engine
-        # The URL is read by hooks, a coordinator, and profile="auto" (which picks by host).
-        wants_url = engine.observed or bool(policy.profile.routes)
+        self.profile = profile  # the request's own (its host's, under profile="auto")
+        # The URL is read by hooks and a coordinator; profile="auto" (which picks by host) is
+        # resolved here, and the operation runs under its host's profile, unless they read it.
+        observed = engine.observed
+        self.retrier = engine.retrier if observed else engine.retrier_for(profile)
+        wants_url = observed or bool(self.retrier.policy.profile.routes)
         self.info = RequestInfo(method, key, has_key, _safe_url(url) if wants_url else None,
                                 job_id if job_id is not None else engine.retrier.job_id)
         # HEAD carries no payload to validate.
@@ -484,7 +522,7 @@ class Operation:
         the pool before any wait; the others stay unread for the caller (``client.stream``).
         """
         status = response.status_code
-        if 200 <= status < 300 and self.engine.policy.profile.reads_body(status, self.info.method):
+        if 200 <= status < 300 and self.profile.reads_body(status, self.info.method):
             return True  # a body signal in a 2xx (GitHub GraphQL RATE_LIMITED)
         if 200 <= status < 300:
             # 204 and 205 carry no content by definition: there is no payload to check.
@@ -503,9 +541,9 @@ class Operation:
         status = response.status_code
         message = payload_error = ""
         if body is not None:
-            if status >= 400 or self.engine.policy.profile.reads_body(status, self.info.method):
-                message = response.text
-            elif 200 <= status < 300:
+            if status >= 400 or self.profile.reads_body(status, self.info.method):
+                message = response.text  # a body signal of the request's own profile
+            if 200 <= status < 300:  # a 2xx read for its signals is still validated
                 payload_error = validation_error(self.validator, response)
         observation = ResponseSeen(status, self.engine.headers(response),
                                    message[:MESSAGE_LIMIT], payload_error)

@@ -198,7 +198,7 @@ class RetryMiddleware:
         """Run the request as one operation; return its final response or raise."""
         op = Operation(self._engine, request.method.upper(), str(request.url), request.headers,
                        self._key(request))
-        outcome = await self._engine.retrier.arun(partial(self._attempt, op, request, handler),
+        outcome = await op.retrier.arun(partial(self._attempt, op, request, handler),
                                                   op.info)
         response: ClientResponse = op.finish(outcome, request)
         return response

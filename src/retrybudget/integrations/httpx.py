@@ -307,7 +307,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         op = self._start(request)
-        return op.hand_over(self._engine.retrier.run(partial(self._attempt, op), op.info))
+        return op.hand_over(op.retrier.run(partial(self._attempt, op), op.info))
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         try:
@@ -343,7 +343,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         op = self._start(request)
-        return op.hand_over(await self._engine.retrier.arun(partial(self._attempt, op), op.info))
+        return op.hand_over(await op.retrier.arun(partial(self._attempt, op), op.info))
 
     async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         deadline = self._engine.deadline(attempt)

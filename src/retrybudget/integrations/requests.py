@@ -323,5 +323,5 @@ class RetryAdapter(HTTPAdapter):
             except Exception as exc:
                 return op.failed(_timed_out(exc, deadline))
 
-        final: requests.Response = op.finish(self._engine.retrier.run(perform, op.info), request)
+        final: requests.Response = op.finish(op.retrier.run(perform, op.info), request)
         return final
