@@ -209,6 +209,16 @@ def _conclude(
     )
 
 
+def _come_back_at(stop: Stop, wall: float, permit: Permit) -> float | None:
+    """When an operation stopped by a coordinator wait should come back: for a rate-limited
+    stop, the slot the coordinator offered, never before the gate opens (coming back sooner
+    is only told to wait again, and leaves the offered slot unused)."""
+    if stop.reason is not Reason.RATE_LIMITED:
+        return stop.retry_at
+    offered = wall + permit.wait
+    return offered if stop.retry_at is None else max(stop.retry_at, offered)
+
+
 _ADMITTED = Admission()
 _GO = Permit()
 
@@ -272,11 +282,8 @@ def operation_flow(
             if step is None:
                 break
             if isinstance(step, Stop):
-                # A rate-limited stop names when to come back: the coordinator's instant.
-                retry_at = (clock.wall() + permit.wait
-                            if step.retry_at is None and step.reason is Reason.RATE_LIMITED
-                            else step.retry_at)
-                return (yield from finish(step.reason, retry_at, step.detail, probe))
+                return (yield from finish(step.reason, _come_back_at(step, clock.wall(), permit),
+                                          step.detail, probe))
             wait = Wait(step.after, step.reason, step.source, state.attempts)
             yield Sleep(wait)
             state = state.with_wait(wait, step.retry_at)
