@@ -7,22 +7,31 @@
 2. **Four processes against the sandbox's rate limit**: ``retrybudget fetch --queue redis://``
    run as 4 processes, each in its own working directory with its own copy of the input,
    drain one job of ``--job-ops`` GETs against the sandbox provider (fixed windows of
-   ``--limit`` requests per second, x-ratelimit-* headers on every answer, 429 + Retry-After over the limit),
-   sharing the coordinator through the same Redis. Each operation's deadline is short
-   (``--deadline``), so a gate wait that does not fit ends it ``rate_limited`` and the queue
-   defers it to its ``retry_at``. Reported, with the targets of the issue:
+   ``--limit`` requests per second; ``--style retry-after``, the default, sends no quota
+   headers, only a 429 with ``Retry-After`` over the limit, so the fleet learns the limit
+   from 429s alone; ``--style github`` sends ``x-ratelimit-*`` on every answer), sharing the
+   coordinator through the same Redis. Each operation's deadline is short (``--deadline``),
+   so a gate or pacing wait that does not fit ends it ``rate_limited`` at the slot the
+   coordinator offered and the queue defers it to that ``retry_at``. Reported, with the
+   targets:
 
    - job time (first provider request to last) against the provider's capacity time
      (operations / limit x window): target <= 1.10 x;
    - provider requests per operation: target <= 1.02;
    - how late each deferred operation was leased after the instant it was due
-     (``retry_at`` plus jitter): target <= 100 ms (max and p95).
+     (``retry_at`` plus jitter): target <= 100 ms (max and p95);
+   - where the time goes (:func:`where_time_goes`): the provider's answers (429s, in the
+     first window too), 2xx per provider window, deferrals per operation, deferred runs
+     deferred again, idle time per worker, late deferred runs while a worker was idle.
 
 Bounded: every process has a time limit; the sandbox and redis-server are stopped at the end.
 
 Usage::
 
-    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--json OUT]
+    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--style S] [--json OUT]
+
+``RB_BENCH_DUMP=FILE`` also writes the recorded operations (with their histories) to FILE
+and the provider's request log to FILE.log.
 """
 
 from __future__ import annotations
