@@ -7,22 +7,31 @@
 2. **Four processes against the sandbox's rate limit**: ``retrybudget fetch --queue redis://``
    run as 4 processes, each in its own working directory with its own copy of the input,
    drain one job of ``--job-ops`` GETs against the sandbox provider (fixed windows of
-   ``--limit`` requests per second, x-ratelimit-* headers on every answer, 429 + Retry-After over the limit),
-   sharing the coordinator through the same Redis. Each operation's deadline is short
-   (``--deadline``), so a gate wait that does not fit ends it ``rate_limited`` and the queue
-   defers it to its ``retry_at``. Reported, with the targets of the issue:
+   ``--limit`` requests per second; ``--style retry-after``, the default, sends no quota
+   headers, only a 429 with ``Retry-After`` over the limit, so the fleet learns the limit
+   from 429s alone; ``--style github`` sends ``x-ratelimit-*`` on every answer), sharing the
+   coordinator through the same Redis. Each operation's deadline is short (``--deadline``),
+   so a gate or pacing wait that does not fit ends it ``rate_limited`` at the slot the
+   coordinator offered and the queue defers it to that ``retry_at``. Reported, with the
+   targets:
 
    - job time (first provider request to last) against the provider's capacity time
      (operations / limit x window): target <= 1.10 x;
    - provider requests per operation: target <= 1.02;
    - how late each deferred operation was leased after the instant it was due
-     (``retry_at`` plus jitter): target <= 100 ms (max and p95).
+     (``retry_at`` plus jitter): target <= 100 ms (max and p95);
+   - where the time goes (:func:`where_time_goes`): the provider's answers (429s, in the
+     first window too), 2xx per provider window, deferrals per operation, deferred runs
+     deferred again, idle time per worker, late deferred runs while a worker was idle.
 
 Bounded: every process has a time limit; the sandbox and redis-server are stopped at the end.
 
 Usage::
 
-    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--json OUT]
+    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--style S] [--json OUT]
+
+``RB_BENCH_DUMP=FILE`` also writes the recorded operations (with their histories) to FILE
+and the provider's request log to FILE.log.
 """
 
 from __future__ import annotations
@@ -119,13 +128,13 @@ def throughput(name: str, queue: Any, ops: int) -> dict[str, Any]:
 
 
 def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: float,
-               processes: int, workers: int) -> dict[str, Any]:
+               processes: int, workers: int, style: str = "retry-after") -> dict[str, Any]:
     """``processes`` fetch processes drain one job through Redis against a limited sandbox."""
     from retrybudget.queue import RedisQueue
     from retrybudget.sandbox import RateLimit, SandboxConfig, serve_in_thread
 
     config = SandboxConfig(rentals=ops, rate_limit=RateLimit(limit=limit, window_s=1,
-                                                             style="retry-after"))
+                                                             style=style))
     with serve_in_thread(config) as sandbox:
         urls = "".join(sandbox.url(f"/rentals/{i}/availability") + "\n"
                        for i in range(1, ops + 1))
@@ -148,6 +157,8 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
                 proc.communicate()
             codes.append(proc.returncode)
         log = sandbox.stats()["requests"]
+    if os.environ.get("RB_BENCH_DUMP"):
+        Path(os.environ["RB_BENCH_DUMP"] + ".log").write_text(json.dumps(log), "utf-8")
     queue = RedisQueue(url, "rentals")
     exported = list(queue.export())
     queue.close()
@@ -165,8 +176,9 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
                 late.append(after["leased_at"] - before["not_before"])
     ok = sum(1 for op in exported if op.result and op.result["ok"])
     late_ms = sorted(1000 * x for x in late)
+    where = where_time_goes(log, exported, limit=limit, workers=processes * workers)
     return {
-        "processes": processes, "workers_each": workers, "ops": ops, "limit_per_s": limit,
+        "style": style, "processes": processes, "workers_each": workers, "ops": ops, "limit_per_s": limit,
         "exit_codes": codes, "recorded": len(exported), "ok": ok,
         "provider_requests": len(log),
         "requests_per_op": round(len(log) / ops, 4),
@@ -178,6 +190,78 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
         if late_ms else None,
         "deferred_late_ms_median": round(statistics.median(late_ms), 1) if late_ms else None,
         "deferred_early": sum(1 for x in late if x < 0),
+        "where": where,
+    }
+
+
+def _runs(exported: list[Any]) -> list[dict[str, Any]]:
+    """Every run of every operation: who ran it, when it was due, leased and completed."""
+    return [dict(entry, op=op.op_id) for op in exported for entry in op.history]
+
+
+def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: int,
+                    workers: int) -> dict[str, Any]:
+    """Where the job's time goes, from the provider's log and the operations' histories.
+
+    - ``first_success_s``: first provider request to its first 2xx (start-up 429s show here);
+    - ``statuses`` and ``first_window_429s``: the provider's answers (429s in the first window);
+    - ``admitted_per_window``: 2xx answers per provider window, from the first request's; a
+      window below the limit before the last one is capacity lost;
+    - ``deferrals_per_op``: how many operations were deferred 0, 1, 2... times;
+    - ``deferred_again``: deferred runs that ended deferred again (each re-entered the queue);
+    - ``idle_s``: per worker, time between its runs while the job lasted (median and max);
+    - ``late_with_idle_worker``: deferred runs leased late (over 20 ms after due) while some
+      worker was idle at the due instant: the wake-up (poll), not the queueing, was late.
+    """
+    arrivals = sorted(r["arrival"] for r in log)
+    if not arrivals:
+        return {}
+    start, end = arrivals[0], arrivals[-1]
+    successes = sorted(r["arrival"] for r in log if r["status"] is not None
+                       and 200 <= r["status"] < 300)
+    statuses: dict[str, int] = {}
+    for r in log:
+        statuses[str(r["status"])] = statuses.get(str(r["status"]), 0) + 1
+    first_window = math.floor(start) + 1
+    windows = [0] * (math.floor(end) - math.floor(start) + 1)
+    for at in successes:
+        windows[math.floor(at) - math.floor(start)] += 1
+    runs = _runs(exported)
+    deferrals: dict[int, int] = {}
+    for op in exported:
+        deferrals[op.deferrals] = deferrals.get(op.deferrals, 0) + 1
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for run in runs:
+        by_worker.setdefault(run["worker"], []).append((run["leased_at"], run["at"]))
+    idle = []
+    for spans in by_worker.values():
+        spans.sort()
+        gaps = [max(0.0, b[0] - a[1]) for a, b in itertools.pairwise(spans)]
+        gaps.append(max(0.0, spans[0][0] - start))
+        gaps.append(max(0.0, end - spans[-1][1]))
+        idle.append(sum(gaps))
+    deferred_runs = [run for run in runs if run["lease"] > 1]
+    late_idle = 0
+    for run in deferred_runs:
+        if run["leased_at"] - run["due"] <= 0.020:
+            continue
+        busy = sum(1 for spans in by_worker.values()
+                   if any(a <= run["due"] <= b for a, b in spans))
+        late_idle += busy < len(by_worker)
+    return {
+        "first_success_s": round(successes[0] - start, 3) if successes else None,
+        "statuses": statuses,
+        "first_window_429s": sum(1 for r in log if r["status"] == 429
+                                 and r["arrival"] < first_window),
+        "admitted_per_window": windows,
+        "windows_below_limit": sum(1 for n in windows[1:-1] if n < limit),
+        "deferrals_per_op": dict(sorted(deferrals.items())),
+        "deferred_again": sum(1 for run in runs if run["lease"] > 1
+                              and run["action"] == "defer"),
+        "workers_seen": len(by_worker), "workers": workers,
+        "idle_s_median": round(statistics.median(idle), 3) if idle else None,
+        "idle_s_max": round(max(idle), 3) if idle else None,
+        "late_with_idle_worker": late_idle,
     }
 
 
@@ -190,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="each operation's deadline (a longer gate wait defers it)")
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--workers", type=int, default=4, help="threads per process")
+    parser.add_argument("--style", default="retry-after",
+                        help="how the sandbox signals its limit: retry-after (no quota headers, "
+                             "a 429 with Retry-After over it) or a quota-header style (github)")
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
@@ -208,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"lease+complete {row['lease_complete_per_s']:>7}/s   ({row['ops']} ops)")
             job = shared_job(url, directory, ops=args.job_ops, limit=args.limit,
                              deadline=args.deadline, processes=args.processes,
-                             workers=args.workers)
+                             workers=args.workers, style=args.style)
             results["shared_job"] = job
         finally:
             redis_proc.kill()
@@ -232,6 +319,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{job['deferred_late_ms_median']} ms, p95 {job['deferred_late_ms_p95']} ms, max "
           f"{job['deferred_late_ms_max']} ms, early {job['deferred_early']} (target <= 100 ms: "
           f"{'MET' if verdict['deferred_start'] else 'NOT MET'})")
+    where = job["where"]
+    print(f"  where the time goes: first success after {where.get('first_success_s')} s; "
+          f"answers {where.get('statuses')} ({where.get('first_window_429s')} 429s in the "
+          f"first window)")
+    print(f"  admitted per window {where.get('admitted_per_window')} "
+          f"({where.get('windows_below_limit')} inner windows below the limit)")
+    print(f"  deferrals per op {where.get('deferrals_per_op')}; deferred runs deferred again "
+          f"{where.get('deferred_again')}; idle per worker median {where.get('idle_s_median')} "
+          f"s, max {where.get('idle_s_max')} s; late with a worker idle "
+          f"{where.get('late_with_idle_worker')}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     return 0

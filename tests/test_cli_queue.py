@@ -10,9 +10,52 @@ import pytest
 from tests.test_cli_support import one_line_error, read_lines, run_cli, start_cli, write_urls
 from tests.test_coordination_support import RedisServer
 
-from retrybudget.core.outcome import Outcome, Reason
+from retrybudget import FakeClock, Policy, Retrier
+from retrybudget.cli._fetch import queued
+from retrybudget.coordination import Coordinator
+from retrybudget.core.actions import Permit
+from retrybudget.core.outcome import Outcome, Reason, WaitReason
 from retrybudget.queue import SqliteQueue
 from retrybudget.sandbox import Faults, RateLimit, SandboxConfig, serve_in_thread
+from retrybudget.testing import ScriptedProvider
+
+
+class _Paced(Coordinator):
+    """Asks for one pacing wait of ``wait`` seconds, then lets the request go."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+        self.asked = 0
+
+    def acquire(self, key: str, attempt: int) -> Permit:
+        self.asked += 1
+        return Permit(wait=self.wait, reason=WaitReason.PACING) if self.asked == 1 else Permit()
+
+
+@pytest.mark.parametrize(("deadline", "wait", "slept"), [
+    (1.0, 0.4, True),    # half the deadline is left for the attempt: the wait is taken
+    (1.0, 0.7, False),   # 0.3 s would be left: deferred to the slot instead
+    (120.0, 118.5, True),
+    (120.0, 119.5, False),  # less than a second would be left
+])
+def test_a_fetch_operation_defers_a_wait_that_would_leave_its_attempt_no_time(
+        deadline: float, wait: float, slept: bool) -> None:
+    clock = FakeClock()
+    policy = queued(Policy(deadline=deadline))
+    provider = ScriptedProvider([{"status": 200, "body": "{}"}], clock)
+    outcome = Retrier(policy=policy, clock=clock, coordinator=_Paced(wait)).call(provider)
+    if slept:
+        assert (outcome.reason, provider.count, clock.sleeps) == (Reason.OK, 1, [wait])
+    else:
+        assert (outcome.reason, provider.count, clock.sleeps) == (Reason.RATE_LIMITED, 0, [])
+        assert outcome.retry_at == clock.wall() + wait  # the offered slot: the queue runs it then
+
+
+def test_the_queued_policy_only_raises_the_attempt_time() -> None:
+    assert queued(Policy(deadline=1.0)).min_attempt_time == 0.5
+    assert queued(Policy(deadline=300.0)).min_attempt_time == 1.0
+    assert queued(Policy(deadline=10.0, min_attempt_time=3.0)).min_attempt_time == 3.0
+    assert queued(Policy(deadline=None)).min_attempt_time == Policy(deadline=None).min_attempt_time
 
 
 def test_fetch_processes_in_separate_directories_drain_one_job_through_redis(tmp_path: Path) -> None:

@@ -275,6 +275,30 @@ def test_fail_fast_at_the_gate_stops_with_the_gates_retry_at(clock) -> None:
     assert [w.reason for w in outcome.waits] == [WaitReason.CONCURRENCY]
 
 
+def test_a_gate_wait_past_the_deadline_names_the_offered_slot_not_the_gates_opening(clock) -> None:
+    """Held behind the gate with a slot a window after it opens, the operation names that
+    slot: coming back when the gate opens would only be told to wait again (and leave the
+    slot it was offered unused)."""
+
+    class Slotted(Coordinator):
+        def acquire(self, key: str, attempt: int) -> Permit:
+            return Permit(wait=2.5, reason=WaitReason.GATE, retry_at=WALL0 + 1.5)
+
+    outcome, provider = run([OK], clock, coordinator=Slotted(), deadline=2)
+    assert (outcome.reason, outcome.attempts, provider.count) == (Reason.RATE_LIMITED, 0, 0)
+    assert outcome.retry_at == WALL0 + 2.5
+    # a slot before the gate's instant never moves the instant earlier
+    class Early(Coordinator):
+        def acquire(self, key: str, attempt: int) -> Permit:
+            return Permit(wait=2.5, reason=WaitReason.GATE, retry_at=WALL0 + 4.0)
+
+    outcome, _ = run([OK], clock, coordinator=Early(), deadline=2)
+    assert outcome.retry_at == WALL0 + 4.0
+    # a pacing slot names itself
+    outcome, _ = run([OK], clock, coordinator=_Busy(2.5, WaitReason.PACING), deadline=2)
+    assert (outcome.reason, outcome.retry_at) == (Reason.RATE_LIMITED, WALL0 + 2.5)
+
+
 # Rule 1/2: the deadline's edge, with the time an attempt needs --------------------------------
 
 def test_a_wait_that_leaves_exactly_the_attempt_time_is_taken_and_the_attempt_made(clock) -> None:

@@ -244,7 +244,29 @@ def build_policy(args: argparse.Namespace) -> Policy:
     policy = user.policy
     if args.expect_json:
         policy = policy.replace(validator=json_object())
-    return policy
+    return queued(policy)
+
+
+QUEUED_ATTEMPT_TIME = 1.0
+"""Seconds of its deadline (half of it, if that is less) an operation of a fetch job keeps
+for its attempt after a coordinator wait, at the least."""
+
+
+def queued(policy: Policy) -> Policy:
+    """The policy of an operation that runs on the job's queue.
+
+    A wait that would leave its attempt less than :data:`QUEUED_ATTEMPT_TIME` (or half the
+    deadline) ends the operation ``rate_limited`` instead, and the queue runs it at the slot
+    the coordinator offered: the worker is free for other work meanwhile, and no attempt is
+    sent with a timeout cut to the last milliseconds of its deadline (one that then times out
+    under load would count against a healthy provider's breaker).
+    """
+    if policy.deadline is None:
+        return policy
+    floor = min(QUEUED_ATTEMPT_TIME, policy.deadline / 2)
+    if policy.min_attempt_time >= floor:
+        return policy
+    return policy.replace(min_attempt_time=floor)
 
 
 def supervise(args: argparse.Namespace) -> JobFile | None:

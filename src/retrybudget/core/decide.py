@@ -275,15 +275,17 @@ def plan_wait(
     Returns None when there is nothing to wait for. A gate wait (the provider is throttling)
     stops a ``fail_fast`` operation at once; any wait that would end past the deadline stops
     the operation now with ``rate_limited`` and ``retry_at``. A ``rate_limited`` stop names
-    when to come back: the provider's ``retry_at``, else the coordinator's instant (wall-clock
-    ``now_wall`` plus the wait, when ``now_wall`` is given).
+    when to come back: the slot the coordinator offered (wall-clock ``now_wall`` plus the
+    wait, when ``now_wall`` is given), never before the provider's ``retry_at`` (the gate's
+    opening). Coming back at the gate's opening when the slot offered is later is only told
+    to wait again, and leaves the offered slot unused.
     """
     if wait <= 0:
         return None
-    if retry_at is None and now_wall is not None:
-        limit_at: float | None = now_wall + wait
-    else:
-        limit_at = retry_at
+    limit_at = retry_at
+    if now_wall is not None:
+        offered = now_wall + wait
+        limit_at = offered if retry_at is None else max(retry_at, offered)
     if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
         return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")
     if not _fits(policy, state, now, wait):

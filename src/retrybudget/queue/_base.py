@@ -266,15 +266,17 @@ def drain(
 
     A deferred operation is waited for: the loop sleeps (on the queue's clock) until the
     earliest ``not_before``, at most ``poll`` seconds at a time, so it starts at its
-    ``retry_at`` rather than when a person reruns the job.
+    ``retry_at`` rather than when a person reruns the job. While one is deferred the loop
+    does not count the queue (it is not drained yet); with none deferred, operations leased
+    by other workers keep it polling (one may lapse, or be deferred).
     """
     ran = 0
     while stop is None or not stop.is_set():
         lease = queue.lease(worker)
         if lease is None:
-            if queue.pending() == 0:
-                return ran
             due = queue.next_due()
+            if due is None and queue.pending() == 0:
+                return ran
             wait = poll if due is None else min(poll, max(0.0, due - queue.clock.wall()))
             queue.clock.sleep(max(wait, 0.001))
             continue

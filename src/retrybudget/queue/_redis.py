@@ -52,6 +52,8 @@ return 1
 """
 
 _PROMOTE = """
+-- deferred operations due by ARGV[1] into the stream (in due order), then this worker's next
+-- new entry: one round trip
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
@@ -61,7 +63,7 @@ for _, id in ipairs(ids) do
     redis.call('XADD', KEYS[3], '*', 'id', id)
   end
 end
-return #ids
+return redis.call('XREADGROUP', 'GROUP', ARGV[4], ARGV[5], 'COUNT', 1, 'STREAMS', KEYS[3], '>')
 """
 
 _BEGIN = """
@@ -210,19 +212,23 @@ class RedisQueue(JobQueue):
         return Lease(op_id, token, json.loads(_text(payload)), int(deferrals), int(leases),
                      float(enqueued_at), float(not_before), now, expires, worker, entry)
 
+    def _next_entry(self, worker: str, now: float, idle: int) -> Any:
+        """The next stream entry for ``worker``: a new one (deferred operations due by ``now``
+        promoted first, in the same round trip), else one whose lease lapsed; [] if none."""
+        read: Any = self._promote(keys=[self._deferred, self._status, self._stream],
+                                  args=[repr(now), self._op, 100, GROUP, worker])
+        if read:  # [[stream, [[entry, [field, value, ...]]]]], unparsed from a script
+            return [(entry, dict(zip(flat[::2], flat[1::2], strict=True)) if flat else {})
+                    for entry, flat in read[0][1]]
+        claimed: Any = self._r.xautoclaim(self._stream, GROUP, worker, idle, "0-0", count=1)
+        return claimed[1] if len(claimed) > 1 else []
+
     def lease(self, worker: str) -> Lease | None:
-        """Lease a lapsed lease's operation, else the next due one; None when none is due."""
+        """Lease the next due operation, else a lapsed lease's; None when none is due."""
         self._group()
-        now = self.clock.wall()
-        self._promote(keys=[self._deferred, self._status, self._stream],
-                      args=[repr(now), self._op, 100])
         idle = max(1, int(self.config.visibility_timeout * 1000))
         for _ in range(100):  # skipped duplicates: bounded
-            claimed: Any = self._r.xautoclaim(self._stream, GROUP, worker, idle, "0-0", count=1)
-            entries: Any = claimed[1] if len(claimed) > 1 else []
-            if not entries:
-                read: Any = self._r.xreadgroup(GROUP, worker, {self._stream: ">"}, count=1)
-                entries = read[0][1] if read else []
+            entries = self._next_entry(worker, self.clock.wall(), idle)
             if not entries:
                 return None
             entry, fields = entries[0][0], entries[0][1]
