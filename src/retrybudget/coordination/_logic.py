@@ -183,8 +183,8 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
     unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
     response overtaken by a newer one). One reset named twice keeps the earlier naming: each
-    lies at or after the real reset (an epoch read against a whole-second ``Date``, and the
-    time the answer took to arrive), so the earliest is the closest. With a limit, the window's count is
+    lies at or after the real reset by the time its answer took to arrive, so the earliest
+    is the closest. With a limit, the window's count is
     :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
     the requests in flight.
     """

@@ -54,7 +54,7 @@ if observed then
   local same = known_at ~= nil and math.abs(reset_at - known_at) < 1
   local stale = same and known ~= nil and remaining > known
   -- one reset named twice: the earlier naming is the closer (each lies at or after the real
-  -- one: an epoch read against a whole-second Date, and the time the answer took to get here)
+  -- one by the time its answer took to get here)
   if same then reset_at = math.min(reset_at, known_at) end
   if stale and reset_at < known_at then
     redis.call('HSET', state, 'reset_at', fmt(reset_at))  -- a stale count, a closer reset
