@@ -7,6 +7,7 @@ Each test pins exact values on the fake clock: the wait taken, its reason and so
 from __future__ import annotations
 
 import email.utils
+import math
 import random
 
 import pytest
@@ -208,6 +209,19 @@ def test_an_epoch_reset_is_measured_against_the_providers_date() -> None:
     assert isinstance(decision, Retry)
     assert decision.after == 21.0  # 20 s on the provider's clock, plus GitHub's second
     assert (SKEW_EVIDENCE, "-45s") in classified.rate.evidence
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.25, 0.99])
+def test_a_date_in_the_same_second_leaves_an_epoch_reset_exact(fraction: float) -> None:
+    """A whole-second Date from a clock that agrees reads up to a second behind ours; an epoch
+    reset stays measured on our clock (not up to a second late)."""
+    now = math.floor(NOW) + fraction
+    headers = {"Date": httpdate(math.floor(now)), "x-ratelimit-remaining": "5",
+               "x-ratelimit-limit": "50", "x-ratelimit-reset": str(math.floor(now) + 1)}
+    info = parse_rate_limit_headers(headers, now)
+    assert info.reset is not None
+    assert info.reset.delay == pytest.approx(1.0 - fraction, abs=1e-6)
+    assert all(name != SKEW_EVIDENCE for name, _ in info.evidence)
 
 
 def test_the_skew_correction_is_bounded_and_noted() -> None:

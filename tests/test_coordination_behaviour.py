@@ -263,6 +263,21 @@ def test_a_stale_observation_does_not_undo_a_newer_one(backend: Backend) -> None
     assert c.acquire(KEY, 1).wait == approx(backend, 1.0)
 
 
+@pytest.mark.parametrize("order", ["earlier first", "later first"])
+def test_one_reset_named_twice_keeps_the_earlier_naming(backend: Backend, order: str) -> None:
+    """Answers name one reset a little apart (an epoch read against a whole-second Date, and
+    the time each took to arrive); each naming is at or after the real reset, so the count
+    rolls over at the earliest one, whichever came first."""
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    namings = [low_quota(10, 1.0, limit=20), low_quota(9, 1.6, limit=20)]
+    for throttle in namings if order == "earlier first" else namings[::-1]:
+        c.learn(KEY, throttle, None)
+    assert goes(c, KEY, 10) == 9  # what is left, by the lower remaining
+    held = c.acquire(KEY, 1)
+    assert held.wait == approx(backend, 1.0)  # not 1.6
+    assert held.retry_at == approx(backend, backend.clock.wall() + 1.0)
+
+
 # The window's quota count --------------------------------------------------------------------
 
 

@@ -512,6 +512,35 @@ def test_an_operation_that_succeeds_at_once_costs_at_most_two_round_trips(
     c.close()
 
 
+def test_an_operation_held_at_a_gate_costs_one_round_trip_more_and_does_not_poll(
+    redis_server: RedisServer,
+) -> None:
+    """Held: the admission brings the first acquire (a wait for the gate), the worker sleeps
+    to its slot and asks once more, then learn and finish go together: three round trips,
+    however long the wait (nothing polls while it waits)."""
+    c = RedisCoordinator(redis_server.url, prefix=unique_prefix(), socket_timeout=2.0)
+    provider = ScriptedProvider([OK])
+    retrier = Retrier(policy=Policy(deadline=10), coordinator=c, key=KEY)
+    raw = redis.Redis(unix_socket_path=str(redis_server.socket), socket_timeout=2.0)
+
+    def sent() -> int:  # one connection: its own set-up is counted once, before the first
+        stats = raw.info("commandstats")
+        return sum(int(v["calls"]) for name, v in stats.items()
+                   if name.split("|")[0] in CLIENT_COMMANDS)
+
+    trips = []
+    for wait_ms in (50, 50, 400):  # the first loads the scripts it has not used yet
+        c.learn(KEY, throttled(wait_ms), None)  # a 429 seen elsewhere
+        before = sent()
+        outcome = retrier.call(provider)
+        trips.append(sent() - before)
+        assert outcome.reason is Reason.OK
+        assert [w.reason for w in outcome.waits] == [WaitReason.GATE]
+    assert trips[1:] == [3, 3]
+    raw.close()
+    c.close()
+
+
 def test_while_redis_is_down_each_worker_counts_on_its_share_and_resumes_without_a_blind_window(
     own_redis: RedisServer,
 ) -> None:

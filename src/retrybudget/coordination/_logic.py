@@ -183,7 +183,9 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
     unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
-    response overtaken by a newer one). With a limit, the window's count is
+    response overtaken by a newer one). One reset named twice keeps the earlier naming: each
+    lies at or after the real reset by the time its answer took to arrive, so the earliest
+    is the closest. With a limit, the window's count is
     :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
     the requests in flight.
     """
@@ -195,8 +197,10 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         s = rolled(s, now, in_flight + answered)
         reset_at = now + throttle.reset
         same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
+        if same and s.reset_at is not None:  # one reset named twice: the earlier is closer
+            reset_at = min(reset_at, s.reset_at)
         if same and s.remaining is not None and remaining > s.remaining:
-            return s  # stale
+            return replace(s, reset_at=reset_at)  # a stale count, but a closer reset
         if limit is None or limit < remaining:
             return replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
                            quota=max(remaining - in_flight, 0), used=None)

@@ -431,7 +431,8 @@ def _clamp_evidence(hint: Hint) -> tuple[str, str]:
 
 
 def _skew(reader: _Reader) -> float:
-    """Seconds the provider's clock (its ``Date`` header) is ahead of ours, bounded; 0 if none."""
+    """Seconds the provider's clock (its ``Date`` header) is ahead of ours, bounded; 0 if none
+    or under a second (what a whole-second ``Date`` cannot tell from agreeing clocks)."""
     values = reader.groups.get("date")
     if not values:
         return 0.0
@@ -440,6 +441,10 @@ def _skew(reader: _Reader) -> float:
         reader.notes.append(_note("date", values[0], "not an HTTP-date; local clock used"))
         return 0.0
     skew = provider_now - reader.now_wall
+    if abs(skew) < 1.0:
+        # A Date has whole seconds: a clock that agrees reads up to a second behind, and
+        # correcting for that would put every absolute time up to a second late.
+        return 0.0
     if abs(skew) > MAX_CLOCK_SKEW:
         reader.notes.append(
             _note("date", values[0], f"clock skew {skew:+.0f}s clamped to {_fmt(MAX_CLOCK_SKEW)}s")
@@ -973,7 +978,9 @@ def _read_simple(
         skew = provider_now - now_wall
         if abs(skew) > MAX_CLOCK_SKEW:
             return None
-        if abs(skew) >= 1.0:
+        if abs(skew) < 1.0:
+            skew = 0.0  # as _skew: a whole-second Date cannot tell agreeing clocks apart
+        else:
             evidence = (*evidence, _skew_evidence(skew))
     if reset is None:
         return RateLimitInfo(None, None, limit, remaining, used, None, resource, (), (), evidence)

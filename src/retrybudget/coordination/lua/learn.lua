@@ -53,6 +53,12 @@ if observed then
   local known_at = instant(s.reset_at)
   local same = known_at ~= nil and math.abs(reset_at - known_at) < 1
   local stale = same and known ~= nil and remaining > known
+  -- one reset named twice: the earlier naming is the closer (each lies at or after the real
+  -- one by the time its answer took to get here)
+  if same then reset_at = math.min(reset_at, known_at) end
+  if stale and reset_at < known_at then
+    redis.call('HSET', state, 'reset_at', fmt(reset_at))  -- a stale count, a closer reset
+  end
   if not stale then
     redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
     local rolled_at = instant(s.rolled_at)
