@@ -85,6 +85,26 @@ def test_info_level_shows_the_waits_only(sandbox: SandboxServer, caplog: pytest.
     assert levels == [logging.INFO]
 
 
+@pytest.mark.parametrize("policy", [rb.interactive(), rb.background(), rb.background("github")],
+                         ids=["interactive", "background-auto", "background-github"])
+def test_a_first_attempt_success_is_logged_whichever_path_it_takes(
+    sandbox: SandboxServer, caplog: pytest.LogCaptureFixture, policy: rb.Policy
+) -> None:
+    # The first-attempt fast path steps aside while the logger prints: the one attempt and
+    # the outcome are logged through the transport and through Retrier.call alike.
+    caplog.set_level(logging.DEBUG, logger="retrybudget")
+    response = _get(sandbox, "at-once", [{"status": 200, "body": {}}], policy=policy)
+    outcome = response.extensions["retrybudget.outcome"]
+    called = rb.Retrier(policy=policy).call(lambda: "value")
+    ours = [r for r in caplog.records if r.name == "retrybudget"]
+    for operation in (outcome, called):
+        mine = [r for r in ours if operation.operation_id in r.getMessage()]
+        attempts = [r for r in mine if getattr(r, "attempt", None) == 1
+                    and getattr(r, "outcome", None) is None]
+        assert len(attempts) == 1
+        assert [getattr(r, "outcome", None) for r in mine if getattr(r, "outcome", None)] == ["ok"]
+
+
 @pytest.fixture
 def spans() -> Iterator[tuple[OtelTracingHook, InMemorySpanExporter]]:
     exporter = InMemorySpanExporter()

@@ -421,7 +421,7 @@ class Retrier:
     ) -> Outcome[object]:
         """Drive one operation synchronously; ``perform`` makes each attempt."""
         monotonic = self._fast_run
-        if monotonic is not None and operation_id is None:
+        if monotonic is not None and operation_id is None and not log_hooks(()):
             # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
             # the operation without the generic flow; anything else goes on in it.
             req = request or self._request
@@ -445,7 +445,7 @@ class Retrier:
     ) -> Outcome[object]:
         """Drive one operation asynchronously; ``perform`` makes each attempt."""
         monotonic = self._fast_run
-        if monotonic is not None and operation_id is None:
+        if monotonic is not None and operation_id is None and not log_hooks(()):
             # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
             # the operation without the generic flow; anything else goes on in it.
             req = request or self._request
@@ -578,7 +578,7 @@ class Retrier:
         :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
         """
         fast = self._fast
-        if fast is None:
+        if fast is None or log_hooks(()):  # a logger that prints sees every step
             return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs)))
         # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
         # operation (the same clock readings, plan and sample), with the answer worked out once
@@ -668,7 +668,7 @@ class Retrier:
             return AttemptResult(interp.value(value), value, None)
 
         fast = self._fast
-        if fast is None:
+        if fast is None or log_hooks(()):  # a logger that prints sees every step
             return cast("Outcome[T]", await self.arun(perform))
         req, monotonic = self._request, fast.monotonic
         begun = self._begin(monotonic)
