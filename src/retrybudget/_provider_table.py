@@ -27,7 +27,9 @@ request host and uses `generic` for any other host. Derive your own in code with
 
 A reset is a reason to wait only when the quota is spent (`remaining: 0`) or the response is a
 rate limit; a provider time that is now or past (`Retry-After: 0`) falls back to the policy's
-backoff with jitter. Absolute times are measured against the response's `Date` header.
+backoff with jitter. Absolute times are measured against the response's `Date` header;
+a difference under its one-second resolution is no clock skew (an exact clock sends its whole
+second).
 
 ## Your own provider
 
