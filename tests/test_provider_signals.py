@@ -258,6 +258,39 @@ def test_through_httpx_a_discord_429_holds_its_route_and_a_global_one_every_rout
     assert sent(sandbox, run_id) == 3  # no request was spent on a held route
 
 
+@pytest.mark.parametrize(("scope", "held"), [("global", True), ("user", False)])
+def test_through_redis_a_discord_global_429_holds_every_route(
+        redis_server: RedisServer, sandbox, scope, held) -> None:
+    # Retry-After 30 s does not fit the 5 s deadline: a held route stops before any attempt.
+    limited = {"status": 429, "headers": {"Retry-After": "30", "X-RateLimit-Scope": scope},
+               "body": {"message": "You are being rate limited.", "retry_after": 30.0,
+                        "global": scope == "global"}}
+    coordinator = RedisCoordinator(redis_server.url, prefix=unique_prefix())
+    try:
+        retrier = rb.Retrier(policy=Policy(profile="discord", deadline=5, max_attempts=1),
+                             coordinator=coordinator)
+        base, run_id = fixture(sandbox, limited, OK)
+        with httpx.Client(transport=RetryTransport(retrier=retrier)) as client:
+            first = outcome_of(client.get(base + ROUTE_PATHS[0]))
+            if held:  # no attempt, so no response: the transport raises with the outcome
+                with pytest.raises(rb.RateLimited) as caught:
+                    client.get(base + ROUTE_PATHS[1])
+                other: rb.Outcome[Any] | None = caught.value.outcome
+            else:
+                other = outcome_of(client.get(base + ROUTE_PATHS[1]))
+        assert first is not None
+        assert other is not None
+        assert first.history[0].kind is Kind.RATE_LIMITED
+        if held:
+            assert (other.reason, other.attempts, sent(sandbox, run_id)) == (
+                Reason.RATE_LIMITED, 0, 1)
+            assert other.waits == ()
+        else:
+            assert (other.reason, other.attempts, sent(sandbox, run_id)) == (Reason.OK, 1, 2)
+    finally:
+        coordinator.close()
+
+
 # Shopify: GraphQL THROTTLED and extensions.cost ---------------------------------------------
 
 # The documented throttled answer (https://shopify.dev/docs/apps/build/apis/graphql-admin/rate-limits)
