@@ -211,17 +211,52 @@ def test_an_epoch_reset_is_measured_against_the_providers_date() -> None:
     assert (SKEW_EVIDENCE, "-45s") in classified.rate.evidence
 
 
-@pytest.mark.parametrize("fraction", [0.0, 0.25, 0.99])
-def test_a_date_in_the_same_second_leaves_an_epoch_reset_exact(fraction: float) -> None:
-    """A whole-second Date from a clock that agrees reads up to a second behind ours; an epoch
-    reset stays measured on our clock (not up to a second late)."""
-    now = math.floor(NOW) + fraction
-    headers = {"Date": httpdate(math.floor(now)), "x-ratelimit-remaining": "5",
-               "x-ratelimit-limit": "50", "x-ratelimit-reset": str(math.floor(now) + 1)}
-    info = parse_rate_limit_headers(headers, now)
+@pytest.mark.parametrize("fast", [True, False], ids=["fast reader", "general reader"])
+@pytest.mark.parametrize("fraction", [0.0, 0.25, 0.999])
+def test_a_date_under_its_resolution_behind_is_no_skew(fast, fraction) -> None:
+    # A provider whose clock is exact sends the whole second (RFC 9110 IMF-fixdate): up to a
+    # second behind ours. The epoch reset is read against our clock, to the fraction.
+    now = NOW + 10 + fraction
+    pairs = {"date": httpdate(NOW + 10), "x-ratelimit-remaining": "0",
+             "x-ratelimit-reset": str(int(NOW) + 20)}
+    headers = tuple(pairs.items()) if fast else pairs
+    info = parse_rate_limit_headers(headers, now, get_profile("github").header_rules)
     assert info.reset is not None
-    assert info.reset.delay == pytest.approx(1.0 - fraction, abs=1e-6)
+    assert info.reset.delay == (NOW + 20) - now
     assert all(name != SKEW_EVIDENCE for name, _ in info.evidence)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast reader", "general reader"])
+@pytest.mark.parametrize(("date", "now", "skew", "evidence"), [
+    (NOW + 9, NOW + 10.0, -1.0, "-1s"),  # a whole second behind: the provider's clock
+    (NOW + 8, NOW + 10.25, -2.25, "-2s"),
+    (NOW + 12, NOW + 10.5, 1.5, "+2s"),  # ahead by more than the resolution
+    (NOW + 11, NOW + 10.5, 0.0, None),  # half a second ahead: within the resolution
+])
+def test_a_date_a_second_or_more_off_is_the_providers_clock(fast, date, now, skew,
+                                                            evidence) -> None:
+    pairs = {"date": httpdate(date), "x-ratelimit-remaining": "0",
+             "x-ratelimit-reset": str(int(NOW) + 40)}
+    headers = tuple(pairs.items()) if fast else pairs
+    info = parse_rate_limit_headers(headers, now, get_profile("github").header_rules)
+    assert info.reset is not None
+    assert info.reset.delay == (NOW + 40) - (now + skew)
+    assert [v for n, v in info.evidence if n == SKEW_EVIDENCE] == ([] if evidence is None
+                                                                   else [evidence])
+
+
+def test_an_exact_providers_reset_is_waited_to_the_fraction(clock: FakeClock) -> None:
+    # GitHub's primary limit from a provider whose clock is ours, 0.6 s into a second: the
+    # reset plus GitHub's second (Octokit), never an extra fraction for the Date's rounding.
+    clock.advance(0.6)
+    wall = clock.wall()
+    script = [{"status": 403, "headers": {"Date": httpdate(math.floor(wall)),
+                                          "x-ratelimit-remaining": "0",
+                                          "x-ratelimit-reset": str(math.floor(wall) + 5)}}, OK]
+    outcome, provider = run(script, clock, profile=get_profile("github"), deadline=60)
+    assert (outcome.reason, provider.count) == (Reason.OK, 2)
+    assert [(w.seconds, w.reason) for w in outcome.waits] == [
+        (math.floor(wall) + 5 - wall + 1.0, WaitReason.RATE_LIMIT_RESET)]
 
 
 def test_the_skew_correction_is_bounded_and_noted() -> None:

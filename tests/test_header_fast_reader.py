@@ -10,6 +10,7 @@ provider's clock skewed, over header sets the fast reader takes and ones it must
 from __future__ import annotations
 
 import email.utils
+import math
 import os
 
 import pytest
@@ -63,17 +64,25 @@ def github_like(draw: st.DrawFn) -> list[tuple[str, str]]:
     pairs=st.one_of(github_like(), github_like(), github_like(), header_pairs()),
     date=st.one_of(st.none(), st.integers(-int(MAX_CLOCK_SKEW), int(MAX_CLOCK_SKEW)),
                    st.integers(-2 * int(MAX_CLOCK_SKEW), 2 * int(MAX_CLOCK_SKEW)),
-                   st.just("not a date"), st.none()),
+                   st.just("not a date"), st.none(),
+                   # a Date near our clock: within its one-second resolution (no skew) or not
+                   st.tuples(st.just("near"), st.integers(-2, 1)),
+                   st.tuples(st.just("near"), st.integers(-1, 0))),
     now=st.floats(WALL0 - 200, WALL0 + 200, allow_nan=False),
     rules=st.sampled_from(RULES),
     twice=st.booleans(),
 )
 def test_the_fast_reader_agrees_with_the_general_one(
-    pairs: list[tuple[str, str]], date: int | str | None, now: float,
+    pairs: list[tuple[str, str]], date: int | str | tuple[str, int] | None, now: float,
     rules: headers_module.HeaderRules, twice: bool,
 ) -> None:
     tried(PROP)
-    if date is not None:
+    near = None
+    if isinstance(date, tuple):  # the whole second of our clock, moved by -2..+1 s
+        near = math.floor(now) + date[1] - now
+        text = email.utils.formatdate(math.floor(now) + date[1], usegmt=True)
+        pairs = [("date", text), *pairs]
+    elif date is not None:
         text = date if isinstance(date, str) else email.utils.formatdate(WALL0 + date, usegmt=True)
         pairs = [("date", text), *pairs]
     headers = normalize_headers(pairs)
@@ -92,6 +101,9 @@ def test_the_fast_reader_agrees_with_the_general_one(
                 reached(PROP, "a clamped reset read fast")
             if any(name == "date" for name, _ in headers):
                 reached(PROP, "read fast against the provider's clock")
+            if near is not None and fast.reset is not None:
+                reached(PROP, "a Date under a second off read fast" if abs(near) < 1
+                        else "a Date a second or more off read fast")
     else:
         reached(PROP, "left to the general reader")
 
@@ -100,6 +112,8 @@ def test_the_fast_reader_reached_its_checks() -> None:
     assert_reached(PROP, ("nothing to read", "read fast", "read fast against the provider's clock",
                           "left to the general reader"))
     assert_reached(PROP, ("a clamped reset read fast",), minimum=5)
+    assert_reached(PROP, ("a Date under a second off read fast",
+                          "a Date a second or more off read fast"), minimum=5)
 
 
 def test_the_remembered_sets_and_names_are_bounded() -> None:

@@ -31,8 +31,11 @@ CASES = [
     ("slack", "slack", [(30.0, WaitReason.RETRY_AFTER, "retry-after")]),
     ("discord", "discord", [(30.0, WaitReason.RETRY_AFTER, "retry-after")]),
     ("shopify", "shopify", [(30.0, WaitReason.RETRY_AFTER, "retry-after")]),
-    # no Retry-After: the epoch reset, 29.5 s away (the sandbox's whole-second Date agrees
-    # with our clock to within a second, so it corrects nothing)
+    # No Retry-After: the epoch reset. X documents x-rate-limit-reset as the UTC epoch second
+    # the window resets at (https://docs.x.com/x-api/fundamentals/rate-limits) and X asks for
+    # no slack, so the wait ends at the reset: 29.5 s from 30.5 s into the window. The
+    # sandbox's clock is ours; its Date (30 s, whole seconds) is half a second behind, which
+    # is the Date's resolution, not skew, and must not add half a second.
     ("x", "x", [(29.5, WaitReason.RATE_LIMIT_RESET, "x-rate-limit-reset")]),
     ("aws", "aws", [(30.0, WaitReason.RETRY_AFTER, "x-amz-retry-after")]),
     ("google", "google", [(30.0, WaitReason.RETRY_AFTER, "body:retryDelay")]),

@@ -33,6 +33,7 @@ from retrybudget.coordination import (
 from retrybudget.coordination._logic import EPSILON, NEVER, write_wait
 from retrybudget.core.actions import Permit
 from retrybudget.core.classify import classify
+from retrybudget.core.profiles import profile_from_mapping
 from retrybudget.core.throttle import NO_THROTTLE, throttle_of
 from retrybudget.integrations import outcome_of
 from retrybudget.integrations.httpx import RetryTransport
@@ -171,23 +172,123 @@ def test_discord_never_retries_401_or_403(clock, status) -> None:
     assert (outcome.reason, provider.count) == (Reason.REJECTED, 1)
 
 
-@pytest.mark.parametrize(("scope", "waits"), [("user", [(5.0, WaitReason.GATE)]), ("shared", [])])
-def test_through_httpx_a_discord_scope_decides_whether_others_are_held(
-        sandbox, clock, scope, waits) -> None:
-    limited = {"status": 429, "headers": {"Retry-After": "5", "X-RateLimit-Scope": scope},
-               "body": {"message": "You are being rate limited.", "retry_after": 5.0,
-                        "global": False}}
+def test_the_discord_bucket_is_the_route_with_its_major_parameters() -> None:
+    # Routes are method + path; channel_id, guild_id and webhook_id are major parameters,
+    # other ids are not: https://discord.com/developers/docs/topics/rate-limits
+    discord = rb.get_profile("discord")
+    base = "https://discord.com/api/v10"
+    assert discord.coordination_key("k", f"{base}/channels/1/messages/7?limit=5", "post") \
+        == "k#POST /api/v10/channels/1/messages/{id}"
+    assert discord.coordination_key("k", f"{base}/channels/1/messages/8", "POST") \
+        == "k#POST /api/v10/channels/1/messages/{id}"  # another message: the same bucket
+    assert discord.coordination_key("k", f"{base}/guilds/9/members/55/roles/3", "PUT") \
+        == "k#PUT /api/v10/guilds/9/members/{id}/roles/{id}"
+    token = "aB3" * 22  # a webhook token never reaches a coordination key
+    assert discord.coordination_key("k", f"{base}/webhooks/77/{token}", "POST") \
+        == "k#POST /api/v10/webhooks/77/{id}"
+    assert discord.coordination_key("k", f"{base}/users/@me", None) == "k#/api/v10/users/@me"
+    assert discord.coordination_key("k", None, "GET") == "k"
+    made = rb.Profile("p", route_majors=("Projects",))
+    assert made.route_majors == ("projects",)
+    assert made.coordination_key("k", "https://h/projects/4/items/5", "GET") \
+        == "k#GET /projects/4/items/{id}"
+    with pytest.raises(ValueError, match="choose one"):
+        rb.Profile("p", route_majors=("projects",), bucket_path=r"/v1/([a-z]+)")
+    loaded = profile_from_mapping({"name": "p", "route_majors": ["projects"]})
+    assert loaded.route_majors == ("projects",)
+
+
+DISCORD_SCOPES = [  # (scope headers, waits of another route, waits of the same route after)
+    ({"X-RateLimit-Scope": "user"}, [], [(5.0, WaitReason.GATE)]),
+    ({"X-RateLimit-Scope": "shared"}, [], []),
+    # the global limit holds every route; the route waited it out with the others
+    ({"X-RateLimit-Scope": "global", "X-RateLimit-Global": "true"}, [(5.0, WaitReason.GATE)], []),
+]
+ROUTE_PATHS = ("/api/v10/channels/1/messages/7", "/api/v10/channels/2/messages/7",
+               "/api/v10/channels/1/messages/8")
+
+
+def _limited(headers: dict[str, str]) -> dict[str, Any]:
+    scope = headers["X-RateLimit-Scope"]
+    return {"status": 429, "headers": {"Retry-After": "5", **headers},
+            "body": {"message": "You are being rate limited.", "retry_after": 5.0,
+                     "global": scope == "global"}}
+
+
+@pytest.mark.parametrize(("headers", "other", "same"), DISCORD_SCOPES,
+                         ids=["user", "shared", "global"])
+def test_a_discord_429_holds_its_route_and_a_global_one_every_route(
+        clock, headers, other, same) -> None:
+    limited = _limited(headers)
+    answers = iter([limited, OK, OK])
+
+    def perform(attempt: rb.Attempt) -> rb.AttemptResult:
+        step = next(answers)
+        message = json.dumps(step.get("body", {}))
+        return rb.AttemptResult(ResponseSeen.of(step["status"], step.get("headers"),
+                                                message=message, method="GET"))
+
     retrier = rb.Retrier(policy=Policy(profile="discord", deadline=60, max_attempts=1),
                          clock=clock, coordinator=MemoryCoordinator(clock=clock))
-    first_url, _ = fixture(sandbox, limited)
-    next_url, _ = fixture(sandbox, OK)
+    first, after, again = (
+        retrier.run(perform, rb.RequestInfo(method="GET", key="discord",
+                                            url=f"https://discord.com{path}"))
+        for path in ROUTE_PATHS)
+    assert (first.reason, first.history[0].kind) == (Reason.RATE_LIMITED, Kind.RATE_LIMITED)
+    assert [(w.seconds, w.reason) for w in after.waits] == other
+    assert [(w.seconds, w.reason) for w in again.waits] == same
+    assert (after.reason, again.reason) == (Reason.OK, Reason.OK)
+
+
+@pytest.mark.parametrize(("headers", "other", "same"), DISCORD_SCOPES,
+                         ids=["user", "shared", "global"])
+def test_through_httpx_a_discord_429_holds_its_route_and_a_global_one_every_route(
+        sandbox, clock, headers, other, same) -> None:
+    retrier = rb.Retrier(policy=Policy(profile="discord", deadline=60, max_attempts=1),
+                         clock=clock, coordinator=MemoryCoordinator(clock=clock))
+    base, run_id = fixture(sandbox, _limited(headers), OK, OK)
     with httpx.Client(transport=RetryTransport(retrier=retrier)) as client:
-        first = outcome_of(client.get(first_url))
-        after = outcome_of(client.get(next_url))
+        first, after, again = (outcome_of(client.get(base + path)) for path in ROUTE_PATHS)
     assert first is not None
     assert after is not None
+    assert again is not None
     assert first.history[0].kind is Kind.RATE_LIMITED
-    assert [(w.seconds, w.reason) for w in after.waits] == waits
+    assert [(w.seconds, w.reason) for w in after.waits] == other
+    assert [(w.seconds, w.reason) for w in again.waits] == same
+    assert sent(sandbox, run_id) == 3  # no request was spent on a held route
+
+
+@pytest.mark.parametrize(("scope", "held"), [("global", True), ("user", False)])
+def test_through_redis_a_discord_global_429_holds_every_route(
+        redis_server: RedisServer, sandbox, scope, held) -> None:
+    # Retry-After 30 s does not fit the 5 s deadline: a held route stops before any attempt.
+    limited = {"status": 429, "headers": {"Retry-After": "30", "X-RateLimit-Scope": scope},
+               "body": {"message": "You are being rate limited.", "retry_after": 30.0,
+                        "global": scope == "global"}}
+    coordinator = RedisCoordinator(redis_server.url, prefix=unique_prefix())
+    try:
+        retrier = rb.Retrier(policy=Policy(profile="discord", deadline=5, max_attempts=1),
+                             coordinator=coordinator)
+        base, run_id = fixture(sandbox, limited, OK)
+        with httpx.Client(transport=RetryTransport(retrier=retrier)) as client:
+            first = outcome_of(client.get(base + ROUTE_PATHS[0]))
+            if held:  # no attempt, so no response: the transport raises with the outcome
+                with pytest.raises(rb.RateLimited) as caught:
+                    client.get(base + ROUTE_PATHS[1])
+                other: rb.Outcome[Any] | None = caught.value.outcome
+            else:
+                other = outcome_of(client.get(base + ROUTE_PATHS[1]))
+        assert first is not None
+        assert other is not None
+        assert first.history[0].kind is Kind.RATE_LIMITED
+        if held:
+            assert (other.reason, other.attempts, sent(sandbox, run_id)) == (
+                Reason.RATE_LIMITED, 0, 1)
+            assert other.waits == ()
+        else:
+            assert (other.reason, other.attempts, sent(sandbox, run_id)) == (Reason.OK, 1, 2)
+    finally:
+        coordinator.close()
 
 
 # Shopify: GraphQL THROTTLED and extensions.cost ---------------------------------------------

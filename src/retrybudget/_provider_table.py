@@ -27,7 +27,9 @@ request host and uses `generic` for any other host. Derive your own in code with
 
 A reset is a reason to wait only when the quota is spent (`remaining: 0`) or the response is a
 rate limit; a provider time that is now or past (`Retry-After: 0`) falls back to the policy's
-backoff with jitter. Absolute times are measured against the response's `Date` header.
+backoff with jitter. Absolute times are measured against the response's `Date` header;
+a difference under its one-second resolution is no clock skew (an exact clock sends its whole
+second).
 
 ## Your own provider
 
@@ -40,6 +42,7 @@ transient = [500, 502, 503, 504]
 retry_hint = "x-acme-retry"          # "true" retries a rejection, "false" stops a 5xx
 bucket_header = "x-acme-bucket"      # the rate-limit bucket, for coordination
 bucket_path = "/rpc/([a-z.]+)"       # or the bucket named by the request path (one gate each)
+                                     # (or route_majors = ["projects"]: the route is the bucket)
 scope_headers = ["x-acme-scope"]     # global | shared | user; a shared 429 holds no one else
 write_pacing = 1.0                   # seconds between the starts of writes (POST/PATCH/PUT/DELETE)
 hosts = ["api.acme.example"]
@@ -139,6 +142,9 @@ def _rules(profile: Profile) -> str:
         parts.append("bucket " + _code(profile.bucket_headers))
     if profile.bucket_path:
         parts.append(f"bucket per path `{profile.bucket_path}`")
+    if profile.route_majors:
+        parts.append("bucket per route (method + path, ids after " + _code(profile.route_majors)
+                     + " kept; a global limit holds every route)")
     if profile.scope_headers:
         parts.append("scope " + _code(profile.scope_headers) + " (shared: key gate stays open)")
     if profile.graphql_cost:

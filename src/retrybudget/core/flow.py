@@ -40,7 +40,7 @@ from .decide import (
 from .outcome import AttemptRecord, Outcome, Reason, Wait
 from .policy import Policy
 from .state import OperationState
-from .throttle import throttle_of
+from .throttle import Throttle, throttle_of
 
 __all__ = ["FlowGen", "operation_flow"]
 
@@ -75,6 +75,41 @@ def _conclude(
 
 _ADMITTED = Admission()
 _GO = Permit()
+_Asked = Generator[Action, object, "tuple[Permit, Retry | Stop | None]"]
+
+
+def _ask_gates(policy: Policy, state: OperationState, clock: Clock, gates: tuple[str, ...],
+               bucket: str) -> _Asked:
+    """Ask each gate in turn (the provider key's, then the route's); the permit of the last
+    one asked and the wait or stop it calls for (None: go). The provider key's gate is only
+    looked at: a lease it hands out is given back at once."""
+    permit, step = _GO, None
+    for gate in gates:
+        own = gate == bucket
+        reply = yield Acquire(gate, state.attempts + 1,
+                              policy.profile.write_gap(state.method) if own else 0.0)
+        assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
+        permit = reply
+        step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
+                         permit.retry_at, clock.wall())
+        if not own and permit.lease is not None:
+            yield Learn(gate, None, permit.lease)
+            permit = _GO
+        if step is not None:
+            break
+    return permit, step
+
+
+def _learn(gates: tuple[str, ...], scope: str, throttle: Throttle, lease: str | None,
+           final: bool) -> Generator[Action, object, None]:
+    """Report an attempt's throttle under its bucket, or, for a rate limit of the global scope
+    when the bucket is a route, under the provider key (every route waits), the route's lease
+    given back."""
+    if len(gates) == 2 and scope == "global":
+        yield Learn(gates[1], None, lease)
+        yield Learn(gates[0], throttle, None, final)
+    else:
+        yield Learn(gates[-1], throttle, lease, final)
 
 
 def operation_flow(
@@ -104,8 +139,12 @@ def operation_flow(
     """
     if policy.profile.routes:  # profile="auto": the request host's profile classifies
         policy = policy.replace(profile=policy.profile.resolve(request.url))
-    # The gate and pacing are the rate-limit bucket's (Slack: the Web API method's).
-    key, bucket = request.key, policy.profile.coordination_key(request.key, request.url)
+    # The gate and pacing are the rate-limit bucket's (Slack: the Web API method's; Discord:
+    # the route's). A route's request also passes the provider key's gate, which a rate limit
+    # of the global scope closes for every route.
+    key = request.key
+    bucket = policy.profile.coordination_key(key, request.url, request.method)
+    gates = (key, bucket) if bucket != key and policy.profile.route_majors else (bucket,)
     state = OperationState.start(
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,
@@ -139,11 +178,8 @@ def operation_flow(
         for waited in range(MAX_COORDINATOR_WAITS + 1 if coordinated else 0):
             if (capped := plan_acquire(state, waited)) is not None:
                 return (yield from finish(capped, probe))
-            reply = yield Acquire(bucket, state.attempts + 1, policy.profile.write_gap(state.method))
-            assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
-            permit = reply
-            if (step := plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
-                                  permit.retry_at, clock.wall())) is None:
+            permit, step = yield from _ask_gates(policy, state, clock, gates, bucket)
+            if step is None:
                 break
             if isinstance(step, Stop):
                 return (yield from finish(step, probe))
@@ -164,8 +200,8 @@ def operation_flow(
         classified = classify(policy.profile, result.observation, wall)
         decision = decide(policy, state, classified, now, wall, sample())
         if coordinated:
-            yield Learn(bucket, throttle_of(policy.profile, classified), permit.lease,
-                        report and isinstance(decision, Stop))
+            yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
+                              permit.lease, report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
                 and not (yield SpendRetry(key))):
             decision = retry_refused(decision)

@@ -53,6 +53,9 @@ MAX_VALUE_CHARS = 200
 MAX_CLOCK_SKEW = 600.0
 """The largest provider-clock correction (seconds) taken from a ``Date`` header; beyond it the
 correction is clamped to this bound (with a note)."""
+DATE_RESOLUTION = 1.0
+"""Seconds a ``Date`` header resolves (RFC 9110 IMF-fixdate): a smaller difference between
+it and our clock is no evidence of clock skew (:func:`_date_skew`)."""
 
 SKEW_EVIDENCE = "retrybudget-clock-skew"
 """The derived evidence entry that records a provider-clock correction (``+3s``)."""
@@ -353,8 +356,9 @@ def parse_rate_limit_headers(
     limit, and the IETF ``RateLimit-*`` headers, ``RateLimit``/``RateLimit-Policy`` in the -07
     dictionary and -08..-10 list syntaxes), each reset in the unit ``rules.resets`` gives it.
     With ``rules.provider_clock`` and a valid ``Date`` header, absolute times are measured
-    against the provider's clock (the correction bounded by :data:`MAX_CLOCK_SKEW` and
-    recorded as a ``retrybudget-clock-skew`` evidence entry when it is a second or more).
+    against the provider's clock: a difference under the ``Date``'s one-second resolution is
+    no skew, a larger one is corrected (bounded by :data:`MAX_CLOCK_SKEW` and recorded as a
+    ``retrybudget-clock-skew`` evidence entry).
     The most restrictive family wins: an exhausted one (remaining 0) with the latest reset,
     else the smallest remaining; ``reset`` is the latest reset of the exhausted families (of
     all, if none is exhausted or none of those has a reset). A header repeated with different
@@ -401,7 +405,7 @@ def _parse_general(headers: HeaderInput, now_wall: float, rules: HeaderRules) ->
         for name, value in pairs
         if (_is_evidence(name) or name in own) and name not in _DERIVED
     ]
-    if abs(skew) >= 1.0:
+    if skew:  # a correction, never one under the Date's resolution
         evidence.append(_skew_evidence(skew))
     evidence.extend(
         _clamp_evidence(hint)
@@ -430,9 +434,23 @@ def _clamp_evidence(hint: Hint) -> tuple[str, str]:
     return CLAMP_EVIDENCE, f"{hint.source} asked {hint.asked:.0f}s, read as {hint.delay:.0f}s"
 
 
+def _date_skew(provider_now: float, now_wall: float) -> float:
+    """Seconds the provider's clock is ahead of ours, from its ``Date`` (``provider_now``)
+    read at our epoch time ``now_wall``; unbounded (the readers bound it).
+
+    A ``Date`` has one-second resolution (RFC 9110 IMF-fixdate, section 5.6.7): it is the
+    provider's time rounded down, so a provider whose clock is exact reads up to a second
+    behind ours. A difference under :data:`DATE_RESOLUTION` is therefore no evidence of skew
+    and reads as 0; a larger one is the provider's clock, corrected in full.
+    https://www.rfc-editor.org/rfc/rfc9110#section-5.6.7
+    """
+    skew = provider_now - now_wall
+    return skew if abs(skew) >= DATE_RESOLUTION else 0.0
+
+
 def _skew(reader: _Reader) -> float:
     """Seconds the provider's clock (its ``Date`` header) is ahead of ours, bounded; 0 if none
-    or under a second (what a whole-second ``Date`` cannot tell from agreeing clocks)."""
+    or within the ``Date``'s resolution (:func:`_date_skew`)."""
     values = reader.groups.get("date")
     if not values:
         return 0.0
@@ -440,11 +458,7 @@ def _skew(reader: _Reader) -> float:
     if provider_now is None:
         reader.notes.append(_note("date", values[0], "not an HTTP-date; local clock used"))
         return 0.0
-    skew = provider_now - reader.now_wall
-    if abs(skew) < 1.0:
-        # A Date has whole seconds: a clock that agrees reads up to a second behind, and
-        # correcting for that would put every absolute time up to a second late.
-        return 0.0
+    skew = _date_skew(provider_now, reader.now_wall)
     if abs(skew) > MAX_CLOCK_SKEW:
         reader.notes.append(
             _note("date", values[0], f"clock skew {skew:+.0f}s clamped to {_fmt(MAX_CLOCK_SKEW)}s")
@@ -975,12 +989,10 @@ def _read_simple(
     if provider_now is None:
         skew = 0.0
     else:
-        skew = provider_now - now_wall
+        skew = _date_skew(provider_now, now_wall)
         if abs(skew) > MAX_CLOCK_SKEW:
             return None
-        if abs(skew) < 1.0:
-            skew = 0.0  # as _skew: a whole-second Date cannot tell agreeing clocks apart
-        else:
+        if skew:
             evidence = (*evidence, _skew_evidence(skew))
     if reset is None:
         return RateLimitInfo(None, None, limit, remaining, used, None, resource, (), (), evidence)

@@ -155,6 +155,11 @@ class Profile:
             names the rate-limit bucket the request spends (Slack: the Web API method of
             ``/api/chat.postMessage``); requests of one bucket coordinate under their own key
             (:meth:`coordination_key`). Empty: the provider key is the bucket.
+        route_majors: path segments whose next segment is a major parameter (Discord's
+            ``channels``, ``guilds``, ``webhooks``): with any, the bucket is the request's route
+            — its method and path with the major parameters kept and every other id replaced
+            by ``{id}`` — while a rate limit of the ``global`` scope holds the whole provider
+            key (:meth:`coordination_key`).
         scope_headers: headers naming the scope of a rate limit: a value of :data:`SCOPES`
             (Discord's ``X-RateLimit-Scope``), or ``true`` for the global one
             (``X-RateLimit-Global``).
@@ -194,6 +199,7 @@ class Profile:
     body_limit: int = 4096
     bucket_headers: tuple[str, ...] = ()
     bucket_path: str = ""
+    route_majors: tuple[str, ...] = ()
     scope_headers: tuple[str, ...] = ()
     graphql_cost: bool = False
     zero_hint_wait: float = 0.0
@@ -235,13 +241,16 @@ class Profile:
         if not all(isinstance(s, BodySignal) for s in signals):
             raise ValueError("body_signals must be BodySignal values")
         object.__setattr__(self, "body_signals", signals)
-        for f in ("retry_hint_headers", "bucket_headers", "scope_headers", "hosts"):
+        for f in ("retry_hint_headers", "bucket_headers", "scope_headers", "hosts",
+                  "route_majors"):
             names = tuple(str(n).strip().lower() for n in getattr(self, f))
             if any(not n for n in names):
                 raise ValueError(f"{f}: a name is empty")
             object.__setattr__(self, f, names)
         object.__setattr__(self, "idempotency_header", str(self.idempotency_header).strip())
         object.__setattr__(self, "graphql_cost", bool(self.graphql_cost))
+        if self.bucket_path and self.route_majors:
+            raise ValueError("bucket_path and route_majors both name the bucket: choose one")
         if self.bucket_path:
             _check_pattern("bucket_path", self.bucket_path)
             if re.compile(self.bucket_path).groups < 1:
@@ -295,11 +304,16 @@ class Profile:
             return 0.0
         return self.write_pacing if method.upper() in WRITE_METHODS else 0.0
 
-    def coordination_key(self, key: str, url: str | None) -> str:
+    def coordination_key(self, key: str, url: str | None, method: str | None = None) -> str:
         """The key a request to ``url`` coordinates its gate and pacing under: ``key`` itself,
-        or with a ``bucket_path``, ``key`` and the bucket the path names (``key#bucket``)."""
-        if not self.bucket_path or not url:
+        with a ``bucket_path`` ``key`` and the bucket the path names (``key#bucket``), with
+        ``route_majors`` ``key`` and the request's route (``key#GET /channels/1/messages/{id}``,
+        the major parameters kept)."""
+        if not url or not (self.bucket_path or self.route_majors):
             return key
+        if self.route_majors:
+            route = _route_of(_path(url), self.route_majors)
+            return f"{key}#{method.upper()} {route}"[:300] if method else f"{key}#{route}"[:300]
         match = _compiled(self.bucket_path).search(_path(url))
         return key if match is None or not match.group(1) else f"{key}#{match.group(1)[:100]}"
 
@@ -345,6 +359,27 @@ _HOST_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?(\[[^\]]*\]|[^/?
 @functools.lru_cache(maxsize=64)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
+
+
+_LITERAL_RE = re.compile(r"@?[A-Za-z][A-Za-z0-9_.-]{0,31}")
+"""A path segment that names a resource (``messages``, ``v10``, ``@me``), not an id or token."""
+
+
+def _route_of(path: str, majors: Iterable[str]) -> str:
+    """The rate-limit route of a request ``path``: a segment after one of ``majors`` is a major
+    parameter and is kept, any other segment that is no plain word (an id, a token, an emoji)
+    is ``{id}``. Discord: "rate limits take into account major parameters in the URL"
+    (``channel_id``, ``guild_id``, ``webhook_id``), so ``/channels/1/messages/7`` and
+    ``/channels/1/messages/8`` share one bucket and ``/channels/2/messages/7`` has its own.
+    https://discord.com/developers/docs/topics/rate-limits
+    """
+    major = frozenset(majors)
+    segments = path.split("/")
+    return "/".join(
+        segment if (not segment or _LITERAL_RE.fullmatch(segment)
+                    or (segment.isdigit() and previous in major)) else "{id}"
+        for previous, segment in zip(["", *segments], segments, strict=False)
+    )
 
 
 def _path(url: str) -> str:
@@ -518,6 +553,9 @@ DISCORD = Profile(
                    source="https://discord.com/developers/docs/topics/rate-limits#exceeding-a-rate-limit"),
     ),
     bucket_headers=("x-ratelimit-bucket",),
+    # Per-route limits: a route is its method and path, major parameters (channel_id,
+    # guild_id, webhook_id) kept; a global 429 holds every route (same page).
+    route_majors=("channels", "guilds", "webhooks"),
     # X-RateLimit-Scope (user | global | shared) and X-RateLimit-Global, on a 429 only; a
     # shared-scope 429 does not count against the user (same page, invalid-request limit).
     scope_headers=("x-ratelimit-scope", "x-ratelimit-global"),
@@ -740,7 +778,8 @@ AUTO = auto()
 _STATUS_KEYS = ("rate_limited", "conditional_rate_limited", "not_found", "rejected", "transient",
                 "ok")
 _LIST_KEYS = ("secondary_patterns", "permission_patterns", "quota_patterns",
-              "retry_hint_headers", "bucket_headers", "scope_headers", "hosts", "sources")
+              "retry_hint_headers", "bucket_headers", "scope_headers", "hosts", "sources",
+              "route_majors")
 _SCALAR_KEYS = ("rate_limit_floor", "rate_limit_multiplier", "reset_slack", "transient_hints",
                 "provider_clock", "body_limit", "zero_hint_wait", "longest_wait", "write_pacing",
                 "idempotency_header", "bucket_path", "graphql_cost")
