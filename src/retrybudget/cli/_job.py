@@ -161,15 +161,21 @@ class _Worker:
         why = None if self.settings.refuse is None else self.settings.refuse(op)
         if why is not None:
             return self._refused(op, why)
+        request = client.build_request("GET", op.url, headers=list(op.headers),
+                                       extensions={JOB_ID: op.id})
         # Every ending carries its outcome; an error raised before the operation began (a bug)
         # propagates: the worker stops and its leased operation is recovered next run.
-        outcome, response = send_with_outcome(client.get, op.url, headers=list(op.headers),
-                                              extensions={JOB_ID: op.id})
-        clock = self.settings.clock
+        outcome, handed = send_with_outcome(client.send, request, stream=True)
+        response = handed
+        if handed is not None:
+            try:
+                handed.read()  # the body the integration handed over unread
+            except httpx.HTTPError:
+                response = None  # the outcome stands; there is no payload to record
+            finally:
+                handed.close()
         line = result_line(op, outcome, None, response, run=self.state.run,
-                           finished_at=clock.wall(), secrets=self.settings.secrets)
-        if response is not None:
-            response.close()
+                           finished_at=self.settings.clock.wall(), secrets=self.settings.secrets)
         return outcome, line
 
 
