@@ -6,6 +6,8 @@ Every command runs as a subprocess (``python -m retrybudget``), as a user would 
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -286,3 +288,36 @@ def test_overrides_and_presets() -> None:
     assert (user.policy.profile.name, user.policy.deadline, user.policy.max_attempts) == ("stripe", 3, 2)
     with pytest.raises(CliError, match="unknown provider profile"):
         with_overrides(user, profile="nope")
+
+
+def test_fetch_records_an_ok_whose_body_broke_after_the_handover(tmp_path: Path) -> None:
+    """The operation ended ok at its 200; the body the job then reads is cut short: the line is
+    the operation's outcome with no payload, and the job goes on (no worker stops)."""
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+            b"Connection: close\r\n\r\n{\"avail")
+    served: list[int] = []
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(30)
+
+        def serve() -> None:
+            for _ in range(3):  # bounded: one request is expected
+                try:
+                    conn, _address = listener.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(head)
+                    served.append(1)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        port = listener.getsockname()[1]
+        path = tmp_path / "in.jsonl"
+        path.write_text(json.dumps({"id": "cut", "url": f"http://127.0.0.1:{port}/r/1"}) + "\n")
+        result = run_cli("fetch", str(path), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (line,) = read_lines(tmp_path / "out" / "in.results.jsonl")
+    assert (line["id"], line["outcome"], line["ok"], line["status"]) == ("cut", "ok", True, 200)
+    assert (line["attempts"], line["value"]) == (1, None)
+    assert served == [1]

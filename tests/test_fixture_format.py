@@ -7,6 +7,7 @@ from __future__ import annotations
 import email.utils
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from retrybudget import FakeClock
 from retrybudget.integrations import json_object
 from retrybudget.sandbox import FixtureError as SandboxFixtureError
 from retrybudget.sandbox import parse_script as sandbox_parse_script
-from retrybudget.sandbox import resolve_placeholders
+from retrybudget.sandbox import resolve_placeholders, serve_in_thread
 from retrybudget.testing import (
     FixtureError,
     ScriptedProvider,
@@ -94,3 +95,19 @@ def test_json_payload_is_the_librarys_json_validator(text: str, ok: bool) -> Non
         else:
             with pytest.raises(ValueError):
                 validate(response)
+
+
+def test_a_step_answers_the_same_body_in_process_and_over_http() -> None:
+    script: list[dict[str, Any]] = [
+        {"status": 200},  # no body: an empty body on both providers
+        {"status": 200, "body": {"available": True, "name": "é"}},
+        {"status": 200, "body": None},
+        {"status": 503, "body_text": "<html>busy</html>"},
+    ]
+    provider = ScriptedProvider(script, FakeClock())
+    in_process = [provider().text for _ in script]
+    with serve_in_thread() as sandbox, httpx.Client() as client:
+        url = sandbox.load_fixture("bodies", "f", script)
+        over_http = [client.get(url).text for _ in script]
+    assert in_process == over_http == ["", '{"available":true,"name":"é"}', "null",
+                                       "<html>busy</html>"]

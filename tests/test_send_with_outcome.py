@@ -112,3 +112,43 @@ def test_a_redirect_is_ok_unless_the_integration_is_told_otherwise(
     outcome, response = ending(client, fixture(sandbox, redirect), redirects_ok=False)
     assert (outcome.reason, outcome.attempts, response.status_code) == (Reason.UNEXPECTED, 1, 302)
     assert 302 not in FAST.profile.ok  # the caller's profile is never changed
+
+
+class Counting:
+    """A validator that parses a JSON object and counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.parse = json_object(["available"])
+
+    def __call__(self, response: Any) -> dict[str, Any]:
+        self.calls += 1
+        return self.parse(response)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("script", [
+    [{"status": 200, "body": {"available": True, "n": 1}}],  # the first attempt
+    [{"status": 503}, {"status": 200, "body": {"available": True, "n": 1}}],  # after a retry
+])
+def test_the_validators_value_is_the_outcomes_payload_read_once(
+    client: str, script: list[dict[str, Any]], sandbox: SandboxServer
+) -> None:
+    validator = Counting()
+    outcome, response = ending(client, fixture(sandbox, script), FAST.replace(validator=validator))
+    assert (outcome.reason, outcome.attempts) == (Reason.OK, len(script))
+    assert outcome.payload == {"available": True, "n": 1}
+    assert validator.calls == 1  # the 503 is not validated; the 2xx once
+    assert outcome_of(response) is outcome
+    assert outcome.value is response  # the value stays the response handed over
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_no_payload_without_a_validator_or_without_ok(client: str, sandbox: SandboxServer) -> None:
+    ok = [{"status": 200, "body": {"available": True}}]
+    outcome, _ = ending(client, fixture(sandbox, ok))
+    assert (outcome.reason, outcome.payload) == (Reason.OK, None)
+    validator = Counting()
+    bad = [{"status": 200, "body": {"other": 1}}]
+    outcome, _ = ending(client, fixture(sandbox, bad), FAST.replace(validator=validator))
+    assert (outcome.reason, outcome.payload, validator.calls) == (Reason.INVALID_PAYLOAD, None, 1)

@@ -81,15 +81,21 @@ class Interpreter(Protocol):
         ...
 
 
-def validation_error(validator: Validator | None, payload: object) -> str:
-    """Run a payload validator: the reason it failed, or "" when it passed."""
+def validated(validator: Validator | None, payload: object) -> tuple[str, object]:
+    """Run a payload validator: the reason it failed ("" when it passed) and what it returned
+    (the parsed payload; None when it failed or there is no validator)."""
     if validator is None:
-        return ""
+        return "", None
     try:
         verdict = validator(payload)
     except Exception as exc:  # a validator's failure is the payload's verdict
-        return f"validator raised {type(exc).__name__}"
-    return "validator returned False" if verdict is False else ""
+        return f"validator raised {type(exc).__name__}", None
+    return ("validator returned False", None) if verdict is False else ("", verdict)
+
+
+def validation_error(validator: Validator | None, payload: object) -> str:
+    """Run a payload validator: the reason it failed, or "" when it passed."""
+    return validated(validator, payload)[0]
 
 
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray, list,
@@ -532,7 +538,7 @@ class Retrier:
             seen = found
         self.random.random()  # the flow draws one sample per decision
         return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
-                         request, self.policy))
+                         request, self.policy, result.payload))
 
     def _replayed(self, op_id: str, request: RequestInfo, readings: list[float],
                   walls: list[float]) -> FlowGen:
@@ -606,7 +612,7 @@ class Retrier:
                 t2 = monotonic()
                 self.random.random()  # the flow draws one sample per decision
                 return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
-                                 fast.classified, self._request, policy))
+                                 fast.classified, self._request, policy, None))
             result = AttemptResult(self._interpreter.value(value), value, None)
         ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
                             fast.classified)

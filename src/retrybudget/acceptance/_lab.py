@@ -25,9 +25,8 @@ from ..coordination import Coordinator
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ..core.profiles import Profile
-from ..errors import RetryBudgetError
-from ..integrations import JOB_ID, outcome_of
-from ..integrations.httpx import RetryTransport
+from ..integrations import JOB_ID, send_with_outcome
+from ..integrations.httpx import ERRORS, RetryTransport
 from ..sandbox import SandboxServer
 from ._judge import Check
 from ._offline import CaseBreaker
@@ -261,14 +260,16 @@ class Scenario:
         transport = RetryTransport(Guard(self.clock), retrier=retrier)
         extensions = {JOB_ID: job_id} if job_id else {}
         with httpx.Client(transport=transport, timeout=_CLIENT_TIMEOUT_S) as client:
-            try:
-                response = client.request(method, url, headers=headers, extensions=extensions)
-            except Overrun as exc:
-                return Sent(None, overrun=str(exc))
-            except RetryBudgetError as exc:
-                return Sent(exc.outcome, raised=type(exc).__name__)
-            return Sent(outcome_of(response), status=response.status_code)
-
+            outcome, response = send_with_outcome(client.request, method, url, headers=headers,
+                                                  extensions=extensions)
+        if response is not None:
+            return Sent(outcome, status=response.status_code)
+        if isinstance(outcome.error, Overrun):
+            return Sent(None, overrun=str(outcome.error))
+        # What the caller caught: the transport's typed error, or an error raised again as it was.
+        foreign = outcome.reason is Reason.UNEXPECTED and outcome.error is not None
+        raised = type(outcome.error) if foreign else ERRORS[outcome.reason]
+        return Sent(outcome, raised=raised.__name__)
 
 
 def overrun_check(sent: Sent, limit: float) -> Check:

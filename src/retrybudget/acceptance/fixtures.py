@@ -6,8 +6,9 @@ A script is a non-empty list of steps; a step is either a response::
      "body_text": "...", "delay_s": 0.5}
 
 (every key optional but at most one of ``body`` / ``body_text``; ``status`` defaults to
-200) or a reset, ``{"reset": true}`` (optionally with ``delay_s``): the connection is
-closed without any HTTP response. :func:`parse_script` checks a script and raises
+200; a step with neither answers an empty body, :attr:`Step.text`) or a reset,
+``{"reset": true}`` (optionally with ``delay_s``): the connection is closed without any
+HTTP response. :func:`parse_script` checks a script and raises
 :class:`FixtureError` for anything else; header values may hold the placeholders of
 :func:`expand_placeholders`, resolved against the provider's wall clock when the step is
 answered (after its delay). :func:`json_payload` is the JSON check of the acceptance cases,
@@ -74,6 +75,16 @@ class Step:
     body_text: str | None = None
     delay_s: float = 0.0
     reset: bool = False
+
+    @property
+    def text(self) -> str:
+        """The body the step answers, in process and over HTTP alike: its ``body`` as compact
+        JSON, its ``body_text`` as is, or an empty body for a step with neither."""
+        if self.body_text is not None:
+            return self.body_text
+        if not self.has_body:
+            return ""
+        return json.dumps(self.body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _parse_delay(raw: object, where: str) -> float:

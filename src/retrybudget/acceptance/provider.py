@@ -69,12 +69,8 @@ class ScriptedProvider:
             raise ConnectionResetError("connection reset by peer")
         wall = self._clock.wall()
         headers = {name: expand_placeholders(value, wall) for name, value in step.headers}
-        if step.body_text is not None:
-            text = step.body_text
-        else:  # a step without a body answers an empty JSON object here
-            text = json.dumps(step.body if step.has_body else {})
         entry["status"] = step.status
-        return ScriptedResponse(step.status, headers, text)
+        return ScriptedResponse(step.status, headers, step.text)
 
     @property
     def count(self) -> int:

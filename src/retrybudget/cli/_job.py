@@ -27,8 +27,7 @@ from ..coordination import Coordinator
 from ..core.actions import RequestInfo
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
-from ..errors import RetryBudgetError
-from ..integrations import JOB_ID
+from ..integrations import JOB_ID, send_with_outcome
 from ..integrations.httpx import RetryTransport
 from ..observe import operation_stats, scrub
 from ..queue import Lease
@@ -69,24 +68,6 @@ class JobSettings:
     refuse: Callable[[Op], str | None] | None = None
 
 
-class _Outcomes:
-    """A hook that keeps each operation's outcome and request, by job id, for its worker."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: dict[str, tuple[Outcome[Any], RequestInfo]] = {}
-
-    def on_outcome(self, outcome: Outcome[Any], request: RequestInfo) -> None:
-        """Keep the outcome of the operation of job ``outcome.job_id``."""
-        with self._lock:
-            self._seen[str(outcome.job_id)] = (outcome, request)
-
-    def take(self, op_id: str) -> tuple[Outcome[Any], RequestInfo] | None:
-        """The outcome recorded for ``op_id`` (forgotten once taken)."""
-        with self._lock:
-            return self._seen.pop(op_id, None)
-
-
 def _payload(response: httpx.Response) -> object:
     try:
         return response.json()
@@ -125,26 +106,18 @@ def result_line(
     return cleaned
 
 
-def _unreported(op: Op, error: BaseException | None) -> Outcome[Any]:
-    """The outcome of an operation whose end was never reported (a bug): failed, not lost."""
-    detail = f"no outcome reported ({type(error).__name__ if error else 'no error'})"
-    return Outcome(reason=Reason.UNEXPECTED, operation_id="", attempts=0, waits=(), elapsed=0.0,
-                   detail=detail, method="GET", job_id=op.id)
-
-
 class _Worker:
     def __init__(self, number: int, ops: Mapping[str, Op], state: JobState, settings: JobSettings,
-                 outcomes: _Outcomes, on_result: ResultHook, stop: threading.Event) -> None:
+                 on_result: ResultHook, stop: threading.Event) -> None:
         self.ops = ops
         self.state = state
         self.settings = settings
-        self.outcomes = outcomes
         self.on_result = on_result
         self.stop = stop
         seed = None if settings.seed is None else settings.seed * 1000 + number
         self.retrier = Retrier(policy=settings.policy, clock=settings.clock,
                                coordinator=settings.coordinator,
-                               hooks=(outcomes, *settings.hooks), random=random.Random(seed),
+                               hooks=settings.hooks, random=random.Random(seed),
                                method="GET")
         self.error: BaseException | None = None
         self.name = f"{socket.gethostname()}-{os.getpid()}-{number}"
@@ -188,20 +161,21 @@ class _Worker:
         why = None if self.settings.refuse is None else self.settings.refuse(op)
         if why is not None:
             return self._refused(op, why)
-        response: httpx.Response | None = None
-        error: BaseException | None = None
-        try:
-            response = client.get(op.url, headers=list(op.headers), extensions={JOB_ID: op.id})
-        except RetryBudgetError as exc:
-            error = exc
-        except (httpx.HTTPError, OSError, ValueError) as exc:
-            error = exc
-        clock = self.settings.clock
-        outcome, request = self.outcomes.take(op.id) or (_unreported(op, error), None)
-        line = result_line(op, outcome, request, response, run=self.state.run,
-                           finished_at=clock.wall(), secrets=self.settings.secrets)
-        if response is not None:
-            response.close()
+        request = client.build_request("GET", op.url, headers=list(op.headers),
+                                       extensions={JOB_ID: op.id})
+        # Every ending carries its outcome; an error raised before the operation began (a bug)
+        # propagates: the worker stops and its leased operation is recovered next run.
+        outcome, handed = send_with_outcome(client.send, request, stream=True)
+        response = handed
+        if handed is not None:
+            try:
+                handed.read()  # the body the integration handed over unread
+            except httpx.HTTPError:
+                response = None  # the outcome stands; there is no payload to record
+            finally:
+                handed.close()
+        line = result_line(op, outcome, None, response, run=self.state.run,
+                           finished_at=self.settings.clock.wall(), secrets=self.settings.secrets)
         return outcome, line
 
 
@@ -227,8 +201,7 @@ def run_job(
     """
     by_id = {op.id: op for op in ops}
     stop = threading.Event()
-    outcomes = _Outcomes()
-    workers = [_Worker(n, by_id, state, settings, outcomes, on_result, stop)
+    workers = [_Worker(n, by_id, state, settings, on_result, stop)
                for n in range(settings.workers)]
     threads = [threading.Thread(target=w, name=f"retrybudget-fetch-{n}", daemon=True)
                for n, w in enumerate(workers)]

@@ -156,8 +156,13 @@ class Permit:
 
 @dataclass(slots=True)
 class AttemptResult:
-    """What the driver got from one attempt: the observation and the raw result or error."""
+    """What the driver got from one attempt: the observation and the raw result or error.
+
+    ``payload`` is what the payload validator returned for a 2xx it passed (the parsed
+    payload), None when no validator ran; an ok outcome keeps it as ``Outcome.payload``.
+    """
 
     observation: Observation
     value: object = None
     error: BaseException | None = None
+    payload: object = None

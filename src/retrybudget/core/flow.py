@@ -60,16 +60,17 @@ def _conclude(
 ) -> Outcome[object]:
     """The outcome of an operation that ends now with ``reason``."""
     if last is None:
-        value = raw = error = None
+        value = raw = error = payload = None
     else:
         raw, error = last.value, last.error
-        value = raw if reason is Reason.OK else None
+        value, payload = (raw, last.payload) if reason is Reason.OK else (None, None)
     return Outcome(
         reason=reason, operation_id=state.operation_id, attempts=state.attempts,
         waits=state.waits, elapsed=now - state.started,
         retry_at=retry_at if retry_at is not None else state.retry_at, value=value, last=raw,
         error=error, history=state.history, detail=detail, conflicts=state.conflicts,
         key=request.key, method=state.method, job_id=request.job_id, policy=policy,
+        payload=payload,
     )
 
 

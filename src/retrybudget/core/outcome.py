@@ -166,6 +166,9 @@ class Outcome(Generic[T]):
         method: the request method, when known.
         job_id: the caller's fixture or job id, when given.
         policy: the policy the operation ran under.
+        payload: for the HTTP integrations, what the payload validator returned for the
+            final 2xx (the parsed payload, so nobody validates twice), only when ``reason``
+            is ok and a validator ran; None otherwise (a callable's result is ``value``).
     """
 
     reason: Reason
@@ -184,6 +187,7 @@ class Outcome(Generic[T]):
     method: str | None = None
     job_id: str | None = None
     policy: Policy | None = field(default=None, repr=False, compare=False)
+    payload: object | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -260,8 +264,13 @@ class _FirstOk(Outcome[T]):
         return last
 
     @property
+    def payload(self) -> object | None:
+        payload: object | None = self._at[11]
+        return payload
+
+    @property
     def history(self) -> tuple[AttemptRecord, ...]:
-        _prefix, _n, t0, t1, t2, _t3, plan, _value, seen, _request, _policy = self._at
+        _prefix, _n, t0, t1, t2, _t3, plan, _value, seen, _request, _policy, _payload = self._at
         return (AttemptRecord(
             number=1, started=t1 - t0, elapsed=t2 - t1, status=seen.status, error=None,
             kind=seen.kind, decision="stop", detail=seen.detail, evidence=seen.rate.evidence,
@@ -294,7 +303,7 @@ class _FirstOk(Outcome[T]):
 
     def stats(self) -> dict[str, object]:
         """The per-operation counters as plain JSON-ready data (straight from the readings)."""
-        prefix, number, t0, _t1, _t2, t3, _plan, _value, seen, request, policy = self._at
+        prefix, number, t0, _t1, _t2, t3, _plan, _value, seen, request, policy, _payload = self._at
         return _stats(operation_id(prefix, number), request.job_id, policy, request.key,
                       request.method, 1, 0, Reason.OK, None, t3 - t0, (), seen.detail)
 
@@ -362,11 +371,11 @@ class _Request(Protocol):
 
 
 FirstAttempt = tuple[str, int, float, float, float, float, "float | None", Any, Classified,
-                     _Request, "Policy | None"]
+                     _Request, "Policy | None", Any]
 """What a first-attempt success is built from: the operation id's prefix and number; the
 flow's four monotonic readings (start, attempt start, attempt end, end); the attempt's
 timeout; the value returned; its classification (of kind ``ok``, with the decision's detail,
-no retry time); the request (key, method, job id) and the policy."""
+no retry time); the request (key, method, job id), the policy and the validator's payload."""
 
 _new = object.__new__
 _set_at = vars(_FirstOk)["_at"].__set__

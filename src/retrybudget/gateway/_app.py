@@ -26,7 +26,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 import httpx
@@ -78,27 +78,6 @@ set by the gateway's uvicorn protocol when the request's bytes are read, else by
 outermost middleware."""
 
 
-class _Parsed(Generic[T]):
-    """A request's payload validator that keeps what it read.
-
-    The integration validates the final 2xx once, with this; the answer then uses the value
-    it read instead of reading the payload a second time.
-    """
-
-    __slots__ = ("read", "reader", "value")
-
-    def __init__(self, reader: Callable[[Any], T]) -> None:
-        self.reader = reader
-        self.value: T | None = None
-        self.read = False
-
-    def __call__(self, response: Any) -> T:
-        """Read ``response``'s payload (raises ``ValueError`` for one that is not valid)."""
-        self.value = self.reader(response)
-        self.read = True
-        return self.value
-
-
 class _BackgroundSink:
     """Writes audit records on one worker thread, in order, so the event loop never waits on
     the file."""
@@ -148,27 +127,25 @@ class _Result(Generic[T]):
 
 
 async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
-                 parsed: _Parsed[T]) -> _Result[T]:
+                 reader: Callable[[Any], T]) -> _Result[T]:
     """Judge the final answer of an operation; only a validated 2xx confirms anything.
 
-    The library's ``ok`` covers answers the gateway does not take as a confirmation: a 3xx
-    (redirects are not followed) is ``unexpected``; a 2xx whose payload does not validate is
-    ``invalid_payload`` (the integration validated it; one it had no payload to validate in,
-    a 204 or 205, is read here, once, and carries none).
+    The transport ends a 3xx as ``unexpected`` (``redirects_ok=False``: redirects are not
+    followed) and validated the final 2xx with ``reader``: the value it read is the
+    outcome's ``payload``. A 2xx it had no payload to validate in (a 204 or 205) is read
+    here, once, and confirms nothing: it is ``invalid_payload``.
     """
-    if not outcome.ok:
+    if not outcome.ok or response is None:
         return _Result(outcome, None, outcome.reason, outcome.detail or outcome.reason.value)
-    if response is None or not 200 <= response.status_code < 300:
-        return _Result(outcome, None, Reason.UNEXPECTED,
-                       "the provider's answer is outside the contract (redirects are not followed)")
+    value = cast("T | None", outcome.payload)
     try:
-        if not parsed.read:
+        if value is None:
             await response.aread()
-            parsed(response)
+            value = reader(response)
     except (ValueError, httpx.HTTPError) as exc:
         return _Result(outcome, None, Reason.INVALID_PAYLOAD,
                        f"the provider's payload failed validation ({type(exc).__name__})")
-    return _Result(outcome, parsed.value, Reason.OK, outcome.detail)
+    return _Result(outcome, value, Reason.OK, outcome.detail)
 
 
 class _ByBudget(httpx.AsyncBaseTransport):
@@ -189,7 +166,7 @@ class _ByBudget(httpx.AsyncBaseTransport):
         transport = self._by_steps.get(steps)
         if transport is None:
             policy = self._retrier.policy.replace(deadline=steps * STEP)
-            transport = AsyncRetryTransport(self._inner,
+            transport = AsyncRetryTransport(self._inner, redirects_ok=False,
                                             retrier=self._retrier.with_options(policy=policy))
             self._by_steps[steps] = transport
         return transport
@@ -281,13 +258,12 @@ class Gateway:
         are results.
 
         ``reader`` is the request's validator: the integration reads the 2xx payload with it,
-        once, and the value it read is the result's. Every ending of the operation (a response,
-        a typed error, an error raised again as it was) carries its outcome; an exception that
-        carries none is not a provider failure and is raised.
+        once, and the value it read (the outcome's ``payload``) is the result's. Every ending
+        of the operation (a response, a typed error, an error raised again as it was) carries
+        its outcome; an exception that carries none is not a provider failure and is raised.
         """
         request_id = request.headers.get("x-request-id", "")
-        parsed = _Parsed(reader)
-        extensions: dict[str, Any] = {VALIDATOR: parsed, _BUDGET: steps}
+        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps}
         if _REQUEST_ID.match(request_id):
             extensions[JOB_ID] = request_id
         outgoing = self.client.build_request(method, url, headers=headers, json=body,
@@ -295,7 +271,7 @@ class Gateway:
         outcome, response = await asend_with_outcome(
             lambda: self.client.send(outgoing, stream=True))
         try:
-            return await _judge(outcome, response, parsed)
+            return await _judge(outcome, response, reader)
         finally:
             if response is not None:
                 await response.aclose()

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock
-from .._drivers import Retrier, validation_error
+from .._drivers import Retrier, validated
 from .._native import EVIDENCE, evidence
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
@@ -540,14 +540,15 @@ class Operation:
         """The observation of a response; ``body`` is what was read, None if it was not."""
         status = response.status_code
         message = payload_error = ""
+        payload = None
         if body is not None:
             if status >= 400 or self.profile.reads_body(status, self.info.method):
                 message = response.text  # a body signal of the request's own profile
             if 200 <= status < 300:  # a 2xx read for its signals is still validated
-                payload_error = validation_error(self.validator, response)
+                payload_error, payload = validated(self.validator, response)
         observation = ResponseSeen(status, self.engine.headers(response),
                                    message[:MESSAGE_LIMIT], payload_error)
-        return AttemptResult(observation, response, None)
+        return AttemptResult(observation, response, None, payload)
 
     def failed(self, error: Exception) -> AttemptResult:
         """The observation of an attempt that raised (mapped at the integration's boundary)."""

@@ -63,6 +63,7 @@ from ._common import (
 )
 
 __all__ = [
+    "ERRORS",
     "AsyncRetryTransport",
     "RetryTransport",
     "TransportCircuitOpen",
@@ -126,13 +127,14 @@ class TransportUnexpectedResponse(errors.UnexpectedResponse, httpx.TransportErro
     """Unexpected (never raised by the transport: the response, or the original error, is)."""
 
 
-_ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
+ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
     cls.reason: cls
     for cls in (TransportRateLimited, TransportRetriesExhausted, TransportDeadlineExceeded,
                 TransportCircuitOpen, TransportRetryBudgetRefused, TransportNotRetried,
                 TransportInvalidPayload, TransportRejected, TransportNotFound,
                 TransportUnexpectedResponse)
 }
+"""The error class the transports raise for each outcome reason (when no response is handed)."""
 
 
 def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
@@ -271,7 +273,7 @@ class _Base(Generic[T]):
             _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
                               redirects_ok=redirects_ok,
-                              errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
+                              errors=ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key
 

@@ -95,10 +95,6 @@ def is_available(rental_id: int) -> bool:
     return rental_id % 3 != 0
 
 
-def _json_bytes(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-
-
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
@@ -275,12 +271,12 @@ class _FixtureEndpoint:
         now = self.state.clock.wall()
         headers = {name: resolve_placeholders(value, now) for name, value in step.headers}
         if step.has_body:
-            return Response(_json_bytes(step.body), step.status, headers, media_type=_JSON)
+            return Response(step.text, step.status, headers, media_type=_JSON)
         if step.body_text is not None:
             html = step.body_text.lstrip().startswith("<")
             media_type = "text/html" if html else "text/plain"
-            return Response(step.body_text, step.status, headers, media_type=media_type)
-        return Response(b"", step.status, headers)
+            return Response(step.text, step.status, headers, media_type=media_type)
+        return Response(step.text, step.status, headers)
 
 
 def _bucket(limit: RateLimit | None, path: str) -> str:
