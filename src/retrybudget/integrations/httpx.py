@@ -37,24 +37,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 import httpcore
 import httpx
 
 from .. import errors
-from .._drivers import Retrier
+from .._drivers import PLAIN_OK, Begun, Retrier
 from .._native import httpx_evidence as _evidence
 from .._native import httpx_failure_kind as failure_kind
-from ..core.actions import Attempt, AttemptResult
+from ..core.actions import Attempt, AttemptResult, RequestInfo
+from ..core.classify import ResponseSeen
+from ..core.decide import Stop
+from ..core.flow import FlowGen
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import (
+    _DEADLINE,
     JOB_ID,
     OUTCOME,
     STATS,
     VALIDATOR,
+    Deadline,
+    Described,
     Engine,
     Operation,
     bounded,
@@ -216,32 +222,37 @@ def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
                              request=request)
 
 
+def _clipped(extensions: dict[str, Any], limit: float | None) -> dict[str, Any]:
+    """A request's extensions with each timeout at most ``limit`` (the attempt's timeout)."""
+    given = extensions.get("timeout") or {}
+    if limit is None or all(
+        (value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS
+    ):
+        return extensions  # the caller's timeouts fit already
+    clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
+               for name in _TIMEOUTS}
+    return {**extensions, "timeout": clipped}
+
+
 class _Operation(Operation):
     """An httpx request's operation: clips each attempt's timeouts through the extension."""
 
     __slots__ = ("extensions", "request")
 
-    def __init__(self, engine: Engine, request: httpx.Request, key: KeyFunction | None) -> None:
+    def __init__(self, engine: Engine, request: httpx.Request, key: KeyFunction | None,
+                 known: str | None = None) -> None:
         extensions = request.extensions
         url = str(request.url)
-        super().__init__(engine, request.method, url, request.headers,
-                         key_of_url(url) if key is None else key(request),
+        if known is None:
+            known = key_of_url(url) if key is None else key(request)
+        super().__init__(engine, request.method, url, request.headers, known,
                          extensions.get(VALIDATOR), extensions.get(JOB_ID))
         self.request = request
         self.extensions = extensions
 
     def begin(self, attempt: Attempt) -> httpx.Request:
         """The request for ``attempt``, each timeout at most what is left of the deadline."""
-        limit = attempt.timeout
-        given = self.extensions.get("timeout") or {}
-        if limit is None or all(
-            (value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS
-        ):
-            self.request.extensions = self.extensions  # the caller's timeouts fit already
-        else:
-            clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
-                       for name in _TIMEOUTS}
-            self.request.extensions = {**self.extensions, "timeout": clipped}
+        self.request.extensions = _clipped(self.extensions, attempt.timeout)
         return self.request
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
@@ -281,8 +292,69 @@ class _Base(Generic[T]):
         ``redirects_ok=False``)."""
         return self._engine.retrier
 
-    def _start(self, request: httpx.Request) -> _Operation:
-        return _Operation(self._engine, request, self._key)
+    def _start(self, request: httpx.Request, key: str | None = None) -> _Operation:
+        return _Operation(self._engine, request, self._key, key)
+
+    def _quick(self, request: httpx.Request) -> tuple[Retrier, str] | None:
+        """The retrier and key of a request sent by a quick first attempt, or None.
+
+        Quick: the engine's retrier takes the first-attempt fast path (no hook, no audit, a
+        passive coordinator, one profile), and the request is sent as it came (no idempotency
+        key to add, no payload validator, so no 2xx body is read).
+        """
+        engine = self._engine
+        retrier = engine.quick
+        method = request.method
+        if retrier is None or method not in engine.quick_methods or (
+                method != "HEAD" and request.extensions.get(VALIDATOR) is not None):
+            return None
+        return retrier, key_of_url(str(request.url)) if self._key is None else self._key(request)
+
+    def _ended(self, quick: tuple[Retrier, str], request: httpx.Request, begun: Begun,
+               response: httpx.Response | None, op: _Operation | None,
+               result: AttemptResult | None) -> Outcome[object] | _GoOn:
+        """After a quick first attempt: the outcome of a plain success, else the flow to go on in.
+
+        ``result`` None is a 2xx nobody read the body of: only its headers are read (a 200
+        without any classifies as the fast path worked out once). An attempt that did not end
+        the operation ok goes on in the generic flow from the readings already taken: it is
+        attempt 1, never sent again.
+        """
+        retrier, key = quick
+        known = None
+        if result is None:
+            assert response is not None  # noqa: S101 - a 2xx was seen
+            headers = self._engine.headers(response)
+            status = response.status_code
+            if status == 200 and not headers:
+                fast = retrier._fast
+                known = None if fast is None else fast.classified
+                result = AttemptResult(PLAIN_OK, response, None)
+            else:
+                result = AttemptResult(ResponseSeen(status, headers), response, None)
+        if op is None:
+            job_id = request.extensions.get(JOB_ID)
+            described: Described | RequestInfo = Described(
+                request.method, key, self._engine.retrier.job_id if job_id is None else job_id)
+        else:
+            described = op.info
+        monotonic = cast("Callable[[], float]", retrier._fast_run)
+        ended = retrier._first_ended(begun, described, monotonic, result, known)
+        if isinstance(ended, Outcome):
+            return ended
+        if op is None:
+            op = self._start(request, key)
+        return op, retrier._after_first(ended[0], op.info, ended[1], ended[2]), result
+
+
+_GoOn = tuple[_Operation, FlowGen, AttemptResult]
+"""A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
+
+
+def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Response:
+    """A plain first success handed over (the caller's request extensions were never changed)."""
+    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+    return response
 
 
 class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
@@ -306,8 +378,50 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
-        op = self._start(request)
-        return op.hand_over(op.retrier.run(partial(self._attempt, op), op.info))
+        quick = self._quick(request)
+        if quick is None:
+            full = self._start(request)
+            return full.hand_over(full.retrier.run(partial(self._attempt, full), full.info))
+        # A quick first attempt: sent with its timeouts and deadline, no Operation built
+        # unless the answer is not a plain success (then the flow goes on from it).
+        retrier = quick[0]
+        begun = retrier._begin(cast("Callable[[], float]", retrier._fast_run))
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            full = self._start(request, quick[1])
+            flow = retrier._unplanned(begun, full.info)
+            return full.hand_over(retrier._drive(flow, partial(self._attempt, full), None))
+        engine = self._engine
+        deadline = None if plan is None else Deadline(engine.clock, plan)
+        extensions = request.extensions
+        response: httpx.Response | None = None
+        op: _Operation | None = None
+        result: AttemptResult | None = None
+        token = _DEADLINE.set(deadline)
+        try:
+            request.extensions = _clipped(extensions, plan)
+            try:
+                response = self._transport.handle_request(request)
+            finally:
+                request.extensions = extensions
+            if not 200 <= response.status_code < 300:
+                op = self._start(request, quick[1])
+                body = response.read() if op.wants_body(response, Attempt(1, plan)) else None
+                result = op.seen(response, body)
+        except Exception as exc:
+            if op is None:
+                op = self._start(request, quick[1])
+            result = op.failed(exc)
+        finally:
+            _DEADLINE.reset(token)
+            if deadline is not None:
+                deadline.release()
+        ended = self._ended(quick, request, begun, response, op, result)
+        if isinstance(ended, Outcome):
+            assert response is not None  # noqa: S101 - an ok first attempt has its response
+            return _hand_over(response, ended)
+        full, flow, result = ended
+        return full.hand_over(retrier._drive(flow, partial(self._attempt, full), result))
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         try:
