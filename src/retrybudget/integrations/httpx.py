@@ -205,16 +205,69 @@ class _BoundedBackend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
-def _bound_sockets(transport: httpx.BaseTransport) -> None:
-    """Give an ``httpx.HTTPTransport``'s connection pool the bounded network backend.
+class _BoundedAsyncStream(httpcore.AsyncNetworkStream):
+    """The async twin of :class:`_BoundedStream`."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109 - httpcore's
+        return await self._stream.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109 - httpcore's
+        await self._stream.write(buffer, _clip(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:  # noqa: ASYNC109 - httpcore's
+        return _BoundedAsyncStream(await self._stream.start_tls(
+            ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _BoundedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """The async twin of :class:`_BoundedBackend`."""
+
+    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+        self._backend = backend
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's
+                          local_address: str | None = None, socket_options: Any = None,
+                          ) -> httpcore.AsyncNetworkStream:
+        return _BoundedAsyncStream(await self._backend.connect_tcp(
+            host, port, _clip(timeout, httpcore.ConnectTimeout), local_address, socket_options))
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's
+                                  socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        return _BoundedAsyncStream(await self._backend.connect_unix_socket(
+            path, _clip(timeout, httpcore.ConnectTimeout), socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def _bound_sockets(transport: object) -> bool:
+    """Give an httpx ``HTTPTransport``'s (or ``AsyncHTTPTransport``'s) pool the bounded backend.
 
     httpx builds its httpcore pool itself and exposes no backend option, so the pool's
-    backend is wrapped in place (once). Other transports read as their own timeouts say.
+    backend is wrapped in place (once). True: every socket read and write of the transport
+    ends by the running attempt's end. Other transports read as their own timeouts say.
     """
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, httpcore.NetworkBackend) and not isinstance(backend, _BoundedBackend):
+    if isinstance(backend, _BoundedBackend | _BoundedAsyncBackend):
+        return True
+    if isinstance(backend, httpcore.NetworkBackend):
         pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+        return True
+    if isinstance(backend, httpcore.AsyncNetworkBackend):
+        pool._network_backend = _BoundedAsyncBackend(backend)  # type: ignore[union-attr]
+        return True
+    return False
 
 
 def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
@@ -278,8 +331,9 @@ class _Base(Generic[T]):
         redirects_ok: bool = True,
     ) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
-        if isinstance(self._transport, httpx.BaseTransport):
-            _bound_sockets(self._transport)
+        # httpx's own transports: every socket read and write ends by the attempt's end, so
+        # the async one needs no cancel scope per attempt to bound the whole exchange.
+        self._sockets_bounded = _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
                               redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
@@ -350,6 +404,11 @@ class _Base(Generic[T]):
 _GoOn = tuple[_Operation, FlowGen, AttemptResult]
 """A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
 
+_Sent = tuple["httpx.Response | None", "_Operation | None", "AttemptResult | None"]
+"""A quick first attempt sent: its response (if any), and for anything but an unread 2xx its
+operation and result."""
+"""A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
+
 
 def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Response:
     """A plain first success handed over (the caller's request extensions were never changed)."""
@@ -391,27 +450,10 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
             full = self._start(request, quick[1])
             flow = retrier._unplanned(begun, full.info)
             return full.hand_over(retrier._drive(flow, partial(self._attempt, full), None))
-        engine = self._engine
-        deadline = None if plan is None else Deadline(engine.clock, plan)
-        extensions = request.extensions
-        response: httpx.Response | None = None
-        op: _Operation | None = None
-        result: AttemptResult | None = None
+        deadline = None if plan is None else Deadline(self._engine.clock, plan)
         token = _DEADLINE.set(deadline)
         try:
-            request.extensions = _clipped(extensions, plan)
-            try:
-                response = self._transport.handle_request(request)
-            finally:
-                request.extensions = extensions
-            if not 200 <= response.status_code < 300:
-                op = self._start(request, quick[1])
-                body = response.read() if op.wants_body(response, Attempt(1, plan)) else None
-                result = op.seen(response, body)
-        except Exception as exc:
-            if op is None:
-                op = self._start(request, quick[1])
-            result = op.failed(exc)
+            response, op, result = self._first(request, quick[1], plan)
         finally:
             _DEADLINE.reset(token)
             if deadline is not None:
@@ -422,6 +464,27 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
             return _hand_over(response, ended)
         full, flow, result = ended
         return full.hand_over(retrier._drive(flow, partial(self._attempt, full), result))
+
+    def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
+        """Send a quick first attempt (under its deadline): what :meth:`_ended` reads."""
+        extensions = request.extensions
+        response: httpx.Response | None = None
+        op: _Operation | None = None
+        try:
+            request.extensions = _clipped(extensions, plan)
+            try:
+                response = self._transport.handle_request(request)
+            finally:
+                request.extensions = extensions
+            if 200 <= response.status_code < 300:
+                return response, None, None  # no 2xx body is read: its headers say the rest
+            op = self._start(request, key)
+            body = response.read() if op.wants_body(response, Attempt(1, plan)) else None
+            return response, op, op.seen(response, body)
+        except Exception as exc:
+            if op is None:
+                op = self._start(request, key)
+            return response, op, op.failed(exc)
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         try:
@@ -456,13 +519,75 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
-        op = self._start(request)
-        return op.hand_over(await op.retrier.arun(partial(self._attempt, op), op.info))
+        quick = self._quick(request)
+        if quick is None:
+            full = self._start(request)
+            return full.hand_over(await full.retrier.arun(partial(self._attempt, full), full.info))
+        # A quick first attempt, as in RetryTransport.handle_request.
+        retrier = quick[0]
+        begun = retrier._begin(cast("Callable[[], float]", retrier._fast_run))
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            full = self._start(request, quick[1])
+            flow = retrier._unplanned(begun, full.info)
+            return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), None))
+        deadline = None if plan is None else Deadline(self._engine.clock, plan)
+        if deadline is None or self._sockets_bounded:
+            token = _DEADLINE.set(deadline)
+            try:
+                response, op, result = await self._first(request, quick[1], plan)
+            finally:
+                _DEADLINE.reset(token)
+        else:
+            sent: _Sent | None = None
+            with anyio.move_on_after(max(0.0, deadline.remaining())):
+                sent = await self._first(request, quick[1], plan)
+            if sent is None:  # cancelled at the attempt's end
+                op = self._start(request, quick[1])
+                sent = None, op, op.failed(_deadline_error(request))
+            response, op, result = sent
+        ended = self._ended(quick, request, begun, response, op, result)
+        if isinstance(ended, Outcome):
+            assert response is not None  # noqa: S101 - an ok first attempt has its response
+            return _hand_over(response, ended)
+        full, flow, result = ended
+        return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), result))
+
+    async def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
+        """Send a quick first attempt: what :meth:`_ended` reads (as the sync transport's)."""
+        extensions = request.extensions
+        response: httpx.Response | None = None
+        op: _Operation | None = None
+        try:
+            request.extensions = _clipped(extensions, plan)
+            try:
+                response = await self._transport.handle_async_request(request)
+            finally:
+                request.extensions = extensions
+            if 200 <= response.status_code < 300:
+                return response, None, None  # no 2xx body is read: its headers say the rest
+            op = self._start(request, key)
+            body = await response.aread() if op.wants_body(response, Attempt(1, plan)) else None
+            return response, op, op.seen(response, body)
+        except Exception as exc:
+            if op is None:
+                op = self._start(request, key)
+            return response, op, op.failed(exc)
+        except BaseException:  # cancelled at the attempt's end: release the connection
+            if response is not None:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+            raise
 
     async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         deadline = self._engine.deadline(attempt)
-        if deadline is None:
-            return await self._exchange(op, attempt)
+        if deadline is None or self._sockets_bounded:
+            # httpx's own transport: every socket read and write ends by the attempt's end.
+            token = _DEADLINE.set(deadline)
+            try:
+                return await self._exchange(op, attempt)
+            finally:
+                _DEADLINE.reset(token)
         # A cancel scope bounds the whole exchange, whatever the inner transport reads.
         with anyio.move_on_after(max(0.0, deadline.remaining())):
             return await self._exchange(op, attempt)
