@@ -403,6 +403,8 @@ class Engine:
         "policy",
         "quick",
         "quick_methods",
+        "quick_routed",
+        "quick_routes",
         "read_statuses",
         "retrier",
         "routed",
@@ -446,15 +448,14 @@ class Engine:
         # retrier that takes the first-attempt fast path, no payload validator, and a method
         # (quick_methods) whose 2xx body the profile never reads and that gets no idempotency
         # key added (generated, or the provider's own on a POST).
+        # Under profile="auto" the host's profile decides (quick_for).
         self.quick: Retrier | None = None
         self.quick_methods: frozenset[str] = frozenset()
+        self.quick_routed = bool(profile.routes) and not self.observed and policy.validator is None
+        self.quick_routes: dict[int, tuple[Profile, Retrier | None, frozenset[str]]] = {}
         if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
             self.quick = self.retrier
-            methods = policy.idempotent_methods if self.generate_keys else _ANY_METHOD
-            self.quick_methods = frozenset(
-                m for m in methods
-                if not (profile.idempotency_header and m == "POST")
-                and not any(profile.reads_body(status, m) for status in range(200, 300)))
+            self.quick_methods = self._quick_methods(self.retrier)
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
@@ -475,6 +476,27 @@ class Engine:
             derived = self.retrier.with_options(policy=self.policy.replace(profile=profile))
             found = self.routed[id(profile)] = (profile, derived)
         return found[1]
+
+    def _quick_methods(self, retrier: Retrier) -> frozenset[str]:
+        """The methods a quick first attempt sends under ``retrier``'s profile."""
+        policy = retrier.policy
+        profile = policy.profile
+        methods = policy.idempotent_methods if self.generate_keys else _ANY_METHOD
+        return frozenset(m for m in methods
+                         if not (profile.idempotency_header and m == "POST")
+                         and not any(profile.reads_body(status, m) for status in range(200, 300)))
+
+    def quick_for(self, profile: Profile) -> tuple[Retrier | None, frozenset[str]]:
+        """Under ``profile="auto"``: the quick retrier and methods of a request whose host's
+        profile is ``profile`` (None: that retrier takes no first-attempt fast path)."""
+        found = self.quick_routes.get(id(profile))
+        if found is None or found[0] is not profile:
+            if len(self.quick_routes) >= _ROUTED_MAX:
+                self.quick_routes.clear()
+            retrier = self.retrier_for(profile)
+            quick = retrier if retrier._fast_run is not None else None
+            found = self.quick_routes[id(profile)] = (profile, quick, self._quick_methods(retrier))
+        return found[1], found[2]
 
     def deadline(self, attempt: Attempt) -> Deadline | None:
         """The absolute end of ``attempt`` on the retrier's clock (None: no time limit)."""

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import anyio
 import httpcore
@@ -277,10 +277,12 @@ def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
 
 def _clipped(extensions: dict[str, Any], limit: float | None) -> dict[str, Any]:
     """A request's extensions with each timeout at most ``limit`` (the attempt's timeout)."""
-    given = extensions.get("timeout") or {}
-    if limit is None or all(
-        (value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS
-    ):
+    if limit is None:
+        return extensions
+    given = extensions.get("timeout")
+    if not given:
+        return {**extensions, "timeout": dict.fromkeys(_TIMEOUTS, limit)}
+    if all((value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS):
         return extensions  # the caller's timeouts fit already
     clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
                for name in _TIMEOUTS}
@@ -359,10 +361,22 @@ class _Base(Generic[T]):
         engine = self._engine
         retrier = engine.quick
         method = request.method
-        if retrier is None or method not in engine.quick_methods or (
-                method != "HEAD" and request.extensions.get(VALIDATOR) is not None):
+        if retrier is not None:
+            if method not in engine.quick_methods:
+                return None
+            url = None
+        elif engine.quick_routed:  # profile="auto": the host's profile decides
+            url = str(request.url)
+            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
+            if retrier is None or method not in methods:
+                return None
+        else:
             return None
-        return retrier, key_of_url(str(request.url)) if self._key is None else self._key(request)
+        if method != "HEAD" and request.extensions.get(VALIDATOR) is not None:
+            return None
+        if self._key is not None:
+            return retrier, self._key(request)
+        return retrier, key_of_url(str(request.url) if url is None else url)
 
     def _ended(self, quick: tuple[Retrier, str], request: httpx.Request, begun: Begun,
                response: httpx.Response | None, op: _Operation | None,
@@ -392,7 +406,7 @@ class _Base(Generic[T]):
                 request.method, key, self._engine.retrier.job_id if job_id is None else job_id)
         else:
             described = op.info
-        monotonic = cast("Callable[[], float]", retrier._fast_run)
+        monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]  # quick
         ended = retrier._first_ended(begun, described, monotonic, result, known)
         if isinstance(ended, Outcome):
             return ended
@@ -444,7 +458,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         # A quick first attempt: sent with its timeouts and deadline, no Operation built
         # unless the answer is not a plain success (then the flow goes on from it).
         retrier = quick[0]
-        begun = retrier._begin(cast("Callable[[], float]", retrier._fast_run))
+        begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
         plan = begun[4]
         if isinstance(plan, Stop):
             full = self._start(request, quick[1])
@@ -456,7 +470,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
             response, op, result = self._first(request, quick[1], plan)
         finally:
             _DEADLINE.reset(token)
-            if deadline is not None:
+            if deadline is not None and deadline.alarms:
                 deadline.release()
         ended = self._ended(quick, request, begun, response, op, result)
         if isinstance(ended, Outcome):
@@ -525,7 +539,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
             return full.hand_over(await full.retrier.arun(partial(self._attempt, full), full.info))
         # A quick first attempt, as in RetryTransport.handle_request.
         retrier = quick[0]
-        begun = retrier._begin(cast("Callable[[], float]", retrier._fast_run))
+        begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
         plan = begun[4]
         if isinstance(plan, Stop):
             full = self._start(request, quick[1])
