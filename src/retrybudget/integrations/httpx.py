@@ -15,9 +15,12 @@
 (``httpx.HTTPTransport()`` / ``httpx.AsyncHTTPTransport()`` by default). Each request is
 one operation: its attempts, waits and per-attempt timeouts come out of one budget, and
 the final response carries the operation's stats. The whole exchange of an attempt (connect,
-status line, headers and any body the transport reads) ends at the attempt's absolute end: the
-async transport reads it under a cancel scope, the sync one clips every socket read and write
-of an ``httpx.HTTPTransport`` to what is left. The client above follows redirects, so
+status line, headers and any body the transport reads) ends at the attempt's absolute end:
+every socket read and write of an ``httpx.HTTPTransport`` / ``httpx.AsyncHTTPTransport`` is
+clipped to what is left, and the async transport reads through any other inner transport
+under a cancel scope. With no hook, audit sink or active coordinator, a request's first
+attempt is sent before the operation is built; only an answer that is not a plain success
+builds it (and goes on from that attempt). The client above follows redirects, so
 each hop is an operation of its own. Outcomes with no response to hand over raise the
 errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx errors::
 
