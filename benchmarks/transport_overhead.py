@@ -350,10 +350,72 @@ def run_loopback(base: str, per_round: int, rounds: int, warmup: int, server: st
           f"{cpu['RetryTransport'] / cpu['bare HTTPTransport']:.3f}x)")
 
 
+def run_calls(calls: int) -> None:
+    """Python calls per request each retry layer makes over the bare canned transport's own
+    (cProfile's count: a figure no machine load moves)."""
+    import cProfile
+    import pstats
+
+    import httpx_retries
+
+    def counted(handle: Callable[[httpx.Request], object]) -> float:
+        for _ in range(50):
+            handle(httpx.Request("GET", CANNED_URL))
+        requests = [httpx.Request("GET", CANNED_URL) for _ in range(calls)]
+        profile = cProfile.Profile()
+        profile.enable()
+        for request in requests:
+            handle(request)
+        profile.disable()
+        return pstats.Stats(profile).total_calls / calls  # type: ignore[attr-defined,no-any-return]
+
+    def acounted(transport: httpx.AsyncBaseTransport) -> float:
+        async def main() -> float:
+            for _ in range(50):
+                await transport.handle_async_request(httpx.Request("GET", CANNED_URL))
+            requests = [httpx.Request("GET", CANNED_URL) for _ in range(calls)]
+            profile = cProfile.Profile()
+            profile.enable()
+            for request in requests:
+                await transport.handle_async_request(request)
+            profile.disable()
+            return pstats.Stats(profile).total_calls / calls  # type: ignore[attr-defined,no-any-return]
+
+        return asyncio.run(main())
+
+    sync: dict[str, httpx.BaseTransport] = {
+        "httpx-retries": httpx_retries.RetryTransport(CannedTransport(),
+                                                      retry=httpx_retries.Retry(total=3)),
+        "retrybudget, default policy": RetryTransport(CannedTransport(),
+                                                      retrier=Retrier(policy=Policy())),
+        "retrybudget, background() (profile=auto)": RetryTransport(
+            CannedTransport(), retrier=Retrier(policy=background())),
+        "retrybudget, github + MemoryCoordinator": RetryTransport(CannedTransport(),
+                                                                  retrier=_github_retrier()),
+    }
+    asynchronous: dict[str, httpx.AsyncBaseTransport] = {
+        "httpx-retries (async)": httpx_retries.RetryTransport(AsyncCannedTransport(),
+                                                              retry=httpx_retries.Retry(total=3)),
+        "async retrybudget, default policy": AsyncRetryTransport(
+            AsyncCannedTransport(), retrier=Retrier(policy=Policy())),
+        "async retrybudget, github + MemoryCoordinator": AsyncRetryTransport(
+            AsyncCannedTransport(), retrier=_github_retrier()),
+    }
+    bare = counted(CannedTransport().handle_request)
+    abare = acounted(AsyncCannedTransport())
+    print(f"Python calls per request over the bare canned transport's ({bare:.0f} sync, "
+          f"{abare:.0f} async), cProfile, {calls} requests")
+    for name, transport in sync.items():
+        print(f"{name:<48} {counted(transport.handle_request) - bare:>6.0f}")
+    for name, atransport in asynchronous.items():
+        print(f"{name:<48} {acounted(atransport) - abare:>6.0f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--mode", choices=("all", "canned", "async", "requests", "loopback"),
+    parser.add_argument("--mode", choices=("all", "canned", "async", "calls", "requests",
+                                           "loopback"),
                         default="all", help="what to time (default: all)")
     parser.add_argument("--calls", type=int, default=5000,
                         help="requests per round in the canned modes (default 5000)")
@@ -370,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         run_canned(args.calls, args.rounds)
     if args.mode in ("all", "async"):
         run_async(args.calls, args.rounds)
+    if args.mode in ("all", "calls"):
+        run_calls(min(args.calls, 1000))
     if args.mode in ("all", "requests", "loopback"):
         with serve() as base:
             if args.mode in ("all", "loopback"):

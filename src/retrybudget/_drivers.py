@@ -46,6 +46,8 @@ from .observe._logging import log_hooks
 
 __all__ = [
     "CALL_FIELDS",
+    "PLAIN_OK",
+    "Begun",
     "BoundRetrier",
     "CallInterpreter",
     "Interpreter",
@@ -104,6 +106,10 @@ _PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, byt
 
 _PLAIN_VALUE = ResponseSeen(200)
 """What a returned value means when there is no validator (a frozen value, made once)."""
+
+PLAIN_OK = _PLAIN_VALUE
+"""A 200 with no header the classifier reads: an integration's first attempt that saw one
+hands this over, and the first-attempt fast path reuses its classification, worked out once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,24 @@ _operation_id = _OperationIds()
 
 _Begun = tuple[str, int, float, float, "float | Stop | None"]
 """An operation begun by the fast path: its id's prefix and number, start, attempt start, plan."""
+
+Begun = _Begun
+"""An operation begun by :meth:`Retrier._begin` (for an integration's quick first attempt)."""
+
+_Pending = tuple[str, list[float], float]
+"""A first attempt that did not end the operation ok: the operation id, the monotonic
+readings taken (start, attempt start, attempt end) and the wall reading, to go on from."""
+
+
+class _Described(Protocol):
+    """What the first-attempt fast path reads of a request: its method, key and job id."""
+
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def job_id(self) -> str | None: ...
 
 
 class _Fresh(OperationState):
@@ -491,7 +515,7 @@ class Retrier:
             return None  # profile="auto" picks the profile per request: the flow resolves it
         return monotonic_reader(self.clock)
 
-    def _settled(self, result: AttemptResult, request: RequestInfo, wall: float) -> Classified | None:
+    def _settled(self, result: AttemptResult, request: _Described, wall: float) -> Classified | None:
         """The classification of a first attempt that ends the operation as ok, else None.
 
         An ``ok`` classification is terminal (the decision stops with its detail, no retry
@@ -525,6 +549,19 @@ class Retrier:
 
         ``known`` is the classification of the plain value, when the caller has it worked out.
         """
+        ended = self._first_ended(begun, request, monotonic, result, known)
+        if isinstance(ended, Outcome):
+            return ended
+        return self._after_first(ended[0], request, ended[1], ended[2])
+
+    def _first_ended(self, begun: _Begun, request: _Described, monotonic: Callable[[], float],
+                     result: AttemptResult, known: Classified | None = None,
+                     ) -> Outcome[Any] | _Pending:
+        """After the first attempt: its outcome if it ended ok, else the readings to go on from.
+
+        ``request`` needs only the method, key and job id the outcome reads: a transport's
+        first attempt builds the full :class:`RequestInfo` only for :meth:`_after_first`.
+        """
         prefix, number, t0, t1, plan = begun
         assert not isinstance(plan, Stop)  # noqa: S101 - an attempt was made
         t2 = monotonic()
@@ -534,7 +571,7 @@ class Retrier:
             wall = self.clock.wall()
             found = self._settled(result, request, wall)
             if found is None:
-                return self._after_first(_format_id(prefix, number), request, [t0, t1, t2], wall)
+                return _format_id(prefix, number), [t0, t1, t2], wall
             seen = found
         self.random.random()  # the flow draws one sample per decision
         return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,

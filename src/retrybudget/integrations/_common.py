@@ -45,6 +45,7 @@ __all__ = [
     "VALIDATOR",
     "Alarm",
     "Deadline",
+    "Described",
     "Engine",
     "ErrorTable",
     "Operation",
@@ -89,6 +90,8 @@ REDIRECTS = frozenset(range(300, 400))
 the client above the integration follows redirects."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_ANY_METHOD = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "POST", "PATCH",
+                         "CONNECT"})
 _NO_CONTENT = frozenset({204, 205})
 _AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(?:[^/?#@]*@)?([^/?#]*)")
 
@@ -398,6 +401,10 @@ class Engine:
         "message_statuses",
         "observed",
         "policy",
+        "quick",
+        "quick_methods",
+        "quick_routed",
+        "quick_routes",
         "read_statuses",
         "retrier",
         "routed",
@@ -437,6 +444,18 @@ class Engine:
         # and those the policy may retry: read (and so released) at once, before any wait.
         self.message_statuses = profile.body_statuses()
         self.read_statuses = policy.retried_statuses() | self.message_statuses
+        # A quick first attempt (sent before any Operation or RequestInfo is built) needs a
+        # retrier that takes the first-attempt fast path, no payload validator, and a method
+        # (quick_methods) whose 2xx body the profile never reads and that gets no idempotency
+        # key added (generated, or the provider's own on a POST).
+        # Under profile="auto" the host's profile decides (quick_for).
+        self.quick: Retrier | None = None
+        self.quick_methods: frozenset[str] = frozenset()
+        self.quick_routed = bool(profile.routes) and not self.observed and policy.validator is None
+        self.quick_routes: dict[int, tuple[Profile, Retrier | None, frozenset[str]]] = {}
+        if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
+            self.quick = self.retrier
+            self.quick_methods = self._quick_methods(self.retrier)
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
@@ -458,6 +477,27 @@ class Engine:
             found = self.routed[id(profile)] = (profile, derived)
         return found[1]
 
+    def _quick_methods(self, retrier: Retrier) -> frozenset[str]:
+        """The methods a quick first attempt sends under ``retrier``'s profile."""
+        policy = retrier.policy
+        profile = policy.profile
+        methods = policy.idempotent_methods if self.generate_keys else _ANY_METHOD
+        return frozenset(m for m in methods
+                         if not (profile.idempotency_header and m == "POST")
+                         and not any(profile.reads_body(status, m) for status in range(200, 300)))
+
+    def quick_for(self, profile: Profile) -> tuple[Retrier | None, frozenset[str]]:
+        """Under ``profile="auto"``: the quick retrier and methods of a request whose host's
+        profile is ``profile`` (None: that retrier takes no first-attempt fast path)."""
+        found = self.quick_routes.get(id(profile))
+        if found is None or found[0] is not profile:
+            if len(self.quick_routes) >= _ROUTED_MAX:
+                self.quick_routes.clear()
+            retrier = self.retrier_for(profile)
+            quick = retrier if retrier._fast_run is not None else None
+            found = self.quick_routes[id(profile)] = (profile, quick, self._quick_methods(retrier))
+        return found[1], found[2]
+
     def deadline(self, attempt: Attempt) -> Deadline | None:
         """The absolute end of ``attempt`` on the retrier's clock (None: no time limit)."""
         return Deadline.of(self.clock, attempt)
@@ -467,6 +507,18 @@ class Engine:
         error = error_for(outcome, base=self.errors)
         cast("Any", error).request = request
         return error
+
+
+class Described:
+    """What a plain first success reads of its request: method, key and job id (no URL, no
+    idempotency key: a request that may get one is never sent by a quick first attempt)."""
+
+    __slots__ = ("job_id", "key", "method")
+
+    def __init__(self, method: str, key: str, job_id: str | None) -> None:
+        self.method = method
+        self.key = key
+        self.job_id = job_id
 
 
 class Operation:

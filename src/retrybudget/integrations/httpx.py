@@ -15,9 +15,12 @@
 (``httpx.HTTPTransport()`` / ``httpx.AsyncHTTPTransport()`` by default). Each request is
 one operation: its attempts, waits and per-attempt timeouts come out of one budget, and
 the final response carries the operation's stats. The whole exchange of an attempt (connect,
-status line, headers and any body the transport reads) ends at the attempt's absolute end: the
-async transport reads it under a cancel scope, the sync one clips every socket read and write
-of an ``httpx.HTTPTransport`` to what is left. The client above follows redirects, so
+status line, headers and any body the transport reads) ends at the attempt's absolute end:
+every socket read and write of an ``httpx.HTTPTransport`` / ``httpx.AsyncHTTPTransport`` is
+clipped to what is left, and the async transport reads through any other inner transport
+under a cancel scope. With no hook, audit sink or active coordinator, a request's first
+attempt is sent before the operation is built; only an answer that is not a plain success
+builds it (and goes on from that attempt). The client above follows redirects, so
 each hop is an operation of its own. Outcomes with no response to hand over raise the
 errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx errors::
 
@@ -44,17 +47,24 @@ import httpcore
 import httpx
 
 from .. import errors
-from .._drivers import Retrier
+from .._drivers import PLAIN_OK, Begun, Retrier
 from .._native import httpx_evidence as _evidence
 from .._native import httpx_failure_kind as failure_kind
-from ..core.actions import Attempt, AttemptResult
+from ..core.actions import Attempt, AttemptResult, RequestInfo
+from ..core.classify import ResponseSeen
+from ..core.decide import Stop
+from ..core.flow import FlowGen
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
+from ..observe._logging import log_hooks
 from ._common import (
+    _DEADLINE,
     JOB_ID,
     OUTCOME,
     STATS,
     VALIDATOR,
+    Deadline,
+    Described,
     Engine,
     Operation,
     bounded,
@@ -201,16 +211,69 @@ class _BoundedBackend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
-def _bound_sockets(transport: httpx.BaseTransport) -> None:
-    """Give an ``httpx.HTTPTransport``'s connection pool the bounded network backend.
+class _BoundedAsyncStream(httpcore.AsyncNetworkStream):
+    """The async twin of :class:`_BoundedStream`."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109 - httpcore's
+        return await self._stream.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109 - httpcore's
+        await self._stream.write(buffer, _clip(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:  # noqa: ASYNC109 - httpcore's
+        return _BoundedAsyncStream(await self._stream.start_tls(
+            ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _BoundedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """The async twin of :class:`_BoundedBackend`."""
+
+    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+        self._backend = backend
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's
+                          local_address: str | None = None, socket_options: Any = None,
+                          ) -> httpcore.AsyncNetworkStream:
+        return _BoundedAsyncStream(await self._backend.connect_tcp(
+            host, port, _clip(timeout, httpcore.ConnectTimeout), local_address, socket_options))
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,  # noqa: ASYNC109 - httpcore's
+                                  socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        return _BoundedAsyncStream(await self._backend.connect_unix_socket(
+            path, _clip(timeout, httpcore.ConnectTimeout), socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def _bound_sockets(transport: object) -> bool:
+    """Give an httpx ``HTTPTransport``'s (or ``AsyncHTTPTransport``'s) pool the bounded backend.
 
     httpx builds its httpcore pool itself and exposes no backend option, so the pool's
-    backend is wrapped in place (once). Other transports read as their own timeouts say.
+    backend is wrapped in place (once). True: every socket read and write of the transport
+    ends by the running attempt's end. Other transports read as their own timeouts say.
     """
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, httpcore.NetworkBackend) and not isinstance(backend, _BoundedBackend):
+    if isinstance(backend, _BoundedBackend | _BoundedAsyncBackend):
+        return True
+    if isinstance(backend, httpcore.NetworkBackend):
         pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+        return True
+    if isinstance(backend, httpcore.AsyncNetworkBackend):
+        pool._network_backend = _BoundedAsyncBackend(backend)  # type: ignore[union-attr]
+        return True
+    return False
 
 
 def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
@@ -218,32 +281,39 @@ def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
                              request=request)
 
 
+def _clipped(extensions: dict[str, Any], limit: float | None) -> dict[str, Any]:
+    """A request's extensions with each timeout at most ``limit`` (the attempt's timeout)."""
+    if limit is None:
+        return extensions
+    given = extensions.get("timeout")
+    if not given:
+        return {**extensions, "timeout": dict.fromkeys(_TIMEOUTS, limit)}
+    if all((value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS):
+        return extensions  # the caller's timeouts fit already
+    clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
+               for name in _TIMEOUTS}
+    return {**extensions, "timeout": clipped}
+
+
 class _Operation(Operation):
     """An httpx request's operation: clips each attempt's timeouts through the extension."""
 
     __slots__ = ("extensions", "request")
 
-    def __init__(self, engine: Engine, request: httpx.Request, key: KeyFunction | None) -> None:
+    def __init__(self, engine: Engine, request: httpx.Request, key: KeyFunction | None,
+                 known: str | None = None) -> None:
         extensions = request.extensions
         url = str(request.url)
-        super().__init__(engine, request.method, url, request.headers,
-                         key_of_url(url) if key is None else key(request),
+        if known is None:
+            known = key_of_url(url) if key is None else key(request)
+        super().__init__(engine, request.method, url, request.headers, known,
                          extensions.get(VALIDATOR), extensions.get(JOB_ID))
         self.request = request
         self.extensions = extensions
 
     def begin(self, attempt: Attempt) -> httpx.Request:
         """The request for ``attempt``, each timeout at most what is left of the deadline."""
-        limit = attempt.timeout
-        given = self.extensions.get("timeout") or {}
-        if limit is None or all(
-            (value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS
-        ):
-            self.request.extensions = self.extensions  # the caller's timeouts fit already
-        else:
-            clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
-                       for name in _TIMEOUTS}
-            self.request.extensions = {**self.extensions, "timeout": clipped}
+        self.request.extensions = _clipped(self.extensions, attempt.timeout)
         return self.request
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
@@ -269,8 +339,9 @@ class _Base(Generic[T]):
         redirects_ok: bool = True,
     ) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
-        if isinstance(self._transport, httpx.BaseTransport):
-            _bound_sockets(self._transport)
+        # httpx's own transports: every socket read and write ends by the attempt's end, so
+        # the async one needs no cancel scope per attempt to bound the whole exchange.
+        self._sockets_bounded = _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
                               redirects_ok=redirects_ok,
                               errors=ERRORS, failure_kind=failure_kind, attach=_attach,
@@ -283,8 +354,88 @@ class _Base(Generic[T]):
         ``redirects_ok=False``)."""
         return self._engine.retrier
 
-    def _start(self, request: httpx.Request) -> _Operation:
-        return _Operation(self._engine, request, self._key)
+    def _start(self, request: httpx.Request, key: str | None = None) -> _Operation:
+        return _Operation(self._engine, request, self._key, key)
+
+    def _quick(self, request: httpx.Request) -> tuple[Retrier, str] | None:
+        """The retrier and key of a request sent by a quick first attempt, or None.
+
+        Quick: the engine's retrier takes the first-attempt fast path (no hook, no audit, a
+        passive coordinator, one profile), and the request is sent as it came (no idempotency
+        key to add, no payload validator, so no 2xx body is read).
+        """
+        engine = self._engine
+        retrier = engine.quick
+        method = request.method
+        if log_hooks(()):
+            return None  # a logger that prints sees every step: the generic path logs them
+        if retrier is not None:
+            if method not in engine.quick_methods:
+                return None
+            url = None
+        elif engine.quick_routed:  # profile="auto": the host's profile decides
+            url = str(request.url)
+            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
+            if retrier is None or method not in methods:
+                return None
+        else:
+            return None
+        if method != "HEAD" and request.extensions.get(VALIDATOR) is not None:
+            return None
+        if self._key is not None:
+            return retrier, self._key(request)
+        return retrier, key_of_url(str(request.url) if url is None else url)
+
+    def _ended(self, quick: tuple[Retrier, str], request: httpx.Request, begun: Begun,
+               response: httpx.Response | None, op: _Operation | None,
+               result: AttemptResult | None) -> Outcome[object] | _GoOn:
+        """After a quick first attempt: the outcome of a plain success, else the flow to go on in.
+
+        ``result`` None is a 2xx nobody read the body of: only its headers are read (a 200
+        without any classifies as the fast path worked out once). An attempt that did not end
+        the operation ok goes on in the generic flow from the readings already taken: it is
+        attempt 1, never sent again.
+        """
+        retrier, key = quick
+        known = None
+        if result is None:
+            assert response is not None  # noqa: S101 - a 2xx was seen
+            headers = self._engine.headers(response)
+            status = response.status_code
+            if status == 200 and not headers:
+                fast = retrier._fast
+                known = None if fast is None else fast.classified
+                result = AttemptResult(PLAIN_OK, response, None)
+            else:
+                result = AttemptResult(ResponseSeen(status, headers), response, None)
+        if op is None:
+            job_id = request.extensions.get(JOB_ID)
+            described: Described | RequestInfo = Described(
+                request.method, key, self._engine.retrier.job_id if job_id is None else job_id)
+        else:
+            described = op.info
+        monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]  # quick
+        ended = retrier._first_ended(begun, described, monotonic, result, known)
+        if isinstance(ended, Outcome):
+            return ended
+        if op is None:
+            op = self._start(request, key)
+        return op, retrier._after_first(ended[0], op.info, ended[1], ended[2]), result
+
+
+_GoOn = tuple[_Operation, FlowGen, AttemptResult]
+"""A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
+
+_Sent = tuple["httpx.Response | None", "_Operation | None", "AttemptResult | None"]
+"""A quick first attempt sent: its response (if any), and for anything but an unread 2xx its
+operation and result."""
+"""A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
+
+
+def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Response:
+    """A plain first success handed over (the caller's request extensions were never changed)."""
+    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+    return response
 
 
 class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
@@ -308,8 +459,54 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
-        op = self._start(request)
-        return op.hand_over(op.retrier.run(partial(self._attempt, op), op.info))
+        quick = self._quick(request)
+        if quick is None:
+            full = self._start(request)
+            return full.hand_over(full.retrier.run(partial(self._attempt, full), full.info))
+        # A quick first attempt: sent with its timeouts and deadline, no Operation built
+        # unless the answer is not a plain success (then the flow goes on from it).
+        retrier = quick[0]
+        begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            full = self._start(request, quick[1])
+            flow = retrier._unplanned(begun, full.info)
+            return full.hand_over(retrier._drive(flow, partial(self._attempt, full), None))
+        deadline = None if plan is None else Deadline(self._engine.clock, plan)
+        token = _DEADLINE.set(deadline)
+        try:
+            response, op, result = self._first(request, quick[1], plan)
+        finally:
+            _DEADLINE.reset(token)
+            if deadline is not None and deadline.alarms:
+                deadline.release()
+        ended = self._ended(quick, request, begun, response, op, result)
+        if isinstance(ended, Outcome):
+            assert response is not None  # noqa: S101 - an ok first attempt has its response
+            return _hand_over(response, ended)
+        full, flow, result = ended
+        return full.hand_over(retrier._drive(flow, partial(self._attempt, full), result))
+
+    def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
+        """Send a quick first attempt (under its deadline): what :meth:`_ended` reads."""
+        extensions = request.extensions
+        response: httpx.Response | None = None
+        op: _Operation | None = None
+        try:
+            request.extensions = _clipped(extensions, plan)
+            try:
+                response = self._transport.handle_request(request)
+            finally:
+                request.extensions = extensions
+            if 200 <= response.status_code < 300:
+                return response, None, None  # no 2xx body is read: its headers say the rest
+            op = self._start(request, key)
+            body = response.read() if op.wants_body(response, Attempt(1, plan)) else None
+            return response, op, op.seen(response, body)
+        except Exception as exc:
+            if op is None:
+                op = self._start(request, key)
+            return response, op, op.failed(exc)
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         try:
@@ -344,13 +541,75 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
-        op = self._start(request)
-        return op.hand_over(await op.retrier.arun(partial(self._attempt, op), op.info))
+        quick = self._quick(request)
+        if quick is None:
+            full = self._start(request)
+            return full.hand_over(await full.retrier.arun(partial(self._attempt, full), full.info))
+        # A quick first attempt, as in RetryTransport.handle_request.
+        retrier = quick[0]
+        begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            full = self._start(request, quick[1])
+            flow = retrier._unplanned(begun, full.info)
+            return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), None))
+        deadline = None if plan is None else Deadline(self._engine.clock, plan)
+        if deadline is None or self._sockets_bounded:
+            token = _DEADLINE.set(deadline)
+            try:
+                response, op, result = await self._first(request, quick[1], plan)
+            finally:
+                _DEADLINE.reset(token)
+        else:
+            sent: _Sent | None = None
+            with anyio.move_on_after(max(0.0, deadline.remaining())):
+                sent = await self._first(request, quick[1], plan)
+            if sent is None:  # cancelled at the attempt's end
+                op = self._start(request, quick[1])
+                sent = None, op, op.failed(_deadline_error(request))
+            response, op, result = sent
+        ended = self._ended(quick, request, begun, response, op, result)
+        if isinstance(ended, Outcome):
+            assert response is not None  # noqa: S101 - an ok first attempt has its response
+            return _hand_over(response, ended)
+        full, flow, result = ended
+        return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), result))
+
+    async def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
+        """Send a quick first attempt: what :meth:`_ended` reads (as the sync transport's)."""
+        extensions = request.extensions
+        response: httpx.Response | None = None
+        op: _Operation | None = None
+        try:
+            request.extensions = _clipped(extensions, plan)
+            try:
+                response = await self._transport.handle_async_request(request)
+            finally:
+                request.extensions = extensions
+            if 200 <= response.status_code < 300:
+                return response, None, None  # no 2xx body is read: its headers say the rest
+            op = self._start(request, key)
+            body = await response.aread() if op.wants_body(response, Attempt(1, plan)) else None
+            return response, op, op.seen(response, body)
+        except Exception as exc:
+            if op is None:
+                op = self._start(request, key)
+            return response, op, op.failed(exc)
+        except BaseException:  # cancelled at the attempt's end: release the connection
+            if response is not None:
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+            raise
 
     async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         deadline = self._engine.deadline(attempt)
-        if deadline is None:
-            return await self._exchange(op, attempt)
+        if deadline is None or self._sockets_bounded:
+            # httpx's own transport: every socket read and write ends by the attempt's end.
+            token = _DEADLINE.set(deadline)
+            try:
+                return await self._exchange(op, attempt)
+            finally:
+                _DEADLINE.reset(token)
         # A cancel scope bounds the whole exchange, whatever the inner transport reads.
         with anyio.move_on_after(max(0.0, deadline.remaining())):
             return await self._exchange(op, attempt)
