@@ -49,7 +49,7 @@ bench: $(DEV)
 	$(BIN)/python benchmarks/overhead.py
 
 # Mutation testing of the core (see CONTRIBUTING.md; the score is in docs/mutation.md)
-mutation: $(STAMP)
+mutation: $(DEV)
 	HYPOTHESIS_PROFILE=quick RB_PROPERTY_EXAMPLES=30 $(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results
 

@@ -166,7 +166,7 @@ def test_readme_quick_start_make_demo_runs_as_written(tmp_path: Path) -> None:
     started = SYSTEM_CLOCK.monotonic()
     result = subprocess.run(
         ["make", "--no-print-directory", "-C", str(ROOT), "demo", f"BIN={bin_dir}",
-         f"STAMP={stamp}", f"ARGS=--out {tmp_path / 'out'}"],
+         f"CLI={stamp}", f"ARGS=--out {tmp_path / 'out'}"],
         capture_output=True, text=True, timeout=300, check=False,
     )
     took = SYSTEM_CLOCK.monotonic() - started
