@@ -130,3 +130,18 @@ def test_an_http_date_at_the_calendars_edges(value: str, delay: float) -> None:
 ])
 def test_an_http_date_past_the_edges_is_a_note(value: str) -> None:
     assert isinstance(parse_retry_after(value, NOW), HeaderNote)
+
+
+@pytest.mark.parametrize(("value", "delay"), [
+    ("2027-01-15T08:00:10.5Z", 10.5), ("2027-01-15T08:00:10.250+00:00", 10.25)])
+def test_an_rfc3339_reset_keeps_its_fraction_of_a_second(value: str, delay: float) -> None:
+    assert hint(value, "rfc3339") == (delay, SOURCE, value)
+
+
+def test_a_count_written_as_a_float_is_read_up_to_two_to_the_53() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    for text, count in (("107.0", 107), ("1e3", 1000), (f"{2.0**53:.1f}", 2**53)):
+        parsed = parse_rate_limit_headers({"x-ratelimit-remaining": text}, NOW)
+        assert parsed.remaining == count, text
+    assert parse_rate_limit_headers({"x-ratelimit-remaining": "1e17"}, NOW).remaining is None
