@@ -23,6 +23,8 @@ import retrybudget
 PACKAGE = Path(retrybudget.__file__).parent
 ROOT = PACKAGE.parent.parent
 EXACT = "tests/test_rules_exact.py::"
+FLOW = "tests/test_flow_exact.py::"
+POLICY = "tests/test_policy_exact.py::"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,30 @@ MUTANTS = [
         "attempts_left = state.attempts + 1 <= policy.max_attempts",
         (EXACT + "test_a_transient_failure_takes_exactly_max_attempts_and_no_wait_after_the_last",
          EXACT + "test_a_rate_limit_on_the_last_attempt_stops_rate_limited_without_waiting"),
+    ),
+    # a stop before the attempt (no time left after a coordinator wait) keeps its lease: the
+    # concurrency slot would stay taken until it expired
+    Mutant(
+        "lease-kept-on-a-stop-before-the-attempt", "core/flow.py",
+        "yield Learn(bucket, None, permit.lease, report)", "yield Learn(bucket, None, None, report)",
+        (FLOW + "test_a_coordinator_wait_that_eats_the_attempt_time_stops_with_deadline_and_"
+                "gives_the_lease_back",),
+    ),
+    # a half-open probe stopped at the coordinator is reported as an ordinary operation: the
+    # breaker would wait for a probe that never reports
+    Mutant(
+        "probe-forgotten-on-a-coordinator-stop", "core/flow.py",
+        "return (yield from finish(step, probe))",
+        "return (yield from finish(step, False))",
+        (FLOW + "test_every_stop_after_admission_reports_whether_it_was_a_probe",),
+    ),
+    # the backoff's cap dropped: waits between failures grow without bound (rule 2)
+    Mutant(
+        "backoff-uncapped", "core/policy.py",
+        "raw = min(self.cap, self.base * self.multiplier**exponent)",
+        "raw = self.base * self.multiplier**exponent",
+        (POLICY + "test_backoff_without_jitter_is_base_times_multiplier_to_the_retry_capped",
+         POLICY + "test_full_jitter_is_the_sample_share_of_the_capped_delay"),
     ),
 ]
 

@@ -1,0 +1,146 @@
+"""The coordinator's arithmetic at its edges: the breaker, the retry budget's slices, the
+release of held workers by quota, and the answers handed to the flow.
+
+Pure functions of ``coordination/_logic.py`` on exact instants; each test kills mutants the
+behavioural suites let through (``docs/mutation.md``).
+"""
+
+from __future__ import annotations
+
+from retrybudget import WaitReason
+from retrybudget.coordination import BreakerConfig, RetryBudgetConfig
+from retrybudget.coordination._logic import (
+    NEVER,
+    Breaker,
+    Budget,
+    Health,
+    Phase,
+    Schedule,
+    Verdict,
+    admission_of,
+    breaker_admit,
+    breaker_finish,
+    budget_deposit,
+    budget_withdraw,
+    permit_of,
+    release_slot,
+)
+
+CFG = BreakerConfig(consecutive_failures=3, failure_ratio=0.5, window=4, min_operations=4,
+                    cool_down=30.0, probe_ttl=10.0)
+
+# The breaker --------------------------------------------------------------------------------
+
+
+def test_an_open_breaker_refuses_until_the_instant_its_cool_down_ends_then_admits_one_probe(
+) -> None:
+    opened = Breaker(Phase.OPEN, open_until=130.0)
+    verdict, b = breaker_admit(opened, 129.5, CFG)
+    assert (verdict.allowed, verdict.probe, verdict.retry_in) == (False, False, 0.5)
+    assert b == opened
+    verdict, b = breaker_admit(opened, 130.0, CFG)  # at the instant: the probe goes
+    assert (verdict.allowed, verdict.probe) == (True, True)
+    assert (b.phase, b.probe_until) == (Phase.HALF_OPEN, 140.0)
+
+
+def test_while_the_probe_is_out_everyone_else_is_refused_until_it_lapses() -> None:
+    probing = Breaker(Phase.HALF_OPEN, open_until=130.0, probe_until=140.0)
+    verdict, b = breaker_admit(probing, 132.0, CFG)
+    assert (verdict.allowed, verdict.probe, verdict.retry_in) == (False, False, 8.0)
+    assert b == probing
+    verdict, b = breaker_admit(probing, 140.0, CFG)  # lapsed at the instant: a new probe
+    assert (verdict.allowed, verdict.probe) == (True, True)
+    assert b.probe_until == 150.0
+
+
+def test_only_the_probe_decides_a_half_open_breaker() -> None:
+    probing = Breaker(Phase.HALF_OPEN, open_until=130.0, probe_until=140.0)
+    # an operation admitted before the breaker opened finishes: nothing changes
+    assert breaker_finish(probing, Health.SUCCESS, False, 131.0, CFG) == (probing, False)
+    assert breaker_finish(probing, Health.FAILURE, False, 131.0, CFG) == (probing, False)
+    # the probe: success closes, failure opens again (and says it just opened), neutral frees it
+    assert breaker_finish(probing, Health.SUCCESS, True, 131.0, CFG) == (Breaker(), False)
+    assert breaker_finish(probing, Health.FAILURE, True, 131.0, CFG) == (
+        Breaker(Phase.OPEN, open_until=161.0), True)
+    assert breaker_finish(probing, Health.NEUTRAL, True, 131.0, CFG) == (
+        Breaker(Phase.HALF_OPEN, open_until=130.0, probe_until=NEVER), False)
+
+
+def test_an_open_breaker_ignores_late_finishes() -> None:
+    opened = Breaker(Phase.OPEN, open_until=130.0)
+    assert breaker_finish(opened, Health.FAILURE, False, 120.0, CFG) == (opened, False)
+    assert breaker_finish(opened, Health.SUCCESS, False, 120.0, CFG) == (opened, False)
+
+
+def test_a_closed_breaker_counts_failures_and_successes_but_not_neutral_outcomes() -> None:
+    b = Breaker(failures=1, history="001")
+    assert breaker_finish(b, Health.NEUTRAL, False, 1.0, CFG) == (b, False)
+    after, opened = breaker_finish(b, Health.SUCCESS, False, 1.0, CFG)
+    assert (after.failures, after.history, opened) == (0, "0010", False)
+
+
+def test_the_failure_ratio_trips_at_half_of_the_window_and_not_below() -> None:
+    # window 4, at least 4 operations: one failure in four stays closed, two open it
+    after, opened = breaker_finish(Breaker(history="000"), Health.FAILURE, False, 5.0, CFG)
+    assert (after.phase, after.history, opened) == (Phase.CLOSED, "0001", False)
+    after, opened = breaker_finish(Breaker(history="001"), Health.FAILURE, False, 5.0, CFG)
+    assert (after, opened) == (Breaker(Phase.OPEN, open_until=35.0), True)
+
+
+# The answers the flow gets ------------------------------------------------------------------
+
+
+def test_a_refused_admission_names_the_instant_on_the_callers_wall_clock() -> None:
+    refused = admission_of(Verdict(False, retry_in=4.5), 1000.0)
+    assert (refused.allowed, refused.probe, refused.retry_at) == (False, False, 1004.5)
+    assert isinstance(refused.detail, str)
+    assert refused.detail
+    assert admission_of(Verdict(False), 1000.0).retry_at is None
+    probe = admission_of(Verdict(True, probe=True), 1000.0)
+    assert (probe.allowed, probe.probe, probe.retry_at) == (True, True, None)
+
+
+def test_a_pacing_permit_names_the_reset_even_when_it_is_under_a_second() -> None:
+    paced = permit_of("pace", 0.2, 0.0, None, 1000.0, reset_in=0.5)
+    assert (paced.wait, paced.reason, paced.retry_at) == (0.2, WaitReason.PACING, 1000.5)
+    assert permit_of("pace", 0.2, 0.0, None, 1000.0).retry_at is None
+    gate = permit_of("gate", 3.0, 3.0, None, 1000.0, reset_in=5.0)
+    assert (gate.wait, gate.reason, gate.retry_at) == (3.0, WaitReason.GATE, 1005.0)
+
+
+# Releasing held workers by quota --------------------------------------------------------------
+
+
+def test_held_workers_are_released_quota_by_quota_one_window_apart() -> None:
+    s = Schedule(release=100.0, released=0, window=60.0)
+    slots = []
+    for _ in range(5):
+        slot, count = release_slot(s, 100.0, 2, 0.5)
+        slots.append(slot)
+        s = Schedule(release=100.0, released=count, window=60.0)
+    assert slots == [100.0, 100.0, 160.0, 160.0, 220.0]
+
+
+def test_a_quota_of_one_releases_one_worker_per_window() -> None:
+    s = Schedule(release=100.0, released=1, window=60.0)
+    assert release_slot(s, 100.0, 1, 0.5) == (160.0, 2)
+
+
+def test_without_a_quota_or_a_window_the_next_worker_asks_again_after_the_spread() -> None:
+    assert release_slot(Schedule(release=100.0, released=0, window=60.0), 100.0, 0, 0.5) == (
+        100.5, 1)
+    assert release_slot(Schedule(release=100.0, released=3), 100.0, 2, 0.5) == (100.5, 4)
+
+
+# The retry budget's slices ----------------------------------------------------------------------
+
+
+def test_the_budget_keeps_one_slice_per_tenth_of_its_window() -> None:
+    cfg = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.3, ttl=10.0)
+    b = budget_deposit(budget_deposit(Budget(), 12.1, cfg), 12.9, cfg)
+    assert b.slices == ((12, 2, 0),)
+    allowed, b = budget_withdraw(b, 12.95, cfg)
+    assert allowed
+    assert b.slices == ((12, 2, 1),)
+    b = budget_deposit(b, 13.0, cfg)
+    assert b.slices == ((12, 2, 1), (13, 1, 0))

@@ -1,0 +1,147 @@
+"""The header value rules in each unit a profile can name, exactly, with each note's header.
+
+``parse_reset(value, now, source=…, unit=…)`` for every unit of ``DELAY_UNITS`` (the
+``auto`` guess is covered by ``tests/test_headers.py``), and the calendar's edges in
+HTTP-dates and RFC 3339 timestamps. Each test kills mutants of the general parser
+(``docs/mutation.md``).
+"""
+
+from __future__ import annotations
+
+import calendar
+
+import pytest
+
+from retrybudget.core.headers import (
+    MAX_HINT_SECONDS,
+    HeaderNote,
+    Hint,
+    parse_reset,
+    parse_retry_after,
+    parse_rfc3339,
+)
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def utc(*fields: int) -> float:
+    """The epoch of a UTC calendar time, by the standard library (the oracle)."""
+    return float(calendar.timegm(fields))
+SOURCE = "x-reset"
+
+
+def hint(value: str, unit: str, now: float = NOW) -> tuple[float, str, str]:
+    found = parse_reset(value, now, source=SOURCE, unit=unit)
+    assert isinstance(found, Hint), found
+    return found.delay, found.source, found.raw
+
+
+def note(value: str, unit: str) -> tuple[str, str]:
+    found = parse_reset(value, NOW, source=SOURCE, unit=unit)
+    assert isinstance(found, HeaderNote), found
+    assert found.reason
+    return found.header, found.value
+
+
+@pytest.mark.parametrize(("value", "unit", "delay"), [
+    ("2500", "ms", 2.5),
+    ("2500", "seconds", 2500.0),
+    (str(int(NOW) + 25), "epoch", 25.0),
+    ("125", "epoch", 0.0),  # an epoch in the past: now
+    ("6m0s", "duration", 360.0),
+    ("90", "duration", 90.0),  # a plain number of seconds
+    ("2027-01-15T08:00:10Z", "rfc3339", 10.0),
+    ("2027-01-15T13:30:10+05:30", "rfc3339", 10.0),
+    ("2027-01-15T02:30:10-05:30", "rfc3339", 10.0),
+])
+def test_a_reset_in_its_providers_unit(value: str, unit: str, delay: float) -> None:
+    assert hint(value, unit) == (delay, SOURCE, value)
+
+
+@pytest.mark.parametrize(("value", "unit"), [
+    ("Wed, 15 Jan 2027 08:00:10 GMT", "ms"),  # a date is not milliseconds
+    ("soon", "ms"),
+    ("soon", "epoch"),
+    ("soon", "seconds"),
+    ("soon", "duration"),
+    ("6m0s", "rfc3339"),
+    ("soon", "auto"),
+    ("", "rfc3339"),
+])
+def test_a_reset_that_is_not_in_its_unit_is_a_note_naming_the_header(value: str,
+                                                                      unit: str) -> None:
+    assert note(value, unit) == (SOURCE, value)
+
+
+def test_each_unit_says_what_it_expected() -> None:
+    reasons = {unit: parse_reset("soon", NOW, source=SOURCE, unit=unit)
+               for unit in ("ms", "epoch", "seconds", "duration", "rfc3339", "auto")}
+    assert all(isinstance(r, HeaderNote) for r in reasons.values())
+    assert len({r.reason for r in reasons.values() if isinstance(r, HeaderNote)}) == 6
+
+
+def test_a_huge_reset_is_clamped_and_says_which_header() -> None:
+    found = parse_reset(str(10**12), NOW, source=SOURCE, unit="seconds")
+    assert isinstance(found, Hint)
+    assert (found.delay, found.source) == (MAX_HINT_SECONDS, SOURCE)
+    at_the_cap = parse_reset(str(int(MAX_HINT_SECONDS)), NOW, source=SOURCE, unit="seconds")
+    assert isinstance(at_the_cap, Hint)
+    assert at_the_cap.delay == MAX_HINT_SECONDS
+
+
+def test_a_negative_zero_is_the_zero_delay() -> None:
+    found = parse_retry_after("-0", NOW)
+    assert isinstance(found, Hint)
+    assert str(found.delay) == "0.0"  # not -0.0
+
+
+@pytest.mark.parametrize(("value", "epoch"), [
+    ("2027-01-15T00:00:00Z", utc(2027, 1, 15, 0, 0, 0)),
+    ("2027-01-15T23:59:59Z", utc(2027, 1, 15, 23, 59, 59)),
+    ("2027-01-15T00:01:00Z", utc(2027, 1, 15, 0, 1, 0)),
+    ("2027-01-15T00:00:00+23:59", utc(2027, 1, 14, 0, 1, 0)),
+])
+def test_rfc3339_accepts_the_calendars_edges(value: str, epoch: float) -> None:
+    assert parse_rfc3339(value) == epoch
+
+
+@pytest.mark.parametrize("value", [
+    "2027-01-15T24:00:00Z", "2027-01-15T00:60:00Z", "2027-01-15T00:00:61Z",
+    "2027-01-15T00:00:00+24:00", "2027-01-15T00:00:00+05:60",
+])
+def test_rfc3339_refuses_what_is_past_the_edges(value: str) -> None:
+    assert parse_rfc3339(value) is None
+
+
+@pytest.mark.parametrize(("value", "delay"), [
+    ("Fri, 15 Jan 2027 00:00:00 GMT", 0.0),  # before NOW: now
+    ("Sat, 16 Jan 2027 00:00:00 GMT", utc(2027, 1, 16, 0, 0, 0) - NOW),
+    ("Sat, 16 Jan 2027 23:59:60 GMT", utc(2027, 1, 17, 0, 0, 0) - NOW),  # a leap second
+])
+def test_an_http_date_at_the_calendars_edges(value: str, delay: float) -> None:
+    found = parse_retry_after(value, NOW)
+    assert isinstance(found, Hint), found
+    assert found.delay == delay
+
+
+@pytest.mark.parametrize("value", [
+    "Sat, 16 Jan 2027 24:00:00 GMT", "Sat, 16 Jan 2027 00:60:00 GMT",
+    "Sat, 16 Jan 2027 00:00:61 GMT", "Sat, 16 Foo 2027 00:00:00 GMT",
+])
+def test_an_http_date_past_the_edges_is_a_note(value: str) -> None:
+    assert isinstance(parse_retry_after(value, NOW), HeaderNote)
+
+
+@pytest.mark.parametrize(("value", "delay"), [
+    ("2027-01-15T08:00:10.5Z", 10.5), ("2027-01-15T08:00:10.250+00:00", 10.25)])
+def test_an_rfc3339_reset_keeps_its_fraction_of_a_second(value: str, delay: float) -> None:
+    assert hint(value, "rfc3339") == (delay, SOURCE, value)
+
+
+def test_a_count_written_as_a_float_is_read_up_to_two_to_the_53() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    for text, count in (("107.0", 107), ("1e3", 1000), (f"{2.0**53:.1f}", 2**53)):
+        parsed = parse_rate_limit_headers({"x-ratelimit-remaining": text}, NOW)
+        assert parsed.remaining == count, text
+    assert parse_rate_limit_headers({"x-ratelimit-remaining": "1e17"}, NOW).remaining is None
