@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from retrybudget import PolicyError
@@ -178,6 +178,9 @@ quotas = st.lists(
 
 
 @given(quotas, st.sampled_from([0.0, 0.05]))
+@example(  # a reset 10 us after now: the slot at it is now, and so is the new window
+    [(0.0, 1, 0.0, 1.0, 0, 0), (0.0, 1, 1.0, 1.0, 0, 0), (0.0, 1, 1.0, 1.0, 0, 0),
+     (0.0, 1, 1.0, 1.0, 0, 0), (0.0, 1, 0.0, 2.00001, 0, 0), (2.0, 1, 1.0, 1.0, 1, 0)], 0.0)
 def test_a_window_never_admits_more_than_its_quota(steps, spread) -> None:
     """For any sequence of learned quotas: the requests that go now never exceed the count,
     and the workers released at one instant never exceed the quota of the window open then."""

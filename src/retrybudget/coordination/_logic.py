@@ -219,9 +219,11 @@ def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
     The old observation says nothing any more: it is dropped, and the count starts again
     from the limit (when one was given) less the requests still in flight, which may land
     in the new window (they count as its first ``used``). The new window's reset is unknown
-    until a response names it.
+    until a response names it. A reset within :data:`EPSILON` of now has passed, as a slot
+    that close to now is now: otherwise a request let go at that slot would be counted
+    against the window it does not land in.
     """
-    if s.reset_at is None or now < s.reset_at:
+    if s.reset_at is None or now + EPSILON < s.reset_at:
         return s
     if s.limit is None:
         return replace(s, remaining=None, reset_at=None, quota=None, used=None,

@@ -114,7 +114,7 @@ end
 local function rolled(key, s, in_flight)
   local quota = count(s.quota, 1e15)
   local reset_at = instant(s.reset_at)
-  if reset_at == nil or NOW < reset_at then return quota end
+  if reset_at == nil or NOW + EPSILON < reset_at then return quota end  -- EPSILON: a slot
   s.remaining, s.reset_at, s.rolled_at = nil, nil, fmt(reset_at)
   redis.call('HDEL', key, 'remaining', 'reset_at')
   redis.call('HSET', key, 'rolled_at', s.rolled_at)
