@@ -302,8 +302,10 @@ def test_concurrent_lookups_keep_exact_per_lookup_counters(data_dir: Path) -> No
     faults = Faults(seed=11, error_rate=0.3, error_statuses=(502, 503, 504), reset_rate=0.1)
     run = unique("run")
     with serve_sandbox(SandboxConfig(faults=faults)) as faulty:
+        # Room for all 50 at once: the door sheds none for capacity (only a lookup whose
+        # budget a loaded machine ate is shed, and then it sends nothing).
         config = GatewayConfig(provider=faulty.base_url, db_path=data_dir / f"{run}.sqlite3",
-                               provider_headers={"X-Sandbox-Run": run})
+                               provider_headers={"X-Sandbox-Run": run}, max_in_flight=50)
         with serve_in_thread(config) as gateway:
 
             async def all_lookups() -> list[httpx.Response]:
@@ -314,7 +316,7 @@ def test_concurrent_lookups_keep_exact_per_lookup_counters(data_dir: Path) -> No
 
             responses = asyncio.run(all_lookups())
         seen = Counter(r["path"] for r in faulty.stats(run)["requests"])
-    outcomes: Counter[str] = Counter()
+    outcomes: Counter[str | None] = Counter()
     for rental_id, response in enumerate(responses, start=1):
         body = response.json()
         outcomes[body["outcome"]] += 1
@@ -326,7 +328,10 @@ def test_concurrent_lookups_keep_exact_per_lookup_counters(data_dir: Path) -> No
         else:
             assert keys_named(body, "available") == 0
     assert sum(b.json()["attempts"] for b in responses) == sum(seen.values())
-    assert outcomes["ok"] >= 25
+    # 30 % faults and 10 % resets, three attempts each: most lookups the door admitted end ok
+    admitted = 50 - outcomes[None]
+    assert admitted >= 1
+    assert outcomes["ok"] >= admitted // 2
     assert max(seen.values()) <= 3
 
 
