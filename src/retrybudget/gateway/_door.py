@@ -16,12 +16,11 @@ write the answer.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections import deque
 from dataclasses import dataclass
 
-from .._clock import Clock
+from .._clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["ANSWER_TIME", "LAG_TURNS", "STEP", "STORE_TIME", "Admitted", "Door", "LoopLag", "Shed", "admit",
            "reserve"]
@@ -177,7 +176,9 @@ class LoopLag:
         self.running = True
         while self.running:
             started = self.sleeping_since = self.clock.monotonic()
-            await asyncio.sleep(self.interval)
+            # The event loop's own turn, on the real clock: a fake clock's sleep would move
+            # its time instead of waiting for the loop (its lag then reads 0, as before).
+            await SYSTEM_CLOCK.async_sleep(self.interval)
             self.sleeping_since = None
             self.sample(started)
 
