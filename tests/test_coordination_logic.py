@@ -210,6 +210,45 @@ def test_a_window_never_admits_more_than_its_quota(steps, spread) -> None:
         assert allowed is None or went <= limit
 
 
+@given(st.integers(1, 50), st.integers(0, 5),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 100)), max_size=60))
+def test_a_share_counts_every_own_request_whatever_the_provider_says_is_left(
+        limit, in_flight, steps) -> None:
+    """A worker counting its share of a quota (``share``) never counts fewer requests of the
+    window than it sent itself, so it never sends more than the share in one window; the
+    provider's answers can only raise the count (the others spent more than theirs)."""
+    gate_cfg, now, in_flight = GateConfig(spread=0.0), 1000.0, min(in_flight, limit)
+    seen_first = Throttle(throttled=False, hint=None, remaining=limit, limit=limit, reset=30.0)
+    s = learn(Schedule(), seen_first, now, gate_cfg, in_flight, share=True)
+    own = in_flight  # in flight when the share was learned: they may land in this window
+    for sends, left in steps:
+        for _ in range(sends):
+            if s.quota is not None and s.quota > 0:
+                s, own = sent(s), own + 1
+        remaining = min(left, limit)
+        facts = Throttle(throttled=remaining == 0, hint=None, remaining=remaining,
+                         limit=limit, reset=30.0)
+        s = learn(s, facts, now, gate_cfg, 0, share=True)
+        assert s.used is not None
+        assert s.used >= max(own, limit - remaining)
+        assert s.quota == max(limit - s.used, 0)
+    assert own <= limit
+
+
+def test_without_share_the_provider_count_corrects_the_running_one() -> None:
+    """One worker alone takes the provider's word: a count above what the provider says was
+    spent (requests that never reached it) comes down; a share's own count does not."""
+    gate_cfg = GateConfig(spread=0.0)
+    start = Throttle(throttled=False, hint=None, remaining=10, limit=10, reset=30.0)
+    later = Throttle(throttled=False, hint=None, remaining=8, limit=10, reset=30.0)
+    for share, used in ((False, 2), (True, 5)):
+        s = learn(Schedule(), start, 1000.0, gate_cfg, share=share)
+        for _ in range(5):
+            s = sent(s)
+        s = learn(s, later, 1000.0, gate_cfg, share=share)
+        assert (s.used, s.quota) == (used, 10 - used)
+
+
 # The retry budget -------------------------------------------------------------------------------
 
 

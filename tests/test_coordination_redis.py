@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import multiprocessing
 
 import pytest
@@ -20,6 +21,8 @@ from retrybudget.coordination import (
 )
 from retrybudget.coordination._redis import _TEXT
 from retrybudget.core.outcome import Reason
+from retrybudget.core.profiles import GITHUB
+from retrybudget.core.throttle import Throttle
 from retrybudget.observe import PrometheusHook
 from retrybudget.testing import ScriptedProvider
 from test_coordination_support import (
@@ -40,6 +43,7 @@ pytest_plugins = ("test_coordination_support",)  # the redis_server and own_redi
 KEY = "api.example.com"
 OK = {"status": 200, "body": {"ok": True}}
 LOGGER = "retrybudget.coordination"
+GITHUB_EXACT = GITHUB.derive("github-exact", reset_slack=0)  # resets exactly as named
 
 
 def coordinator(server: RedisServer, **options: object) -> RedisCoordinator:
@@ -565,5 +569,47 @@ def test_while_redis_is_down_each_worker_counts_on_its_share_and_resumes_without
     state = raw.hgetall(f"{prefix}{{{KEY}}}:state")
     raw.close()
     assert (state[b"limit"], state[b"quota"]) == (b"100", b"0")
+    a.close()
+    b.close()
+
+
+def test_while_redis_is_down_a_worker_sends_its_share_of_each_provider_window(
+    own_redis: RedisServer,
+) -> None:
+    clock = FakeClock()
+    prefix = unique_prefix()
+    a, b = (coordinator(own_redis, clock=clock, prefix=prefix) for _ in range(2))
+    b.acquire(KEY, 1)
+    first = a.acquire(KEY, 1)  # a sees two live workers
+    reset = math.floor(clock.wall()) + 30  # GitHub names the window's end as an epoch second
+
+    def answer(remaining: int) -> Throttle:
+        headers = {"x-ratelimit-limit": "100", "x-ratelimit-remaining": str(remaining),
+                   "x-ratelimit-reset": str(reset)}
+        return seen(200, headers, profile=GITHUB_EXACT, wall=clock.wall())
+
+    provider_count = 1
+    a.learn(KEY, answer(100 - provider_count), first.lease)
+    own_redis.stop()
+    # b sends nothing: every answer a gets says more is left than a's share. a still counts
+    # each of its own requests, so it stops at its half of the window (50, the first included)
+    held = None
+    while provider_count < 100:
+        permit = a.acquire(KEY, 1)
+        if permit.wait > 0:
+            held = permit
+            break
+        provider_count += 1
+        a.learn(KEY, answer(100 - provider_count), permit.lease)
+    assert a.degraded
+    assert provider_count == 50
+    # held until the provider's window ends, the instant its reset header names
+    assert held is not None
+    assert held.reason is WaitReason.PACING
+    assert held.retry_at == pytest.approx(reset, abs=1e-6)
+    clock.advance(reset - clock.wall() - 0.01)
+    assert a.acquire(KEY, 1).wait > 0  # not before
+    clock.advance(0.02)
+    assert goes(a, KEY, 80) == 50  # a fresh window: the share again, no more
     a.close()
     b.close()

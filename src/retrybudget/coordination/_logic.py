@@ -161,24 +161,34 @@ def gate_delay(throttle: Throttle, streak: int, since_gate: float,
     return min(throttle.wait(streak), max_gate), streak + 1
 
 
-def window_used(used: int | None, limit: int, remaining: int, in_flight: int) -> int:
+def window_used(used: int | None, limit: int, remaining: int, in_flight: int,
+                share: bool = False) -> int:
     """Requests of the window spent, after an answer said ``remaining`` of ``limit`` are left.
 
     The truth lies between ``limit - remaining`` (every request in flight already counted by
     the provider) and that plus ``in_flight`` (none counted yet). The running count ``used``
     (every request counted once, when it went) is kept inside those bounds; a window whose
     count is not running yet (None) starts at the upper one.
+
+    With ``share``, ``limit`` and ``remaining`` are one worker's share of a quota others
+    spend too (a coordinator cut off from the shared count): the running count is that
+    worker's own requests, which the provider's answer can raise (the others spent more than
+    their share) but never lower (they spent less: what they left is theirs). The Lua
+    scripts have no such mode: Redis counts every worker's requests.
     """
     low = limit - remaining
     high = low + in_flight
-    return high if used is None else max(low, min(used, high))
+    if used is None:
+        return high
+    return max(low, used) if share else max(low, min(used, high))
 
 
 def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
-          in_flight: int = 0, answered: int = 0) -> Schedule:
+          in_flight: int = 0, answered: int = 0, share: bool = False) -> Schedule:
     """A key's schedule after a response (``in_flight``: other requests still unanswered;
     ``answered``: 1 when the response's own request was counted in flight until now, so a
-    window that rolls over with this response counts it among its first requests).
+    window that rolls over with this response counts it among its first requests;
+    ``share``: the quota is this worker's share, see :func:`window_used`).
 
     A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
@@ -207,7 +217,7 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         if s.reset_at is None and s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON:
             s = replace(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
-        used = window_used(s.used if counting else None, limit, remaining, in_flight)
+        used = window_used(s.used if counting else None, limit, remaining, in_flight, share)
         s = replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
                     quota=max(limit - used, 0), used=used)
     return s

@@ -73,14 +73,20 @@ class MemoryCoordinator(Coordinator):
             :class:`~retrybudget.observe.CoordinatorEvents`), a
             :class:`~retrybudget.observe.PrometheusHook` for one. What they raise is logged
             and ignored.
+        share: the quotas it learns are its share of ones other workers spend too (the
+            fallback of a shared coordinator): its own count of a window's requests is never
+            lowered by what the provider says is left (see
+            :func:`~retrybudget.coordination._logic.window_used`).
 
     Safe to share between threads and event loops; never blocks for longer than a few
     dictionary operations.
     """
 
     def __init__(self, config: CoordinationConfig | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK, events: Sequence[object] = ()) -> None:
+                 clock: Clock = SYSTEM_CLOCK, events: Sequence[object] = (),
+                 share: bool = False) -> None:
         self.config = config or CoordinationConfig()
+        self.share = share
         self.clock = clock
         self.events = tuple(events)
         self._lock = threading.Lock()
@@ -197,7 +203,7 @@ class MemoryCoordinator(Coordinator):
             if facts.informative:
                 now = self.clock.monotonic()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
-                                   self._in_flight(k, now), answered)
+                                   self._in_flight(k, now), answered, self.share)
                 while k.slots and k.slots[0] < k.schedule.gate:
                     k.slots.popleft()  # reserved before the gate moved: ask again
 

@@ -233,7 +233,7 @@ class RedisCoordinator(Coordinator):
         ):
             raise PolicyError(f"max_connections must be a positive integer, got {max_connections!r}")
         self.events = tuple(events)
-        self.local = MemoryCoordinator(self.config, clock=clock, events=self.events)
+        self.local = MemoryCoordinator(self.config, clock=clock, events=self.events, share=True)
         """The coordinator that answers while Redis is unavailable."""
         self._url = url
         self._owns_client = client is None and url is not None
