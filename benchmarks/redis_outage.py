@@ -70,7 +70,7 @@ def _answers(socket: Path) -> bool:
         return False
 
 
-def _process(base_url: str, run_id: str, url: str, index: int, threads: int, until: float,
+def _process(base_url: str, run_id: str, url: str, index: int, threads: int, seconds: float,
              barrier: Any, results: Any) -> None:
     coordinator = RedisCoordinator(url, prefix=f"outage:{run_id}:", socket_timeout=0.1,
                                    retry_interval=0.25)
@@ -96,6 +96,7 @@ def _process(base_url: str, run_id: str, url: str, index: int, threads: int, unt
                     ops.append((tag, start, time.time(), answer.status_code == 200))
 
         barrier.wait(60)
+        until = time.time() + seconds  # the three phases, from when every process is ready
         pool = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
         for t in pool:
             t.start()
@@ -123,11 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         context = multiprocessing.get_context("spawn")
         barrier = context.Barrier(args.processes + 1)
         results = context.Queue()
-        begin = time.time() + 3.0  # room for the processes to start
-        until = begin + 3 * args.phase
         children = [context.Process(target=_process, daemon=True,
                                     args=(provider.base_url, run_id, url, p, args.threads,
-                                          until, barrier, results))
+                                          3 * args.phase, barrier, results))
                     for p in range(args.processes)]
         for child in children:
             child.start()

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import math
 import multiprocessing
+import threading
 
 import pytest
 import redis
@@ -33,6 +34,7 @@ from test_coordination_support import (
     goes,
     herd_at_a_gate,
     probe_worker,
+    run_threads,
     seen,
     throttled,
     unique_prefix,
@@ -46,9 +48,34 @@ LOGGER = "retrybudget.coordination"
 GITHUB_EXACT = GITHUB.derive("github-exact", reset_slack=0)  # resets exactly as named
 
 
+def stored(server: RedisServer, prefix: str) -> tuple[object, object]:
+    """The limit and the window count Redis holds for ``KEY`` under ``prefix``."""
+    raw = redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2.0)
+    state = raw.hgetall(f"{prefix}{{{KEY}}}:state")
+    raw.close()
+    return state.get(b"limit"), state.get(b"quota")
+
+
+def github(clock: FakeClock, remaining: int, reset: int) -> Throttle:
+    """A GitHub answer read at ``clock``'s wall: ``remaining`` of 100 until epoch ``reset``."""
+    headers = {"x-ratelimit-limit": "100", "x-ratelimit-remaining": str(remaining),
+               "x-ratelimit-reset": str(reset)}
+    return seen(200, headers, profile=GITHUB_EXACT, wall=clock.wall())
+
+
 def coordinator(server: RedisServer, **options: object) -> RedisCoordinator:
     options.setdefault("prefix", unique_prefix())
     return RedisCoordinator(server.url, **options)  # type: ignore[arg-type]
+
+
+def two_workers(server: RedisServer,
+                clock: FakeClock) -> tuple[str, RedisCoordinator, RedisCoordinator]:
+    """Two coordinators under one prefix, the second counted among the live workers."""
+    prefix = unique_prefix()
+    a, b = (coordinator(server, clock=clock, prefix=prefix, retry_interval=1.0)
+            for _ in range(2))
+    b.acquire(KEY, 1)
+    return prefix, a, b
 
 
 def test_the_scripts_are_complete() -> None:
@@ -549,10 +576,7 @@ def test_while_redis_is_down_each_worker_counts_on_its_share_and_resumes_without
     own_redis: RedisServer,
 ) -> None:
     clock = FakeClock()
-    prefix = unique_prefix()
-    a, b = (coordinator(own_redis, clock=clock, prefix=prefix, retry_interval=1.0)
-            for _ in range(2))
-    b.acquire(KEY, 1)
+    prefix, a, b = two_workers(own_redis, clock)
     first = a.acquire(KEY, 1)  # a sees two live workers, as Redis counts them
     quota = {"ratelimit-limit": "100", "ratelimit-remaining": "40", "ratelimit-reset": "30"}
     a.learn(KEY, seen(200, quota), first.lease)
@@ -565,10 +589,7 @@ def test_while_redis_is_down_each_worker_counts_on_its_share_and_resumes_without
     clock.advance(1.0)  # a tries Redis again
     assert a.acquire(KEY, 1).wait > 0  # the 20 a sent used up what it knew: held, not blind
     assert not a.degraded
-    raw = redis.Redis(unix_socket_path=str(own_redis.socket), socket_timeout=2.0)
-    state = raw.hgetall(f"{prefix}{{{KEY}}}:state")
-    raw.close()
-    assert (state[b"limit"], state[b"quota"]) == (b"100", b"0")
+    assert stored(own_redis, prefix) == (b"100", b"0")
     a.close()
     b.close()
 
@@ -577,19 +598,11 @@ def test_while_redis_is_down_a_worker_sends_its_share_of_each_provider_window(
     own_redis: RedisServer,
 ) -> None:
     clock = FakeClock()
-    prefix = unique_prefix()
-    a, b = (coordinator(own_redis, clock=clock, prefix=prefix) for _ in range(2))
-    b.acquire(KEY, 1)
+    _, a, b = two_workers(own_redis, clock)
     first = a.acquire(KEY, 1)  # a sees two live workers
     reset = math.floor(clock.wall()) + 30  # GitHub names the window's end as an epoch second
-
-    def answer(remaining: int) -> Throttle:
-        headers = {"x-ratelimit-limit": "100", "x-ratelimit-remaining": str(remaining),
-                   "x-ratelimit-reset": str(reset)}
-        return seen(200, headers, profile=GITHUB_EXACT, wall=clock.wall())
-
     provider_count = 1
-    a.learn(KEY, answer(100 - provider_count), first.lease)
+    a.learn(KEY, github(clock, 100 - provider_count, reset), first.lease)
     own_redis.stop()
     # b sends nothing: every answer a gets says more is left than a's share. a still counts
     # each of its own requests, so it stops at its half of the window (50, the first included)
@@ -600,7 +613,7 @@ def test_while_redis_is_down_a_worker_sends_its_share_of_each_provider_window(
             held = permit
             break
         provider_count += 1
-        a.learn(KEY, answer(100 - provider_count), permit.lease)
+        a.learn(KEY, github(clock, 100 - provider_count, reset), permit.lease)
     assert a.degraded
     assert provider_count == 50
     # held until the provider's window ends, the instant its reset header names
@@ -613,3 +626,58 @@ def test_while_redis_is_down_a_worker_sends_its_share_of_each_provider_window(
     assert goes(a, KEY, 80) == 50  # a fresh window: the share again, no more
     a.close()
     b.close()
+
+
+def test_after_an_outage_a_worker_resumes_the_shared_count_at_the_provider_window_end(
+    own_redis: RedisServer,
+) -> None:
+    clock = FakeClock()
+    prefix, a, b = two_workers(own_redis, clock)
+    first = math.floor(clock.wall()) + 5  # a 5 s window, its end named as an epoch second
+    permit = a.acquire(KEY, 1)
+    a.learn(KEY, github(clock, 99, first), permit.lease)
+    clock.advance(first - clock.wall())  # the next window: two resets show its length
+    permit = a.acquire(KEY, 1)
+    a.learn(KEY, github(clock, 99, first + 5), permit.lease)
+    own_redis.stop()
+    went = 0
+    while (permit := a.acquire(KEY, 1)).wait == 0:  # a's share of what is left (99 // 2)
+        went += 1
+        a.learn(KEY, github(clock, 99 - went, first + 5), permit.lease)
+    assert (a.degraded, went) == (True, 49)
+    own_redis.start()  # empty
+    clock.advance(1.5)  # past retry_interval, 3.5 s before the window ends
+    a.acquire(KEY, 1)
+    assert a.degraded  # no try mid-window: the others may still be spending their shares
+    clock.advance(first + 5 - clock.wall())
+    permit = a.acquire(KEY, 1)
+    assert not a.degraded
+    assert permit.wait == 0
+    # Redis adopted the window a counted locally, scaled back to both workers: not blind
+    assert stored(own_redis, prefix) == (b"100", b"99")
+    a.close()
+    b.close()
+
+
+def test_callers_wait_for_the_try_under_way_instead_of_spending_the_window_locally(
+    own_redis: RedisServer,
+) -> None:
+    clock = FakeClock()
+    c = coordinator(own_redis, clock=clock, retry_interval=1.0, socket_timeout=5.0)
+    c.acquire(KEY, 1)
+    own_redis.stop()
+    c.acquire(KEY, 1)
+    assert c.degraded
+    own_redis.start()
+    clock.advance(1.1)  # a try is due: the first caller makes it, the others wait for it
+    before = c.fallbacks
+    barrier = threading.Barrier(8)
+
+    def call(_: int) -> None:
+        barrier.wait(10)
+        c.acquire(KEY, 1)
+
+    run_threads(8, call)
+    assert not c.degraded
+    assert c.fallbacks == before  # every one of the 8 was answered by Redis
+    c.close()

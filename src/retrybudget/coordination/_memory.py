@@ -208,10 +208,15 @@ class MemoryCoordinator(Coordinator):
                     k.slots.popleft()  # reserved before the gate moved: ask again
 
     def schedule(self, key: str) -> Schedule | None:
-        """``key``'s gate and window count as they stand (None: nothing known of it)."""
+        """``key``'s gate and window count as they stand now (a window whose reset has passed
+        has rolled over); None: nothing known of it."""
         with self._lock:
             k = self._keys.get(key)
-            return None if k is None else k.schedule
+            if k is None:
+                return None
+            now = self.clock.monotonic()
+            k.schedule = rolled(k.schedule, now, self._in_flight(k, now))
+            return k.schedule
 
     def hold(self, key: str, seconds: float) -> None:
         """Close ``key``'s gate for at least ``seconds`` (a gate learned elsewhere)."""

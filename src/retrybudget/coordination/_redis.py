@@ -20,6 +20,7 @@ import asyncio
 import contextvars
 import dataclasses
 import logging
+import math
 import threading
 import uuid
 import weakref
@@ -47,6 +48,7 @@ from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
+    NEVER,
     SLICES,
     Health,
     Verdict,
@@ -145,6 +147,14 @@ def _number(value: object, default: float = 0.0) -> float:
 def _optional(value: object) -> float | None:
     """A number the script may leave out ('' or absent: None)."""
     return _number(value) if _text(value) else None
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _items(raw: object, n: int) -> list[object]:
@@ -258,6 +268,7 @@ class RedisCoordinator(Coordinator):
         self._lock = threading.Lock()
         self._degraded = False
         self._retry_at = 0.0
+        self._trying: threading.Event | None = None  # set when the try under way answers
         self._tally = Tally()
         self._id = uuid.uuid4().hex
         self._live: dict[str, int] = {}  # key -> live workers last seen in Redis
@@ -297,14 +308,31 @@ class RedisCoordinator(Coordinator):
             return True
         with self._lock:
             now = self.clock.monotonic()
-            if now < self._retry_at:
-                return False
-            self._retry_at = now + self.retry_interval  # one caller tries; the rest go local
-            return True
+            trying = self._trying
+            if trying is None and now >= self._retry_at:
+                self._retry_at = now + self.retry_interval  # one caller tries
+                self._trying = threading.Event()
+                return True
+        if trying is None or _in_event_loop():
+            return False  # the rest go local (an event loop is never held up)
+        # the rest wait for the try's answer, at most as long as it may take, so that at a
+        # window's start they do not spend the fresh window locally while Redis is back
+        if not trying.wait(self.socket_timeout):
+            with self._lock:
+                if self._trying is trying:
+                    self._trying = None  # it never answered: the next due caller tries
+        return not self._degraded
+
+    def _tried(self) -> None:
+        """A call to Redis answered or failed: callers waiting for a try go on."""
+        trying, self._trying = self._trying, None
+        if trying is not None:
+            trying.set()
 
     def _went_down(self, exc: BaseException) -> None:
         with self._lock:
-            self._retry_at = self.clock.monotonic() + self.retry_interval
+            self._retry_at = self._next_try(self.clock.monotonic())
+            self._tried()
             if self._degraded:
                 return
             self._degraded = True
@@ -314,11 +342,39 @@ class RedisCoordinator(Coordinator):
             "coordinating locally" if self.on_failure == "local" else "refusing new operations",
         )
 
+    def _next_try(self, now: float) -> float:
+        """When to try Redis again after a failed call at ``now``: ``retry_interval`` later,
+        or, when a provider window this coordinator counts locally ends within
+        :data:`WORKER_TTL` seconds, at the first end after that. Every worker's local window
+        ends at the instant the provider named, so workers that come back there resume the
+        shared count together for a fresh window, not mid-way through one whose shares the
+        others are still spending locally."""
+        later = now + self.retry_interval
+        ends = [end for key in list(self._live)
+                if (end := self._window_end(key, later)) is not None and end <= now + WORKER_TTL]
+        return min(ends, default=later)
+
+    def _window_end(self, key: str, after: float) -> float | None:
+        """The first end at or after ``after`` of ``key``'s provider window as counted
+        locally: the reset the provider named, or a whole number of window lengths after it
+        (or after the last reset, once it passed) when two resets in a row have shown the
+        length; None when neither is known."""
+        s = self.local.schedule(key)
+        if s is None:
+            return None
+        last = s.rolled_at if s.reset_at is None else s.reset_at
+        if last >= after:
+            return last
+        if s.window is None or last == NEVER:
+            return None
+        return last + s.window * math.ceil((after - last) / s.window)
+
     def _came_back(self) -> None:
         if not self._degraded:
             return
         with self._lock:
             was, self._degraded = self._degraded, False
+            self._tried()
         if was:
             logger.info("Redis coordination is back")
 
@@ -514,13 +570,12 @@ class RedisCoordinator(Coordinator):
         after Redis came back (adopted only when Redis holds none: it restarted empty)."""
         if key not in self._reseed:
             return ()
-        s = self.local.schedule(key)
         now = self.clock.monotonic()
-        if s is None or s.limit is None or s.quota is None or s.reset_at is None or (
-                s.reset_at <= now):
+        s, end = self.local.schedule(key), self._window_end(key, now + EPSILON)
+        if s is None or s.limit is None or s.quota is None or end is None or end <= now:
             return ()
         workers = self._live.get(key, 1)
-        return (s.limit * workers, min(s.quota * workers, s.limit * workers), s.reset_at - now)
+        return (s.limit * workers, min(s.quota * workers, s.limit * workers), end - now)
 
     def _spend(self, key: str) -> _Call[bool]:
         cfg = self.config.retry_budget
