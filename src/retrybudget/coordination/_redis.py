@@ -20,7 +20,6 @@ import asyncio
 import contextvars
 import dataclasses
 import logging
-import math
 import threading
 import uuid
 import weakref
@@ -355,19 +354,20 @@ class RedisCoordinator(Coordinator):
         return min(ends, default=later)
 
     def _window_end(self, key: str, after: float) -> float | None:
-        """The first end at or after ``after`` of ``key``'s provider window as counted
-        locally: the reset the provider named, or a whole number of window lengths after it
-        (or after the last reset, once it passed) when two resets in a row have shown the
-        length; None when neither is known."""
+        """The end of ``key``'s provider window as counted locally, when it comes at or after
+        ``after``: the reset the provider named, or, once that passed, the next window's end
+        (the last reset plus the window's length, when two resets in a row have shown it);
+        None when neither is known. No further: a provider's next window may start only with
+        its next request."""
         s = self.local.schedule(key)
         if s is None:
             return None
         last = s.rolled_at if s.reset_at is None else s.reset_at
         if last >= after:
             return last
-        if s.window is None or last == NEVER:
+        if s.window is None or last == NEVER or last + s.window < after:
             return None
-        return last + s.window * math.ceil((after - last) / s.window)
+        return last + s.window
 
     def _came_back(self) -> None:
         if not self._degraded:
