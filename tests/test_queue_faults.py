@@ -174,9 +174,9 @@ def test_threads_on_one_handle_wait_for_due_work_as_one_poller(
     """Idle loops sharing a handle do not each poll the queue: one waits, the rest behind it.
 
     Counted, not timed: every lease call that found nothing. One poller asks about once per
-    ``poll`` until the instant; each other loop asks a few times (when it starts, when it
-    takes its turn, when the job is done). Six loops polling on their own would ask six
-    times as often.
+    ``poll`` until the instant (and again while the operation runs); each other loop asks a
+    few times (when it starts, when it takes its turn, when the job is done). Six loops
+    polling on their own would each ask once per ``poll``: six times as often.
     """
     config = QueueConfig(jitter=0.0)
     if kind == "sqlite":
@@ -214,5 +214,6 @@ def test_threads_on_one_handle_wait_for_due_work_as_one_poller(
     assert len(started) == 1
     assert started[0] >= due
     assert found.count(True) == 1
-    assert found.count(False) <= ahead / poll + 3 * loops  # alone, each loop: ahead / poll
+    empty = found.count(False)
+    assert empty <= 2 * ahead / poll + 3 * loops, empty  # alone: loops * ahead / poll
     queue.close()
