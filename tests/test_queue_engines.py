@@ -145,11 +145,20 @@ class RabbitNode:
         raise RuntimeError("rabbitmq-server did not answer within 90 s")
 
     def stop(self) -> None:
-        """Kill the node's process group and wait for it."""
+        """Kill the node's process group and wait (at most 10 s) until all of it is gone, so
+        nothing writes into its directory once it is removed."""
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+            waited = 0.0
+            while waited < 10.0:
+                try:
+                    os.killpg(self.proc.pid, 0)
+                except ProcessLookupError:
+                    break
+                SYSTEM_CLOCK.sleep(0.05)
+                waited += 0.05
             self.proc = None
 
 
