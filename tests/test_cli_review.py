@@ -16,7 +16,7 @@ from retrybudget.observe._audit import audit_record
 from retrybudget.sandbox import SandboxConfig, serve_in_thread
 
 
-def _job_file(tmp_path: Path, hosts: list[str]) -> Path:
+def _job_file(tmp_path: Path, hosts: list[str], methods: tuple[str, ...] = ("GET",)) -> Path:
     path = tmp_path / "job.toml"
     path.write_text(f'''owner = "Dana Example <dana@example.com>"
 policy = "interactive"
@@ -24,7 +24,7 @@ profile = "generic"
 
 [inputs]
 hosts = {json.dumps(hosts)}
-methods = ["GET"]
+methods = {json.dumps(list(methods))}
 
 [outputs]
 results = "{tmp_path / 'out' / 'r.jsonl'}"
@@ -90,6 +90,22 @@ def test_a_supervised_job_refuses_outside_inputs_records_decisions_and_hands_ove
     assert "requeue" in step["description"]
     reviews = (tmp_path / "out" / "a.jsonl.reviews.jsonl").read_text("utf-8").splitlines()
     assert len(reviews) == 1  # appended, one line per decision
+
+
+def test_a_method_outside_the_job_file_is_refused_before_any_attempt(tmp_path: Path) -> None:
+    with serve_in_thread(SandboxConfig(rentals=2)) as sandbox:
+        host = sandbox.url("/").split("/")[2]
+        urls = write_urls(tmp_path / "in.txt", [sandbox.url("/rentals/1/availability"),
+                                                sandbox.url("/rentals/2/availability")])
+        job = _job_file(tmp_path, [host], methods=("HEAD",))  # fetch sends GET
+        fetched = run_cli("fetch", str(urls), "--job-file", str(job), "--quiet", cwd=tmp_path)
+        sent = sandbox.stats()["count"]
+    assert fetched.returncode == 1, fetched.stdout + fetched.stderr
+    assert "refused 2 operation(s)" in fetched.stdout
+    assert sent == 0
+    lines = read_lines(tmp_path / "out" / "r.jsonl")
+    assert [(line["outcome"], line["attempts"]) for line in lines] == [("rejected", 0)] * 2
+    assert all("method GET is not among" in line["detail"] for line in lines)
 
 
 def _conflicted() -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The Celery, Dramatiq and arq hand-offs against real brokers (a redis-server per test;
-Celery keeps its results in memory: its worker runs in this process).
+"""The Celery, Dramatiq and arq hand-offs against real brokers (a redis-server per test, and
+for Celery a RabbitMQ node of its own too, when RabbitMQ is installed; Celery keeps its
+results in memory: its worker runs in this process).
 
 A ``rate_limited`` outcome becomes the engine's own delayed retry, run no earlier than its
 ``retry_at``; a non-retryable outcome fails the task after one run. The clocks are real
@@ -9,8 +10,17 @@ A ``rate_limited`` outcome becomes the engine's own delayed retry, run no earlie
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,17 +85,106 @@ def _wait(predicate: Any, limit: float = 60.0) -> None:
         waited += 0.05
 
 
-@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
-def test_celery_retries_at_retry_at_and_fails_a_rejection_once(
-        own_redis: RedisServer, first: Reason) -> None:
+RABBITMQ_SERVER = shutil.which("rabbitmq-server")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class RabbitNode:
+    """A RabbitMQ node of its own (its own name, ports and data directory)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The AMQP URL clients connect with (the default user, allowed on loopback)."""
+        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+
+    def start(self) -> None:
+        """Start the node and wait (at most 90 s: Erlang starts slowly) for its AMQP port."""
+        if RABBITMQ_SERVER is None:
+            pytest.skip("rabbitmq-server is not installed")
+        conf = self.directory / "rabbitmq.conf"
+        conf.write_text(f"listeners.tcp.default = 127.0.0.1:{self.port}\n", "utf-8")
+        (self.directory / "plugins").write_text("[].\n", "utf-8")
+        if os.geteuid() == 0:  # the server script drops to its own user, who writes here
+            with contextlib.suppress(KeyError):
+                user = pwd.getpwnam("rabbitmq")
+                for path in (self.directory, conf, self.directory / "plugins"):
+                    os.chown(path, user.pw_uid, user.pw_gid)
+        env = dict(os.environ,
+                   RABBITMQ_NODENAME=f"rbtest{uuid.uuid4().hex[:8]}@localhost",
+                   RABBITMQ_NODE_PORT=str(self.port), RABBITMQ_DIST_PORT=str(_free_port()),
+                   RABBITMQ_MNESIA_BASE=str(self.directory / "mnesia"),
+                   RABBITMQ_LOG_BASE=str(self.directory / "log"),
+                   RABBITMQ_CONFIG_FILE=str(self.directory / "rabbitmq"),
+                   RABBITMQ_ENABLED_PLUGINS_FILE=str(self.directory / "plugins"))
+        self.proc = subprocess.Popen([RABBITMQ_SERVER], env=env, start_new_session=True,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from kombu import Connection
+        from kombu.exceptions import OperationalError
+
+        waited = 0.0
+        while waited < 90.0:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rabbitmq-server exited with status {self.proc.returncode}")
+            with contextlib.suppress(OSError, OperationalError), \
+                    Connection(self.url, connect_timeout=1) as conn:
+                conn.ensure_connection(max_retries=1)
+                return
+            SYSTEM_CLOCK.sleep(0.25)
+            waited += 0.25
+        raise RuntimeError("rabbitmq-server did not answer within 90 s")
+
+    def stop(self) -> None:
+        """Kill the node's process group and wait (at most 10 s) until all of it is gone, so
+        nothing writes into its directory once it is removed."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            waited = 0.0
+            while waited < 10.0:
+                try:
+                    os.killpg(self.proc.pid, 0)
+                except ProcessLookupError:
+                    break
+                SYSTEM_CLOCK.sleep(0.05)
+                waited += 0.05
+            self.proc = None
+
+
+@pytest.fixture(scope="module")
+def own_rabbitmq() -> Iterator[RabbitNode]:
+    """A RabbitMQ node for this module's tests, killed at its end (its directory is directly under the
+    system's temporary directory: the server's own user must reach it)."""
+    directory = Path(tempfile.mkdtemp(prefix="rb-rabbitmq-"))
+    node = RabbitNode(directory)
+    try:
+        node.start()
+        yield node
+    finally:
+        node.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _celery_case(url: str, first: Reason) -> None:
     from celery import Celery
     from celery.contrib.testing.worker import start_worker
 
     from retrybudget.queue.celery import settle
 
-    url = f"redis+socket://{own_redis.socket}"
     app = Celery(f"t{uuid.uuid4().hex[:6]}", broker=url, backend="cache+memory://")
-    app.conf.update(broker_connection_retry_on_startup=True, task_default_queue="rb-test")
+    app.conf.update(broker_connection_retry_on_startup=True,
+                    task_default_queue=f"rb-test-{uuid.uuid4().hex[:8]}")
     script = Script(first)
 
     @app.task(bind=True, name=f"rb.sync.{uuid.uuid4().hex[:8]}")
@@ -104,6 +203,18 @@ def test_celery_retries_at_retry_at_and_fails_a_rejection_once(
                 result.get(timeout=60)
             SYSTEM_CLOCK.sleep(AHEAD + 0.5)  # a retry, had one been scheduled, would be due
             assert len(script.starts) == 1
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_celery_retries_at_retry_at_and_fails_a_rejection_once(
+        own_redis: RedisServer, first: Reason) -> None:
+    _celery_case(f"redis+socket://{own_redis.socket}", first)
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_celery_over_rabbitmq_retries_at_retry_at_and_fails_a_rejection_once(
+        own_rabbitmq: RabbitNode, first: Reason) -> None:
+    _celery_case(own_rabbitmq.url, first)
 
 
 @pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])

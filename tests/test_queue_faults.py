@@ -166,3 +166,54 @@ def test_a_clock_that_jumps_does_not_fire_deferred_work_early(
     assert started[1] >= due
     assert started[1] - due < 30.0
     queue.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_threads_on_one_handle_wait_for_due_work_as_one_poller(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Idle loops sharing a handle do not each poll the queue: one waits, the rest behind it.
+
+    Counted, not timed: every lease call that found nothing. One poller asks about once per
+    ``poll`` until the instant (and again while the operation runs); each other loop asks a
+    few times (when it starts, when it takes its turn, when the job is done). Six loops
+    polling on their own would each ask once per ``poll``: six times as often.
+    """
+    config = QueueConfig(jitter=0.0)
+    if kind == "sqlite":
+        queue: JobQueue = SqliteQueue(tmp_path / "q.sqlite", config)
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        queue = RedisQueue(server.url, uuid.uuid4().hex[:10], config)
+    ahead, poll, loops = 0.4, 0.02, 6
+    due = queue.clock.wall() + ahead
+    queue.enqueue("later", at=due)
+    found: list[bool] = []
+    lock = threading.Lock()
+    lease_once = queue.lease
+
+    def counted(worker: str) -> Lease | None:
+        got = lease_once(worker)
+        with lock:
+            found.append(got is not None)
+        return got
+
+    queue.lease = counted  # type: ignore[method-assign]
+    started: list[float] = []
+
+    def handle(lease: Lease) -> tuple[Outcome[Any], None]:
+        started.append(queue.clock.wall())
+        return outcome(Reason.OK), None
+
+    threads = [threading.Thread(target=drain, args=(queue, handle),
+                                kwargs={"worker": f"w{n}", "poll": poll}) for n in range(loops)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert len(started) == 1
+    assert started[0] >= due
+    assert found.count(True) == 1
+    empty = found.count(False)
+    assert empty <= 2 * ahead / poll + 3 * loops, empty  # alone: loops * ahead / poll
+    queue.close()

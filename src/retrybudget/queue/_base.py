@@ -152,6 +152,8 @@ class JobQueue(abc.ABC):
         self.clock = clock
         self._random = random if random is not None else _random_source()
         self._random_lock = threading.Lock()
+        self._idle = threading.Lock()
+        """Held by the one :func:`drain` loop of this handle that waits for due work."""
 
     # what a backend implements ----------------------------------------------------------------
 
@@ -269,17 +271,19 @@ def drain(
     ``retry_at`` rather than when a person reruns the job. While one is deferred the loop
     does not count the queue (it is not drained yet); with none deferred, operations leased
     by other workers keep it polling (one may lapse, or be deferred).
+
+    Of the loops sharing one queue handle (threads of one process), only one waits and
+    polls at a time; the others wait behind it and ask the queue only when it has leased
+    something, so an idle process asks the queue once per wake-up, not once per thread,
+    and a burst of due operations is taken one lease after another.
     """
     ran = 0
     while stop is None or not stop.is_set():
         lease = queue.lease(worker)
         if lease is None:
-            due = queue.next_due()
-            if due is None and queue.pending() == 0:
+            lease = _wait_for_work(queue, worker, poll, stop)
+            if lease is None:
                 return ran
-            wait = poll if due is None else min(poll, max(0.0, due - queue.clock.wall()))
-            queue.clock.sleep(max(wait, 0.001))
-            continue
         outcome, result = handler(lease)
         decision = queue.complete(lease, outcome, result)
         ran += 1
@@ -287,3 +291,24 @@ def drain(
             on_decision(lease, decision)
     return ran
 
+
+def _wait_for_work(queue: JobQueue, worker: str, poll: float,
+                   stop: threading.Event | None) -> Lease | None:
+    """Wait, as this handle's one idle loop, for an operation to lease; None once the queue
+    is drained or ``stop`` is set."""
+    while not queue._idle.acquire(timeout=max(poll, 0.001)):
+        if stop is not None and stop.is_set():
+            return None
+    try:
+        while stop is None or not stop.is_set():
+            lease = queue.lease(worker)
+            if lease is not None:
+                return lease
+            due = queue.next_due()
+            if due is None and queue.pending() == 0:
+                return None
+            wait = poll if due is None else min(poll, max(0.0, due - queue.clock.wall()))
+            queue.clock.sleep(max(wait, 0.001))
+        return None
+    finally:
+        queue._idle.release()
