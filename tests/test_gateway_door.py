@@ -312,3 +312,64 @@ def test_the_gateways_server_stamps_each_request_when_its_bytes_are_read() -> No
     assert len(seen) == 3
     assert all(isinstance(arrived, float) and arrived <= ran for arrived, ran in seen)
     assert len({arrived for arrived, _ in seen}) == 3
+
+
+class _Stalling(httpx.AsyncHTTPTransport):
+    """httpx's own transport, held before each exchange for far longer than any deadline (a
+    wait outside every socket read, as for a pooled connection on a starved machine); counts
+    the exchanges that were cut while held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = 0
+        self.cut = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.held += 1
+        try:
+            await SYSTEM_CLOCK.async_sleep(60.0)
+        except BaseException:
+            self.cut += 1
+            raise
+        return await super().handle_async_request(request)
+
+
+def test_an_exchange_held_outside_any_socket_read_is_cut_at_the_operations_end(
+        sandbox: SandboxServer, tmp_path: Path) -> None:
+    run, rental = unique("run"), unique("r")
+    base = sandbox.load_fixture(run, "provider", [available(rental)])
+    stalling = _Stalling()
+    app = create_app(GatewayConfig(provider=base, db_path=tmp_path / "cut.sqlite3"),
+                     transport=stalling)
+    with GatewayServer(app) as server, httpx.Client(trust_env=False, timeout=120.0) as client:
+        response = client.get(server.url(f"/rentals/{rental}/availability"))
+    assert response.status_code == 503, response.text
+    body = response.json()
+    assert body["code"] == "provider_unavailable"
+    assert body["outcome"] in ("deadline", "exhausted")
+    # every attempt was held, and every one was cut (none waited out its 60 s hold)
+    assert body["attempts"] == stalling.held == stalling.cut >= 1
+    assert sandbox.stats(run)["count"] == 0
+
+
+async def test_an_answer_decided_after_its_deadline_is_logged_with_where_its_time_went(
+        sandbox: SandboxServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    run, rental = unique("run"), unique("r")
+    base = sandbox.load_fixture(run, "provider", [available(rental)])
+    app = create_app(GatewayConfig(provider=base, db_path=tmp_path / "late.sqlite3"),
+                     clock=clock)
+    path = f"/rentals/{rental}/availability"
+    try:
+        with caplog.at_level("WARNING", logger="retrybudget.gateway"):
+            await _asgi_get(app, path, clock.monotonic() - 1.0)  # answered in time: no record
+            assert [r for r in caplog.records if getattr(r, "event", "") == "late_answer"] == []
+            status, _, _ = await _asgi_get(app, path, clock.monotonic() - 2.5)
+        assert status == 503
+        late = [r for r in caplog.records if getattr(r, "event", "") == "late_answer"]
+        assert len(late) == 1
+        assert late[0].verdict == "shed budget"
+        assert late[0].door_s == pytest.approx(2.5)
+        assert late[0].elapsed_s == pytest.approx(2.5)
+    finally:
+        await app.state.gateway.close()
