@@ -9,6 +9,7 @@ arrival, on the app's clock (a fake one here: exact values, no wall time).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -315,23 +316,33 @@ def test_the_gateways_server_stamps_each_request_when_its_bytes_are_read() -> No
 
 
 class _Stalling(httpx.AsyncHTTPTransport):
-    """httpx's own transport, held before each exchange for far longer than any deadline (a
-    wait outside every socket read, as for a pooled connection on a starved machine); counts
-    the exchanges that were cut while held."""
+    """httpx's own transport, held before each exchange until the test releases it: outside
+    every socket read, and deaf to cancellation (as a connect to a provider whose accept
+    queue is full is, until the kernel gives up); counts the exchanges held, those asked to
+    stop while held, and those that ended."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.held = 0
-        self.cut = 0
+        self.release = threading.Event()
+        self.held = self.asked_to_stop = self.ended = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.held += 1
+        asked = False
         try:
-            await SYSTEM_CLOCK.async_sleep(60.0)
-        except BaseException:
-            self.cut += 1
-            raise
-        return await super().handle_async_request(request)
+            for _ in range(6000):  # at most 60 s
+                if self.release.is_set():
+                    break
+                try:
+                    await SYSTEM_CLOCK.async_sleep(0.01)
+                except asyncio.CancelledError:
+                    asked = True
+            if asked:
+                raise asyncio.CancelledError
+            return await super().handle_async_request(request)
+        finally:
+            self.asked_to_stop += asked
+            self.ended += 1
 
 
 def test_an_exchange_held_outside_any_socket_read_is_cut_at_the_operations_end(
@@ -342,13 +353,22 @@ def test_an_exchange_held_outside_any_socket_read_is_cut_at_the_operations_end(
     app = create_app(GatewayConfig(provider=base, db_path=tmp_path / "cut.sqlite3"),
                      transport=stalling)
     with GatewayServer(app) as server, httpx.Client(trust_env=False, timeout=120.0) as client:
-        response = client.get(server.url(f"/rentals/{rental}/availability"))
+        try:
+            response = client.get(server.url(f"/rentals/{rental}/availability"))
+            ended_before_the_answer = stalling.ended
+        finally:
+            stalling.release.set()
+        for _ in range(500):  # the exchanges left behind end once released (bounded)
+            if stalling.ended == stalling.held:
+                break
+            SYSTEM_CLOCK.sleep(0.01)
     assert response.status_code == 503, response.text
     body = response.json()
     assert body["code"] == "provider_unavailable"
     assert body["outcome"] in ("deadline", "exhausted")
-    # every attempt was held, and every one was cut (none waited out its 60 s hold)
-    assert body["attempts"] == stalling.held == stalling.cut >= 1
+    # the answer came while every held exchange still ignored its cancellation
+    assert ended_before_the_answer == 0
+    assert body["attempts"] == stalling.held == stalling.asked_to_stop == stalling.ended >= 1
     assert sandbox.stats(run)["count"] == 0
 
 

@@ -188,31 +188,52 @@ class _ByBudget(httpx.AsyncBaseTransport):
 
 
 class _CutAtTheEnd(httpx.AsyncBaseTransport):
-    """Sends each attempt through ``inner``, cut at its operation's absolute end.
+    """Sends each attempt through ``inner``, ended at its operation's absolute end.
 
-    The retry transport bounds an attempt by its timeout, but a loaded machine can hold an
-    exchange outside any socket read (waiting for a pooled connection, say), where a read
-    timeout never fires. A cancel scope at the instant the ``_ENDS`` extension names cuts
-    the exchange there, whatever it is waiting on, and fails the attempt as a timeout: the
-    operation then ends ``deadline`` with its attempts counted, inside the time the door
-    gave it. It is not an httpx transport, so the retry transport also bounds the whole
-    exchange (the body included) by the attempt's end with a cancel scope of its own.
+    The retry transport bounds an attempt by its timeout, but on a loaded machine an exchange
+    can outlast it outside any socket read: a connection being opened to a provider whose
+    accept queue is full ignores its cancellation until the connect attempt itself gives up
+    (seconds). The exchange therefore runs as a task of its own: at the instant the
+    ``_ENDS`` extension names, or as soon as the retry transport cancels the attempt, the
+    attempt ends at once (a timeout: the operation then ends ``deadline`` with its attempts
+    counted) and the exchange is left to finish cancelled, its response, if one still
+    comes, closed unread. Not being an httpx transport, it also makes the retry transport
+    bound the whole exchange (the body included) by the attempt's end with a cancel scope.
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport, clock: Clock) -> None:
         self._inner = inner
         self._clock = clock
+        self._left_behind: set[asyncio.Future[Any]] = set()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``; raise ``httpx.ReadTimeout`` once its operation's end passed."""
         ends = request.extensions.get(_ENDS)
         if not isinstance(ends, float):
             return await self._inner.handle_async_request(request)
-        left = ends - self._clock.monotonic()
-        with anyio.move_on_after(max(0.0, left)):
-            return await self._inner.handle_async_request(request)
-        raise httpx.ReadTimeout("the operation's deadline passed before the exchange ended",
-                                request=request)
+        exchange = asyncio.ensure_future(self._inner.handle_async_request(request))
+        try:
+            await asyncio.wait((exchange,), timeout=max(0.0, ends - self._clock.monotonic()))
+        finally:
+            if not exchange.done():
+                self._leave_behind(exchange)
+        if exchange in self._left_behind:  # cut at the end
+            raise httpx.ReadTimeout("the operation's deadline passed before the exchange "
+                                    "ended", request=request)
+        return exchange.result()
+
+    def _leave_behind(self, exchange: asyncio.Task[httpx.Response]) -> None:
+        """Cancel ``exchange`` without waiting for it; close its response if one comes."""
+        exchange.cancel()
+        self._left_behind.add(exchange)
+        exchange.add_done_callback(self._ended_behind)
+
+    def _ended_behind(self, exchange: asyncio.Task[httpx.Response]) -> None:
+        self._left_behind.discard(exchange)
+        if not exchange.cancelled() and exchange.exception() is None:
+            closing = asyncio.ensure_future(exchange.result().aclose())
+            self._left_behind.add(closing)  # held until closed
+            closing.add_done_callback(self._left_behind.discard)
 
     async def aclose(self) -> None:
         """Close the inner transport."""
