@@ -28,6 +28,7 @@ from retrybudget.gateway import GatewayConfig, GatewayServer, create_app
 from retrybudget.gateway._app import ARRIVED
 from retrybudget.gateway._door import (
     ANSWER_TIME,
+    LAG_FLOOR,
     LAG_TURNS,
     STEP,
     STORE_TIME,
@@ -49,11 +50,12 @@ ADMIT = "admit"
 # The rule, exact -------------------------------------------------------------------------
 
 
-def test_a_fresh_request_gets_the_deadline_less_the_answer_time() -> None:
+def test_a_fresh_request_gets_the_deadline_less_the_answer_time_and_the_lag_floor() -> None:
     verdict = admit(arrived=10.0, now=10.0, deadline=2.0, lag=0.0, in_flight=0, max_in_flight=4,
                     min_budget=0.25)
-    assert verdict == Admitted(steps=38, answer_by=11.95, waited=0.0)  # 2 - 0.05 - 0.05
-    assert verdict.budget == pytest.approx(1.9)
+    # 2 - (0.05 + 3 * 0.05) - 0.05: a loop that reads no lag is still reserved 50 ms a turn
+    assert verdict == Admitted(steps=35, answer_by=11.8, waited=0.0)
+    assert verdict.budget == pytest.approx(1.75)
 
 
 def test_the_wait_and_the_loop_lag_are_paid_out_of_the_budget() -> None:
@@ -72,9 +74,9 @@ def test_a_full_door_sheds_for_capacity_whatever_the_budget() -> None:
 
 
 def test_too_little_left_sheds_for_budget() -> None:
-    # 2 - 0.05 - 0.05 - 1.7 = 0.2 s left, under the 0.25 s minimum
-    assert admit(arrived=0.0, now=1.7, deadline=2.0, lag=0.0, in_flight=0, max_in_flight=4,
-                 min_budget=0.25) == Shed("budget", 1.7)
+    # 2 - 0.2 - 0.05 - 1.55 = 0.2 s left, under the 0.25 s minimum
+    assert admit(arrived=0.0, now=1.55, deadline=2.0, lag=0.0, in_flight=0, max_in_flight=4,
+                 min_budget=0.25) == Shed("budget", 1.55)
     # a loop that lags half a second keeps back 1.55 s: a fresh request has 0.4 s
     lagging = admit(arrived=0.0, now=0.0, deadline=2.0, lag=0.5, in_flight=0, max_in_flight=4,
                     min_budget=0.25)
@@ -85,10 +87,11 @@ def test_too_little_left_sheds_for_budget() -> None:
 
 
 def test_the_reserve_is_the_answer_time_and_three_lags_at_most_the_deadline() -> None:
-    assert reserve(0.0, 2.0) == ANSWER_TIME
+    assert reserve(0.0, 2.0) == pytest.approx(ANSWER_TIME + LAG_TURNS * LAG_FLOOR)
+    assert reserve(LAG_FLOOR / 2, 2.0) == reserve(0.0, 2.0)
     assert reserve(0.2, 2.0) == pytest.approx(ANSWER_TIME + LAG_TURNS * 0.2)
     assert reserve(5.0, 2.0) == 2.0
-    assert reserve(-1.0, 2.0) == ANSWER_TIME
+    assert reserve(-1.0, 2.0) == reserve(0.0, 2.0)
 
 
 def test_the_loop_lag_is_the_worst_recent_sample() -> None:
@@ -267,23 +270,23 @@ async def test_the_deadline_starts_when_the_request_arrived(sandbox: SandboxServ
     gateway = app.state.gateway
     path = f"/rentals/{rental}/availability"
     try:
-        # it arrived 1.8 s ago: 2 - 0.05 - 0.05 - 1.8 = 0.1 s left, under the 0.25 s minimum
+        # it arrived 1.8 s ago: 2 - 0.2 - 0.05 - 1.8 < 0, under the 0.25 s minimum
         status, headers, body = await _asgi_get(app, path, clock.monotonic() - 1.8)
         assert status == 503
         assert body["code"] == "gateway_overloaded"
         assert body["shed"] == "budget"
         assert headers["retry-after"] == "1"
         assert sandbox.stats(run)["count"] == 0
-        # it arrived 1.0 s ago: its operation runs with the 0.9 s its deadline has left
+        # it arrived 1.0 s ago: its operation runs with the 0.75 s its deadline has left
         status, _, body = await _asgi_get(app, path, clock.monotonic() - 1.0)
         assert (status, body["available"], body["attempts"]) == (200, True, 1)
         assert sandbox.stats(run)["count"] == 1
         budgets = gateway.client._transport._by_steps  # one retry transport per budget used
-        assert [t.retrier.policy.deadline for t in budgets.values()] == [pytest.approx(0.9)]
+        assert [t.retrier.policy.deadline for t in budgets.values()] == [pytest.approx(0.75)]
         # stamped by the app on entry when no server did: the whole budget
         status, _, body = await _asgi_get(app, path, None)
         assert status == 200
-        assert sorted(budgets) == [18, 38]
+        assert sorted(budgets) == [15, 35]
         metrics = gateway.metrics.render().decode()
         assert 'retrybudget_gateway_shed_total{reason="budget"} 1.0' in metrics
         waited = re.search(r"^retrybudget_gateway_admission_wait_seconds_sum (\S+)$", metrics,
