@@ -54,13 +54,16 @@ class Sample:
 
 
 @contextmanager
-def process(args: Sequence[str], pids: list[int] | None = None) -> Iterator[tuple[str, float]]:
+def process(args: Sequence[str], pids: list[int] | None = None,
+            stderr: Path | None = None) -> Iterator[tuple[str, float]]:
     """Run ``python -m ...args`` until its "listening on URL" line; yield the URL and the time.
 
-    ``pids``, when given, receives the process id (to watch the process from outside).
+    ``pids``, when given, receives the process id (to watch the process from outside);
+    ``stderr``, when given, receives the process's logs (else they are dropped).
     """
-    proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    with (stderr.open("w") if stderr is not None else open(os.devnull, "w")) as err:
+        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
+                                stderr=err, text=True)  # the child keeps its own descriptor
     if pids is not None:
         pids.append(proc.pid)
     try:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -137,6 +138,7 @@ class Tally:
     violations: list[str] = field(default_factory=list)
     no_answer: int = 0
     late: int = 0
+    late_answers: list[dict[str, Any]] = field(default_factory=list)
     confirmed: set[int] = field(default_factory=set)
     shed: Counter[str] = field(default_factory=Counter)
 
@@ -222,6 +224,10 @@ async def _lookup(connection: Connection, tally: Tally,
     tally.outcomes[response.header("x-retrybudget-outcome", "?")] += 1
     if latency > DEADLINE + MARGIN:
         tally.late += 1
+        tally.late_answers.append({
+            "ms": round(latency * 1000, 1), "status": response.status_code,
+            "outcome": response.header("x-retrybudget-outcome", "?"),
+            "attempts": response.header("x-retrybudget-attempts", "?")})
     problem = _violation(response, rental)
     if problem is not None:
         tally.violations.append(problem)
@@ -312,12 +318,13 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int,
                "--slow-body-seconds", "3", "--seed", "11", "--limit", str(limit),
                "--window", "1", "--style", "github", "--rentals", str(RENTALS)]
     db = directory / "soak.sqlite3"
+    logs = directory / "gateway.log"
     pids: list[int] = []
     with process(sandbox, pids) as (provider, _):
         gateway = ["retrybudget.gateway", "--provider", provider, "--db", str(db), "--port",
                    "0", "--log-level", "warning", "--deadline", str(DEADLINE),
                    "--breaker-cool-down", str(COOL_DOWN), *door]
-        with process(gateway, pids) as (base, _):
+        with process(gateway, pids, stderr=logs) as (base, _):
             pid = pids[1]
             async with httpx.AsyncClient(timeout=DEADLINE + 10.0, trust_env=False) as http:
                 tally = Tally()
@@ -358,8 +365,28 @@ async def soak(clients: int, seconds: float, directory: Path, limit: int,
         "cpu_s": cpu,
         "gateway_cpu_ms_per_answer": round(cpu["gateway"] * 1000 / tally.answers, 2)
         if tally.answers else None,
+        "late_answers": tally.late_answers[:20],
+        "app_late": _late_phases(logs),
         **settled, "store": store,
     }
+
+
+def _late_phases(logs: Path) -> dict[str, Any]:
+    """Where the gateway's own late answers (decided after the deadline, by its clock) spent
+    their time, from its ``late_answer`` log records: how many, by verdict and status, and the
+    worst few with their phases (door wait, provider operation, after the operation)."""
+    late = []
+    for line in logs.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and record.get("event") == "late_answer":
+                late.append(record)
+    late.sort(key=lambda r: -float(r.get("elapsed_s", 0)))
+    keep = ("elapsed_s", "status", "code", "verdict", "door_s", "operation_s",
+            "after_operation_s", "lag_now_s", "attempts_s")
+    return {"count": len(late),
+            "by_verdict": dict(Counter(str(r.get("verdict", "?")).split(" ")[0] for r in late)),
+            "worst": [{k: r[k] for k in keep if k in r} for r in late[:10]]}
 
 
 def checks(result: dict[str, Any]) -> dict[str, bool]:

@@ -9,6 +9,7 @@ arrival, on the app's clock (a fake one here: exact values, no wall time).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -27,6 +28,7 @@ from retrybudget.gateway import GatewayConfig, GatewayServer, create_app
 from retrybudget.gateway._app import ARRIVED
 from retrybudget.gateway._door import (
     ANSWER_TIME,
+    LAG_FLOOR,
     LAG_TURNS,
     STEP,
     STORE_TIME,
@@ -48,11 +50,12 @@ ADMIT = "admit"
 # The rule, exact -------------------------------------------------------------------------
 
 
-def test_a_fresh_request_gets_the_deadline_less_the_answer_time() -> None:
+def test_a_fresh_request_gets_the_deadline_less_the_answer_time_and_the_lag_floor() -> None:
     verdict = admit(arrived=10.0, now=10.0, deadline=2.0, lag=0.0, in_flight=0, max_in_flight=4,
                     min_budget=0.25)
-    assert verdict == Admitted(steps=38, answer_by=11.95, waited=0.0)  # 2 - 0.05 - 0.05
-    assert verdict.budget == pytest.approx(1.9)
+    # 2 - (0.05 + 3 * 0.05) - 0.05: a loop that reads no lag is still reserved 50 ms a turn
+    assert verdict == Admitted(steps=35, answer_by=11.8, waited=0.0)
+    assert verdict.budget == pytest.approx(1.75)
 
 
 def test_the_wait_and_the_loop_lag_are_paid_out_of_the_budget() -> None:
@@ -71,9 +74,9 @@ def test_a_full_door_sheds_for_capacity_whatever_the_budget() -> None:
 
 
 def test_too_little_left_sheds_for_budget() -> None:
-    # 2 - 0.05 - 0.05 - 1.7 = 0.2 s left, under the 0.25 s minimum
-    assert admit(arrived=0.0, now=1.7, deadline=2.0, lag=0.0, in_flight=0, max_in_flight=4,
-                 min_budget=0.25) == Shed("budget", 1.7)
+    # 2 - 0.2 - 0.05 - 1.55 = 0.2 s left, under the 0.25 s minimum
+    assert admit(arrived=0.0, now=1.55, deadline=2.0, lag=0.0, in_flight=0, max_in_flight=4,
+                 min_budget=0.25) == Shed("budget", 1.55)
     # a loop that lags half a second keeps back 1.55 s: a fresh request has 0.4 s
     lagging = admit(arrived=0.0, now=0.0, deadline=2.0, lag=0.5, in_flight=0, max_in_flight=4,
                     min_budget=0.25)
@@ -84,10 +87,11 @@ def test_too_little_left_sheds_for_budget() -> None:
 
 
 def test_the_reserve_is_the_answer_time_and_three_lags_at_most_the_deadline() -> None:
-    assert reserve(0.0, 2.0) == ANSWER_TIME
+    assert reserve(0.0, 2.0) == pytest.approx(ANSWER_TIME + LAG_TURNS * LAG_FLOOR)
+    assert reserve(LAG_FLOOR / 2, 2.0) == reserve(0.0, 2.0)
     assert reserve(0.2, 2.0) == pytest.approx(ANSWER_TIME + LAG_TURNS * 0.2)
     assert reserve(5.0, 2.0) == 2.0
-    assert reserve(-1.0, 2.0) == ANSWER_TIME
+    assert reserve(-1.0, 2.0) == reserve(0.0, 2.0)
 
 
 def test_the_loop_lag_is_the_worst_recent_sample() -> None:
@@ -266,23 +270,23 @@ async def test_the_deadline_starts_when_the_request_arrived(sandbox: SandboxServ
     gateway = app.state.gateway
     path = f"/rentals/{rental}/availability"
     try:
-        # it arrived 1.8 s ago: 2 - 0.05 - 0.05 - 1.8 = 0.1 s left, under the 0.25 s minimum
+        # it arrived 1.8 s ago: 2 - 0.2 - 0.05 - 1.8 < 0, under the 0.25 s minimum
         status, headers, body = await _asgi_get(app, path, clock.monotonic() - 1.8)
         assert status == 503
         assert body["code"] == "gateway_overloaded"
         assert body["shed"] == "budget"
         assert headers["retry-after"] == "1"
         assert sandbox.stats(run)["count"] == 0
-        # it arrived 1.0 s ago: its operation runs with the 0.9 s its deadline has left
+        # it arrived 1.0 s ago: its operation runs with the 0.75 s its deadline has left
         status, _, body = await _asgi_get(app, path, clock.monotonic() - 1.0)
         assert (status, body["available"], body["attempts"]) == (200, True, 1)
         assert sandbox.stats(run)["count"] == 1
         budgets = gateway.client._transport._by_steps  # one retry transport per budget used
-        assert [t.retrier.policy.deadline for t in budgets.values()] == [pytest.approx(0.9)]
+        assert [t.retrier.policy.deadline for t in budgets.values()] == [pytest.approx(0.75)]
         # stamped by the app on entry when no server did: the whole budget
         status, _, body = await _asgi_get(app, path, None)
         assert status == 200
-        assert sorted(budgets) == [18, 38]
+        assert sorted(budgets) == [15, 35]
         metrics = gateway.metrics.render().decode()
         assert 'retrybudget_gateway_shed_total{reason="budget"} 1.0' in metrics
         waited = re.search(r"^retrybudget_gateway_admission_wait_seconds_sum (\S+)$", metrics,
@@ -312,3 +316,83 @@ def test_the_gateways_server_stamps_each_request_when_its_bytes_are_read() -> No
     assert len(seen) == 3
     assert all(isinstance(arrived, float) and arrived <= ran for arrived, ran in seen)
     assert len({arrived for arrived, _ in seen}) == 3
+
+
+class _Stalling(httpx.AsyncHTTPTransport):
+    """httpx's own transport, held before each exchange until the test releases it: outside
+    every socket read, and deaf to cancellation (as a connect to a provider whose accept
+    queue is full is, until the kernel gives up); counts the exchanges held, those asked to
+    stop while held, and those that ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.held = self.asked_to_stop = self.ended = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.held += 1
+        asked = False
+        try:
+            for _ in range(6000):  # at most 60 s
+                if self.release.is_set():
+                    break
+                try:
+                    await SYSTEM_CLOCK.async_sleep(0.01)
+                except asyncio.CancelledError:
+                    asked = True
+            if asked:
+                raise asyncio.CancelledError
+            return await super().handle_async_request(request)
+        finally:
+            self.asked_to_stop += asked
+            self.ended += 1
+
+
+def test_an_exchange_held_outside_any_socket_read_is_cut_at_the_operations_end(
+        sandbox: SandboxServer, tmp_path: Path) -> None:
+    run, rental = unique("run"), unique("r")
+    base = sandbox.load_fixture(run, "provider", [available(rental)])
+    stalling = _Stalling()
+    app = create_app(GatewayConfig(provider=base, db_path=tmp_path / "cut.sqlite3"),
+                     transport=stalling)
+    with GatewayServer(app) as server, httpx.Client(trust_env=False, timeout=120.0) as client:
+        try:
+            response = client.get(server.url(f"/rentals/{rental}/availability"))
+            ended_before_the_answer = stalling.ended
+        finally:
+            stalling.release.set()
+        for _ in range(500):  # the exchanges left behind end once released (bounded)
+            if stalling.ended == stalling.held:
+                break
+            SYSTEM_CLOCK.sleep(0.01)
+    assert response.status_code == 503, response.text
+    body = response.json()
+    assert body["code"] == "provider_unavailable"
+    assert body["outcome"] in ("deadline", "exhausted")
+    # the answer came while every held exchange still ignored its cancellation
+    assert ended_before_the_answer == 0
+    assert body["attempts"] == stalling.held == stalling.asked_to_stop == stalling.ended >= 1
+    assert sandbox.stats(run)["count"] == 0
+
+
+async def test_an_answer_decided_after_its_deadline_is_logged_with_where_its_time_went(
+        sandbox: SandboxServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    run, rental = unique("run"), unique("r")
+    base = sandbox.load_fixture(run, "provider", [available(rental)])
+    app = create_app(GatewayConfig(provider=base, db_path=tmp_path / "late.sqlite3"),
+                     clock=clock)
+    path = f"/rentals/{rental}/availability"
+    try:
+        with caplog.at_level("WARNING", logger="retrybudget.gateway"):
+            await _asgi_get(app, path, clock.monotonic() - 1.0)  # answered in time: no record
+            assert [r for r in caplog.records if getattr(r, "event", "") == "late_answer"] == []
+            status, _, _ = await _asgi_get(app, path, clock.monotonic() - 2.5)
+        assert status == 503
+        late = [r for r in caplog.records if getattr(r, "event", "") == "late_answer"]
+        assert len(late) == 1
+        assert late[0].verdict == "shed budget"
+        assert late[0].door_s == pytest.approx(2.5)
+        assert late[0].elapsed_s == pytest.approx(2.5)
+    finally:
+        await app.state.gateway.close()

@@ -71,6 +71,13 @@ _SHED_RETRY_AFTER = "1"
 from, so the hint is the smallest whole second."""
 _BUDGET = "retrybudget.gateway.budget_steps"
 """The request extension naming the operation's budget, in whole ``STEP`` units."""
+_ENDS = "retrybudget.gateway.operation_ends"
+"""The request extension holding the monotonic instant (on the app's clock) the operation
+must have ended by: the door's ``answer_by`` less ``STORE_TIME``."""
+_VERDICT = "retrybudget.gateway.verdict"
+"""The ASGI scope key holding the door's verdict on a request (see :meth:`Gateway._admit`)."""
+_OPERATION_ENDED = "retrybudget.gateway.operation_ended"
+"""The ASGI scope key holding the monotonic instant a request's provider operation ended."""
 
 ARRIVED = "retrybudget.arrived"
 """The ASGI scope key holding the monotonic instant (on the app's clock) a request arrived:
@@ -180,6 +187,59 @@ class _ByBudget(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+class _CutAtTheEnd(httpx.AsyncBaseTransport):
+    """Sends each attempt through ``inner``, ended at its operation's absolute end.
+
+    The retry transport bounds an attempt by its timeout, but on a loaded machine an exchange
+    can outlast it outside any socket read: a connection being opened to a provider whose
+    accept queue is full ignores its cancellation until the connect attempt itself gives up
+    (seconds). The exchange therefore runs as a task of its own: at the instant the
+    ``_ENDS`` extension names, or as soon as the retry transport cancels the attempt, the
+    attempt ends at once (a timeout: the operation then ends ``deadline`` with its attempts
+    counted) and the exchange is left to finish cancelled, its response, if one still
+    comes, closed unread. Not being an httpx transport, it also makes the retry transport
+    bound the whole exchange (the body included) by the attempt's end with a cancel scope.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, clock: Clock) -> None:
+        self._inner = inner
+        self._clock = clock
+        self._left_behind: set[asyncio.Future[Any]] = set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``; raise ``httpx.ReadTimeout`` once its operation's end passed."""
+        ends = request.extensions.get(_ENDS)
+        if not isinstance(ends, float):
+            return await self._inner.handle_async_request(request)
+        exchange = asyncio.ensure_future(self._inner.handle_async_request(request))
+        try:
+            await asyncio.wait((exchange,), timeout=max(0.0, ends - self._clock.monotonic()))
+        finally:
+            if not exchange.done():
+                self._leave_behind(exchange)
+        if exchange in self._left_behind:  # cut at the end
+            raise httpx.ReadTimeout("the operation's deadline passed before the exchange "
+                                    "ended", request=request)
+        return exchange.result()
+
+    def _leave_behind(self, exchange: asyncio.Task[httpx.Response]) -> None:
+        """Cancel ``exchange`` without waiting for it; close its response if one comes."""
+        exchange.cancel()
+        self._left_behind.add(exchange)
+        exchange.add_done_callback(self._ended_behind)
+
+    def _ended_behind(self, exchange: asyncio.Task[httpx.Response]) -> None:
+        self._left_behind.discard(exchange)
+        if not exchange.cancelled() and exchange.exception() is None:
+            closing = asyncio.ensure_future(exchange.result().aclose())
+            self._left_behind.add(closing)  # held until closed
+            closing.add_done_callback(self._left_behind.discard)
+
+    async def aclose(self) -> None:
+        """Close the inner transport."""
+        await self._inner.aclose()
+
+
 def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(f"{rental_id}\n{canonical}".encode()).hexdigest()
@@ -230,7 +290,7 @@ class Gateway:
         inner = transport if transport is not None else httpx.AsyncHTTPTransport(
             verify=_tls_context(), limits=limits)
         self.client = httpx.AsyncClient(
-            transport=_ByBudget(inner, retrier),
+            transport=_ByBudget(_CutAtTheEnd(inner, clock), retrier),
             headers=dict(config.provider_headers),
             timeout=config.deadline,
             follow_redirects=False,
@@ -251,7 +311,7 @@ class Gateway:
     # the provider --------------------------------------------------------------------
 
     async def _call(self, request: Request, method: str, url: str, reader: Callable[[Any], T],
-                    steps: int, *, headers: Mapping[str, str] | None = None,
+                    steps: int, ends: float, *, headers: Mapping[str, str] | None = None,
                     body: Mapping[str, Any] | None = None) -> _Result[T]:
         """One logical provider operation of ``steps`` budget units, judged: what its final
         answer confirmed, or why it confirmed nothing. Provider failures never raise: they
@@ -263,7 +323,7 @@ class Gateway:
         its outcome; an exception that carries none is not a provider failure and is raised.
         """
         request_id = request.headers.get("x-request-id", "")
-        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps}
+        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps, _ENDS: ends}
         if _REQUEST_ID.match(request_id):
             extensions[JOB_ID] = request_id
         outgoing = self.client.build_request(method, url, headers=headers, json=body,
@@ -342,6 +402,7 @@ class Gateway:
         verdict = self.door.enter(arrived if isinstance(arrived, float)
                                   else self.clock.monotonic())
         self.metrics.admitted(verdict)
+        request.scope[_VERDICT] = verdict
         return verdict
 
     def _local_problem(self, request: Request, status: int, code: str, detail: str, logical: str,
@@ -373,7 +434,9 @@ class Gateway:
         answer_by = admitted.answer_by
         url = self.config.url(self.config.availability_path, rental_id)
         reader = functools.partial(read_availability, rental_id=rental_id)
-        result = await self._call(request, "GET", url, reader, admitted.steps)
+        result = await self._call(request, "GET", url, reader, admitted.steps,
+                                  answer_by - STORE_TIME)
+        request.scope[_OPERATION_ENDED] = self.clock.monotonic()
         fact, outcome = result.value, result.outcome
         if fact is None:
             return await self._provider_failure(request, result, _LOOKUP, rental_id,
@@ -473,7 +536,9 @@ class Gateway:
         steps = max(1, min(admitted.steps, int(left / STEP)))
         result = await self._call(request, "POST", url,
                                   functools.partial(read_reservation, rental_id=rental_id),
-                                  steps, headers={IDEMPOTENCY_HEADER: key}, body=body)
+                                  steps, admitted.answer_by - STORE_TIME,
+                                  headers={IDEMPOTENCY_HEADER: key}, body=body)
+        request.scope[_OPERATION_ENDED] = self.clock.monotonic()
         confirmed, outcome = result.value, result.outcome
         now = self.clock.wall()
         if confirmed is None or not confirmed.reserved:
@@ -539,6 +604,8 @@ class Gateway:
             elapsed = self.clock.monotonic() - started
             self.metrics.observe(route, answer, elapsed)
             status = answer.response.status_code
+            if elapsed > self.config.deadline:
+                self._late(request, route, answer, started, elapsed)
             if log.isEnabledFor(logging.INFO):
                 counted = answer.response.headers  # the counters exactly as the caller saw them
                 log.info("%s %s %d", request.method, route, status, extra={
@@ -551,6 +618,30 @@ class Gateway:
             return answer.response
 
         return run
+
+    def _late(self, request: Request, route: str, answer: Answer, started: float,
+              elapsed: float) -> None:
+        """Log an answer decided after its deadline, with where its time went: the wait for
+        the door, the provider operation and what came after it (the store, the answer),
+        and the loop's lag the door saw against the lag now."""
+        verdict = request.scope.get(_VERDICT)
+        ended = request.scope.get(_OPERATION_ENDED)
+        fields: dict[str, Any] = {"event": "late_answer", "route": route,
+                                  "status": answer.response.status_code, "code": answer.code,
+                                  "elapsed_s": round(elapsed, 6),
+                                  "lag_now_s": round(self.lag.current(), 6)}
+        if verdict is not None:
+            fields["door_s"] = round(verdict.waited, 6)
+            fields["verdict"] = (f"admitted {verdict.budget:.2f} s"
+                                 if isinstance(verdict, Admitted) else f"shed {verdict.reason}")
+        if isinstance(verdict, Admitted) and isinstance(ended, float):
+            fields["operation_s"] = round(ended - started - verdict.waited, 6)
+            fields["after_operation_s"] = round(started + elapsed - ended, 6)
+        if answer.outcome is not None:
+            fields["attempts_s"] = [(round(a.started, 3), round(a.elapsed, 3), a.timeout,
+                                     a.status or a.error) for a in answer.outcome.history]
+        log.warning("%s %s answered %.3f s after arrival", request.method, route, elapsed,
+                    extra=fields)
 
 
 class _Edge:
