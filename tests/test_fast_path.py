@@ -401,7 +401,10 @@ def test_the_quick_property_reached_its_checks() -> None:
 # The coordinated first attempt ------------------------------------------------------------
 
 _COORDINATED_URLS = st.sampled_from([None, "https://api.github.com/repos/o/r",
-                                     "https://slack.com/api/chat.postMessage"])
+                                     "https://slack.com/api/chat.postMessage",
+                                     "https://discord.com/api/v10/channels/42/messages"])
+# Slack's bucket is the Web API method (one gate, not the key); Discord's route asks two.
+_BUCKETED = st.sampled_from([None, "slack", "discord"])
 
 
 def _coordinated_twin(policy: rb.Policy, start: float, seed: int, method: str | None,
@@ -420,12 +423,13 @@ def _coordinator_state(retrier: rb.Retrier) -> list[tuple[Any, ...]]:
 
 @given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
        method=st.sampled_from([None, "GET", "POST"]), url=_COORDINATED_URLS,
-       held=st.sampled_from([0.0, 0.5, 30.0]), asynchronous=st.booleans(),
+       held=st.sampled_from([0.0, 0.5, 30.0]), asynchronous=st.booleans(), bucketed=_BUCKETED,
        operations=st.lists(st.lists(st.one_of(response_steps, attempt_steps), min_size=1,
                                     max_size=3), min_size=1, max_size=4))
 def test_the_coordinated_first_attempt_matches_the_generic_flow(
     policy: rb.Policy, start: float, seed: int, method: str | None, url: str | None,
-    held: float, asynchronous: bool, operations: list[list[tuple[Any, ...]]],
+    held: float, asynchronous: bool, bucketed: str | None,
+    operations: list[list[tuple[Any, ...]]],
 ) -> None:
     """With a coordinator and no hook, ``run`` (and ``arun``) makes the first attempt without the generic
     flow: the same outcomes, sleeps and samples, and the coordinator asked the same (its
@@ -434,6 +438,8 @@ def test_the_coordinated_first_attempt_matches_the_generic_flow(
     from strategies import reached, tried
 
     tried("coordinated")
+    if bucketed is not None:
+        policy = policy.replace(profile=bucketed)
     fast = _coordinated_twin(policy, start, seed, method, ())
     slow = _coordinated_twin(policy, start, seed, method, (object(),))  # a hook: the generic flow
     key = "https://api.example.com"
