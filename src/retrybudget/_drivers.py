@@ -637,11 +637,10 @@ class Retrier:
         bucket = profile.coordination_key(request.key, request.url, request.method)
         return None if bucket != request.key and profile.route_majors else bucket
 
-    def _coordinated_ok(self, first: _CoordinatedFirst, result: AttemptResult,
-                        ) -> tuple[Classified, float, float, float] | None:
-        """After a coordinated first attempt: its classification, the readings (attempt end,
-        wall) and the sample drawn when the flow would end the operation ok at once; None
-        with the readings pushed on ``first`` (for the generic flow) otherwise."""
+    def _coordinated_ok(self, first: _CoordinatedFirst, result: AttemptResult) -> Classified | None:
+        """After a coordinated first attempt: its classification when the flow would end the
+        operation ok at once, else None. The readings taken (attempt end, wall) go on
+        ``first``, and the sample drawn too when the generic flow goes on (it is replayed)."""
         policy, clock = self.policy, self.clock
         _prefix, _number, req, state, _readings, walls, _replies = first
         t2, w2 = clock.monotonic(), clock.wall()
@@ -655,7 +654,7 @@ class Retrier:
                 and state.method == req.method and isinstance(decision, Stop)
                 and decision.reason is Reason.OK and decision.retry_at is None
                 and decision.detail == classified.detail):
-            return classified, t2, w2, sample
+            return classified
         first[6].append(sample)  # the generic flow draws it again: replayed
         return None
 
@@ -734,11 +733,10 @@ class Retrier:
             flow, pending = self._coordinated_flow(first, [admission, permit])
             return self._drive(flow, perform, None, pending=pending)
         result = perform(Attempt(1, plan))
-        ok = self._coordinated_ok(first, result)
-        if ok is None:
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
             flow, _attempt = self._coordinated_flow(first, [admission, permit])
             return self._drive(flow, perform, result)
-        classified = ok[0]
         coordinator.handle(Learn(bucket, throttle_of(self.policy.profile, classified), permit.lease,
                                  True))
         outcome = self._coordinated_outcome(first, plan, result, classified)
@@ -768,11 +766,10 @@ class Retrier:
             flow, pending = self._coordinated_flow(first, [admission, permit])
             return await self._adrive(flow, perform, None, pending=pending)
         result = await perform(Attempt(1, plan))
-        ok = self._coordinated_ok(first, result)
-        if ok is None:
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
             flow, _attempt = self._coordinated_flow(first, [admission, permit])
             return await self._adrive(flow, perform, result)
-        classified = ok[0]
         await coordinator.ahandle(Learn(bucket, throttle_of(self.policy.profile, classified),
                                         permit.lease, True))
         outcome = self._coordinated_outcome(first, plan, result, classified)
