@@ -184,7 +184,7 @@ def test_hooks_and_coordinators_take_the_generic_flow() -> None:
     assert seen == [outcome]
     assert type(outcome) is Outcome
     coordinated = rb.Retrier(policy=rb.Policy(), clock=FakeClock(),
-                             coordinator=rb.MemoryCoordinator())
+                             coordinator=rb.MemoryCoordinator(), hooks=(Hook(),))
     assert type(coordinated.call(lambda: 1)) is Outcome
 
 
@@ -195,6 +195,24 @@ response_steps = st.tuples(
     st.sampled_from([None, "POST", "GET"]),
     st.sampled_from([0.0, 0.25, 2.0]),
 )
+
+
+def _performer(retrier: rb.Retrier, clock: FakeClock, steps: list[tuple[Any, ...]]) -> Any:
+    """Each attempt plays the next of ``steps`` (the last one again once they run out): a
+    response step (status, headers, payload error, method, time) or a callable step."""
+    calls = iter(range(10**6))
+    plain = _script(clock, [s for s in steps if len(s) == 2] or [("plain", 0.0)])
+
+    def perform(attempt: Any) -> AttemptResult:
+        step = steps[min(next(calls), len(steps) - 1)]
+        if len(step) == 2:
+            return retrier._performer(plain, (), {})(attempt)
+        status, headers, payload_error, seen_method, took = step
+        clock.advance(took)
+        seen = ResponseSeen.of(status, headers, payload_error=payload_error, method=seen_method)
+        return AttemptResult(seen, {"status": status}, None)
+
+    return perform
 
 
 @given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
@@ -208,24 +226,8 @@ def test_run_fast_path_matches_the_generic_flow(
     slow = rb.Retrier(policy=policy, clock=FakeClock(monotonic=start), random=random.Random(seed),
                       method=method, hooks=(object(),))  # a hook: the generic flow
 
-    def performer(clock: FakeClock) -> Any:
-        calls = iter(range(10**6))
-        plain = _script(clock, [s for s in steps if len(s) == 2] or [("plain", 0.0)])
-
-        def perform(attempt: Any) -> AttemptResult:
-            step = steps[min(next(calls), len(steps) - 1)]
-            if len(step) == 2:
-                return slow._performer(plain, (), {})(attempt)
-            status, headers, payload_error, seen_method, took = step
-            clock.advance(took)
-            seen = ResponseSeen.of(status, headers, payload_error=payload_error,
-                                   method=seen_method)
-            return AttemptResult(seen, {"status": status}, None)
-
-        return perform
-
-    got = fast.run(performer(fast.clock))  # type: ignore[arg-type]
-    want = slow.run(performer(slow.clock))  # type: ignore[arg-type]
+    got = fast.run(_performer(slow, fast.clock, steps))  # type: ignore[arg-type]
+    want = slow.run(_performer(slow, slow.clock, steps))  # type: ignore[arg-type]
     _same(got, want)
     assert fast.clock.sleeps == slow.clock.sleeps  # type: ignore[attr-defined]
     assert fast.random.getstate() == slow.random.getstate()
@@ -394,3 +396,83 @@ def test_the_quick_property_reached_its_checks() -> None:
     from strategies import assert_reached
 
     assert_reached("quick", ("quick first attempt", "went on in the flow"))
+
+
+# The coordinated first attempt ------------------------------------------------------------
+
+_COORDINATED_URLS = st.sampled_from([None, "https://api.github.com/repos/o/r",
+                                     "https://slack.com/api/chat.postMessage",
+                                     "https://discord.com/api/v10/channels/42/messages"])
+# Slack's bucket is the Web API method (one gate, not the key); Discord's route asks two.
+_BUCKETED = st.sampled_from([None, "slack", "discord"])
+
+
+def _coordinated_twin(policy: rb.Policy, start: float, seed: int, method: str | None,
+                      hooks: tuple[object, ...]) -> rb.Retrier:
+    clock = FakeClock(monotonic=start)
+    return rb.Retrier(policy=policy, clock=clock, random=random.Random(seed), method=method,
+                      coordinator=rb.MemoryCoordinator(clock=clock), hooks=hooks)
+
+
+def _coordinator_state(retrier: rb.Retrier) -> list[tuple[Any, ...]]:
+    coordinator = retrier.coordinator
+    assert isinstance(coordinator, rb.MemoryCoordinator)
+    return [(name, k.schedule, k.breaker, k.budget, list(k.slots), dict(k.leases), k.last_write)
+            for name, k in sorted(coordinator._keys.items())]
+
+
+@given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
+       method=st.sampled_from([None, "GET", "POST"]), url=_COORDINATED_URLS,
+       held=st.sampled_from([0.0, 0.5, 30.0]), asynchronous=st.booleans(), bucketed=_BUCKETED,
+       operations=st.lists(st.lists(st.one_of(response_steps, attempt_steps), min_size=1,
+                                    max_size=3), min_size=1, max_size=4))
+def test_the_coordinated_first_attempt_matches_the_generic_flow(
+    policy: rb.Policy, start: float, seed: int, method: str | None, url: str | None,
+    held: float, asynchronous: bool, bucketed: str | None,
+    operations: list[list[tuple[Any, ...]]],
+) -> None:
+    """With a coordinator and no hook, ``run`` (and ``arun``) makes the first attempt without the generic
+    flow: the same outcomes, sleeps and samples, and the coordinator asked the same (its
+    gate, slots, leases, breaker, budget and counters equal after every operation)."""
+    from retrybudget.core.actions import RequestInfo
+    from strategies import reached, tried
+
+    tried("coordinated")
+    if bucketed is not None:
+        policy = policy.replace(profile=bucketed)
+    fast = _coordinated_twin(policy, start, seed, method, ())
+    slow = _coordinated_twin(policy, start, seed, method, (object(),))  # a hook: the generic flow
+    key = "https://api.example.com"
+    if held:
+        for retrier in (fast, slow):
+            retrier.coordinator.hold(key, held)  # type: ignore[attr-defined]
+    request = RequestInfo(method=method, key=key, url=url)
+    for steps in operations:
+        outcomes = []
+        for retrier in (fast, slow):
+            clock = retrier.clock
+            assert isinstance(clock, FakeClock)
+            perform = _performer(retrier, clock, steps)
+            if asynchronous:
+                async def aperform(attempt: Any, perform: Any = perform) -> AttemptResult:
+                    result: AttemptResult = perform(attempt)
+                    return result
+
+                outcomes.append(asyncio.run(retrier.arun(aperform, request)))
+            else:
+                outcomes.append(retrier.run(perform, request))
+        got, want = outcomes
+        _same(got, want)
+        assert type(want) is Outcome
+        reached("coordinated", "ended at the first attempt" if type(got) is not Outcome
+                else "went on in the flow")
+        assert _coordinator_state(fast) == _coordinator_state(slow)
+        assert fast.coordinator.stats() == slow.coordinator.stats()
+    assert fast.clock.sleeps == slow.clock.sleeps  # type: ignore[attr-defined]
+    assert fast.random.getstate() == slow.random.getstate()
+
+
+def test_the_coordinated_property_reached_its_checks() -> None:
+    from strategies import assert_reached
+
+    assert_reached("coordinated", ("ended at the first attempt", "went on in the flow"))

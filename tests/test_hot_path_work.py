@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import importlib
+import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -153,6 +154,43 @@ def test_profile_auto_takes_the_fast_path_under_each_hosts_profile(calls: Counte
     assert len(transport._engine.routed) == 2  # generic (api.example.com) and github, once each
 
 
+def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str]) -> None:
+    """With a MemoryCoordinator, a first-attempt success asks the coordinator what the flow
+    asks (admit, acquire, learn, finish) without the flow, and derives no state through
+    ``dataclasses.replace``; with a hook it takes the flow."""
+    import dataclasses
+
+    clock = FakeClock()
+    coordinator = rb.MemoryCoordinator(clock=clock)
+    retrier = rb.Retrier(policy=rb.background(profile="github"), clock=clock,
+                         coordinator=coordinator)
+    transport = RetryTransport(GitHubCanned(), retrier=retrier)  # built with replace: not counted
+    replace = dataclasses.replace.__code__  # under whatever name a module imported it
+
+    def count(frame: Any, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is replace:
+            calls["replace"] += 1
+
+    with httpx.Client(transport=transport) as client:
+        for _ in range(3):
+            sys.setprofile(count)
+            try:
+                response = client.get(URL)
+            finally:
+                sys.setprofile(None)
+            assert response.extensions["retrybudget"]["outcome"] == "ok"
+    assert calls["flow"] == 0, calls
+    assert calls["replace"] == 0, calls
+    assert coordinator.stats().admitted == 3
+    schedule = coordinator.schedule("https://api.example.com")
+    assert schedule is not None
+    assert schedule.limit == 5000  # the quota was learned
+    hooked = retrier.with_options(hooks=(object(),))
+    with httpx.Client(transport=RetryTransport(GitHubCanned(), retrier=hooked)) as client:
+        client.get(URL)
+    assert calls["flow"] == 1
+
+
 def test_the_counters_see_the_work_when_it_is_asked_for(calls: Counter[str]) -> None:
     """The guard guards: an audit sink gets a redacted URL and a record, through the flow."""
     written: list[object] = []
@@ -187,7 +225,6 @@ def test_a_failed_first_attempt_goes_on_in_the_flow(calls: Counter[str]) -> None
 
 def _python_calls(send: Callable[[], object]) -> int:
     """The Python and builtin calls ``send()`` makes (sys.setprofile: a count, not a time)."""
-    import sys
 
     seen = [0]
 
@@ -204,14 +241,16 @@ def _python_calls(send: Callable[[], object]) -> int:
 
 
 # Calls per plain success over the bare inner transport's own, on a fake clock (measured
-# 60, 105, 113 and 110 when the quick first attempt came in; before it: 100, 144, 150, 146).
+# 60, 105, 113 and 110 when the quick first attempt came in; before it: 100, 144, 150, 146;
+# with a MemoryCoordinator 277 when its first attempt left the generic flow, 361 before).
 CALL_LIMITS = {"default, no rate headers": 66, "github quota headers": 115,
-               "background() (profile=auto)": 124, "async default, no rate headers": 121}
+               "background() (profile=auto)": 124, "async default, no rate headers": 121,
+               "github + MemoryCoordinator": 300}
 
 
 def test_a_plain_success_costs_at_most_a_few_dozen_calls() -> None:
     """The quick first attempt, pinned by counting calls per success request over the bare
-    inner transport (sync, its five quota headers read, profile="auto", async)."""
+    inner transport (sync, its five quota headers read, profile="auto", a coordinator, async)."""
     clock = FakeClock()
     sync_cases: dict[str, tuple[httpx.BaseTransport, httpx.BaseTransport]] = {
         "default, no rate headers": (Canned(), RetryTransport(
@@ -220,6 +259,9 @@ def test_a_plain_success_costs_at_most_a_few_dozen_calls() -> None:
             GitHubCanned(), retrier=rb.Retrier(policy=rb.Policy(profile="github"), clock=clock))),
         "background() (profile=auto)": (GitHubCanned(), RetryTransport(
             GitHubCanned(), retrier=rb.Retrier(policy=rb.background(), clock=clock))),
+        "github + MemoryCoordinator": (GitHubCanned(), RetryTransport(
+            GitHubCanned(), retrier=rb.Retrier(policy=rb.background(profile="github"), clock=clock,
+                                               coordinator=rb.MemoryCoordinator(clock=clock)))),
     }
     url = "https://api.github.com/repos/octo/demo"
     measured = {}

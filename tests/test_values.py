@@ -23,6 +23,22 @@ def test_evolve_changes_the_named_fields_and_copies_every_other() -> None:
     assert start.backoffs == 0  # the original is untouched
 
 
+def test_an_evolved_value_is_frozen_and_of_its_class() -> None:
+    """The copy is filled while of a plain class with the same slots, then handed over as
+    the value's own class: frozen, equal and hashed as one the class built."""
+    from retrybudget.coordination._logic import Breaker, Phase, Schedule
+
+    for value, changes in ((Schedule(), {"gate": 5.0, "streak": 2}),
+                           (Breaker(), {"phase": Phase.OPEN, "failures": 3})):
+        moved = evolve(value, **changes)
+        assert type(moved) is type(value)
+        assert moved == dataclasses.replace(value, **changes)
+        assert hash(moved) == hash(dataclasses.replace(value, **changes))
+        name = next(iter(changes))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(moved, name, changes[name])
+
+
 def test_evolve_refuses_a_field_the_class_does_not_have() -> None:
     start = OperationState.start(Policy(), "op", 0.0)
     with pytest.raises(TypeError, match="attempt"):

@@ -23,7 +23,19 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from ._native import method_of, observe_error, stdlib_failure_kind
 from .coordination._base import Coordinator, NoCoordination
-from .core.actions import Action, Attempt, AttemptResult, Finish, RequestInfo, Sleep
+from .core.actions import (
+    Acquire,
+    Action,
+    Admission,
+    Admit,
+    Attempt,
+    AttemptResult,
+    Finish,
+    Learn,
+    Permit,
+    RequestInfo,
+    Sleep,
+)
 from .core.classify import (
     MESSAGE_LIMIT,
     Classified,
@@ -34,13 +46,14 @@ from .core.classify import (
     ResponseSeen,
     classify,
 )
-from .core.decide import Stop, decide, plan_attempt
+from .core.decide import Retry, Stop, decide, plan_attempt, plan_wait
 from .core.flow import FlowGen, operation_flow
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
 from .core.profiles import Profile
 from .core.state import OperationState
+from .core.throttle import throttle_of
 from .observe._hooks import AttemptEvent, WaitEvent, notify
 from .observe._logging import log_hooks
 
@@ -221,6 +234,11 @@ _Begun = tuple[str, int, float, float, "float | Stop | None"]
 Begun = _Begun
 """An operation begun by :meth:`Retrier._begin` (for an integration's quick first attempt)."""
 
+_CoordinatedFirst = tuple[str, int, RequestInfo, OperationState, list[float], list[float],
+                          list[float]]
+"""A coordinated operation's first attempt under way: its id's prefix and number, request,
+start state, the monotonic and wall readings taken and the samples drawn (for a replay)."""
+
 _Pending = tuple[str, list[float], float]
 """A first attempt that did not end the operation ok: the operation id, the monotonic
 readings taken (start, attempt start, attempt end) and the wall reading, to go on from."""
@@ -266,6 +284,16 @@ def _fresh(policy: Policy, now: float) -> OperationState:
     _set_started(state, now)
     _set_deadline(state, None if policy.deadline is None else now + policy.deadline)
     return state
+
+
+def _next_action(flow: FlowGen, reply: object, pending: Action | None) -> Action | Outcome[object]:
+    """The flow's next action (``pending``, when one is not performed yet), or its outcome."""
+    if pending is not None:
+        return pending
+    try:
+        return flow.send(reply)
+    except StopIteration as done:
+        return cast("Outcome[object]", done.value)
 
 
 class _Replay:
@@ -462,6 +490,8 @@ class Retrier:
             result = perform(Attempt(1, plan))
             ended = self._after(begun, req, monotonic, result)
             return ended if isinstance(ended, Outcome) else self._drive(ended, perform, result)
+        if self._coordinated_first and operation_id is None and not log_hooks(()):
+            return self._run_coordinated(perform, request or self._request)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         return self._drive(flow, perform, None, req, op_id)
@@ -486,6 +516,8 @@ class Retrier:
             result = await perform(Attempt(1, plan))
             ended = self._after(begun, req, monotonic, result)
             return ended if isinstance(ended, Outcome) else await self._adrive(ended, perform, result)
+        if self._coordinated_first and operation_id is None and not log_hooks(()):
+            return await self._arun_coordinated(perform, request or self._request)
         op_id = operation_id or _operation_id()
         flow, req = self._flow(request, op_id)
         return await self._adrive(flow, perform, None, req, op_id)
@@ -592,6 +624,158 @@ class Retrier:
         assert isinstance(action, Attempt)  # noqa: S101 - the same readings, the same plan
         return flow
 
+    @functools.cached_property
+    def _coordinated_first(self) -> bool:
+        """Whether :meth:`run` takes the coordinated first-attempt path: an active coordinator,
+        no hook, one profile (``profile="auto"`` resolves per request in the flow)."""
+        return not self.hooks and not self.coordinator.passive and not self.policy.profile.routes
+
+    def _coordinated_gate(self, request: RequestInfo) -> str | None:
+        """The one gate a coordinated operation asks (its rate-limit bucket), or None when it
+        asks two (a route's bucket and the provider key's): the generic flow then runs."""
+        profile = self.policy.profile
+        bucket = profile.coordination_key(request.key, request.url, request.method)
+        return None if bucket != request.key and profile.route_majors else bucket
+
+    def _coordinated_ok(self, first: _CoordinatedFirst, result: AttemptResult) -> Classified | None:
+        """After a coordinated first attempt: its classification when the flow would end the
+        operation ok at once, else None. The readings taken (attempt end, wall) go on
+        ``first``, and the sample drawn too when the generic flow goes on (it is replayed)."""
+        policy, clock = self.policy, self.clock
+        _prefix, _number, req, state, _readings, walls, _replies = first
+        t2, w2 = clock.monotonic(), clock.wall()
+        state = state.with_method(result.observation.method)
+        classified = classify(policy.profile, result.observation, w2)
+        sample = self.random.random()
+        decision = decide(policy, state, classified, t2, w2, sample)
+        first[4].append(t2)
+        walls.append(w2)
+        if (classified.kind is Kind.OK and not classified.conflicts and result.error is None
+                and state.method == req.method and isinstance(decision, Stop)
+                and decision.reason is Reason.OK and decision.retry_at is None
+                and decision.detail == classified.detail):
+            return classified
+        first[6].append(sample)  # the generic flow draws it again: replayed
+        return None
+
+    def _coordinated_outcome(self, first: _CoordinatedFirst, plan: float | None,
+                             result: AttemptResult, classified: Classified) -> Outcome[Any]:
+        """The outcome of a coordinated first attempt that ended ok (read after the learn)."""
+        prefix, number, req, _state, readings, _walls, _replies = first
+        t0, _ta, t1, t2 = readings
+        return first_ok((prefix, number, t0, t1, t2, self.clock.monotonic(), plan, result.value,
+                         classified, req, self.policy, result.payload))
+
+    def _coordinated_flow(self, first: _CoordinatedFirst, replies: list[object],
+                          ) -> tuple[FlowGen, Action]:
+        """The generic flow of a coordinated operation, up to where the first attempt's path
+        left it: the same clock readings, coordinator answers and sample; its next action."""
+        prefix, number, req, _state, readings, walls, samples = first
+        draw = self.random.random
+        flow = operation_flow(self.policy, req, _Replay(self.clock, readings, walls),
+                              operation_id=_format_id(prefix, number),
+                              sample=lambda: samples.pop() if samples else draw(),
+                              coordinated=True, report=True)
+        action = flow.send(None)
+        for reply in replies:
+            action = flow.send(reply)
+        return flow, action
+
+    def _coordinated_start(self, request: RequestInfo) -> _CoordinatedFirst:
+        """A coordinated operation begun as the flow begins it (its id and start reading)."""
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        t0 = self.clock.monotonic()
+        state = OperationState.start(self.policy, _format_id(prefix, number), t0,
+                                     method=request.method,
+                                     has_idempotency_key=request.has_idempotency_key)
+        return prefix, number, request, state, [t0], [], []
+
+    def _coordinated_plan(self, first: _CoordinatedFirst, permit: Permit,
+                          ) -> float | Stop | Retry | None:
+        """After the gate's permit: the first attempt's plan, or the wait or stop it calls for."""
+        clock, state = self.clock, first[3]
+        ta, wa = clock.monotonic(), clock.wall()
+        first[4].append(ta)
+        first[5].append(wa)
+        step = plan_wait(self.policy, state, ta, permit.wait, permit.reason, permit.retry_at, wa)
+        if step is not None:
+            return step
+        t1 = clock.monotonic()
+        first[4].append(t1)
+        return plan_attempt(self.policy, state, t1)
+
+    def _run_coordinated(self, perform: Callable[[Attempt], AttemptResult],
+                         request: RequestInfo) -> Outcome[object]:
+        """:meth:`run` of a coordinated operation: its first attempt without the generic flow.
+
+        The coordinator is handed the actions the flow yields (admit, acquire, the final learn,
+        finish: a backend that merges round trips merges these), with the same clock readings
+        and sample; an operation that does not end ok at its first attempt goes on in the
+        generic flow from those answers (nothing asked twice).
+        """
+        coordinator = self.coordinator
+        bucket = self._coordinated_gate(request)
+        if bucket is None:
+            op_id = _operation_id()
+            flow, req = self._flow(request, op_id)
+            return self._drive(flow, perform, None, req, op_id)
+        first = self._coordinated_start(request)
+        admission = coordinator.handle(Admit(request.key))
+        assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
+        if not admission.allowed:
+            flow, pending = self._coordinated_flow(first, [admission])
+            return self._drive(flow, perform, None, pending=pending)
+        permit = coordinator.handle(Acquire(bucket, 1, self.policy.profile.write_gap(request.method)))
+        assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
+        plan = self._coordinated_plan(first, permit)
+        if isinstance(plan, Stop | Retry):
+            flow, pending = self._coordinated_flow(first, [admission, permit])
+            return self._drive(flow, perform, None, pending=pending)
+        result = perform(Attempt(1, plan))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, [admission, permit])
+            return self._drive(flow, perform, result)
+        coordinator.handle(Learn(bucket, throttle_of(self.policy.profile, classified), permit.lease,
+                                 True))
+        outcome = self._coordinated_outcome(first, plan, result, classified)
+        coordinator.handle(Finish(request.key, outcome, admission.probe))
+        return outcome
+
+    async def _arun_coordinated(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                                request: RequestInfo) -> Outcome[object]:
+        """The async twin of :meth:`_run_coordinated`."""
+        coordinator = self.coordinator
+        bucket = self._coordinated_gate(request)
+        if bucket is None:
+            op_id = _operation_id()
+            flow, req = self._flow(request, op_id)
+            return await self._adrive(flow, perform, None, req, op_id)
+        first = self._coordinated_start(request)
+        admission = await coordinator.ahandle(Admit(request.key))
+        assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
+        if not admission.allowed:
+            flow, pending = self._coordinated_flow(first, [admission])
+            return await self._adrive(flow, perform, None, pending=pending)
+        permit = await coordinator.ahandle(
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method)))
+        assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
+        plan = self._coordinated_plan(first, permit)
+        if isinstance(plan, Stop | Retry):
+            flow, pending = self._coordinated_flow(first, [admission, permit])
+            return await self._adrive(flow, perform, None, pending=pending)
+        result = await perform(Attempt(1, plan))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, [admission, permit])
+            return await self._adrive(flow, perform, result)
+        await coordinator.ahandle(Learn(bucket, throttle_of(self.policy.profile, classified),
+                                        permit.lease, True))
+        outcome = self._coordinated_outcome(first, plan, result, classified)
+        await coordinator.ahandle(Finish(request.key, outcome, admission.probe))
+        return outcome
+
     def _kwargs(self, kwargs: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         if self.timeout_kwarg is None:
             return kwargs
@@ -659,13 +843,16 @@ class Retrier:
 
     def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
                reply: object, request: RequestInfo | None = None,
-               operation_id: str = "") -> Outcome[object]:
-        """Drive a flow to its end, announcing each action to the hooks (the loop of :meth:`run`)."""
+               operation_id: str = "", pending: Action | None = None) -> Outcome[object]:
+        """Drive a flow to its end, announcing each action to the hooks (the loop of :meth:`run`).
+
+        ``pending``: the action the flow yielded last, not performed yet (else ``reply`` answers it).
+        """
         while True:
-            try:
-                action = flow.send(reply)
-            except StopIteration as done:
-                return cast("Outcome[object]", done.value)
+            action = _next_action(flow, reply, pending)
+            if isinstance(action, Outcome):
+                return action
+            pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
             if isinstance(action, Attempt):
@@ -678,13 +865,13 @@ class Retrier:
 
     async def _adrive(self, flow: FlowGen, perform: Callable[[Attempt], Awaitable[AttemptResult]],
                       reply: object, request: RequestInfo | None = None,
-                      operation_id: str = "") -> Outcome[object]:
+                      operation_id: str = "", pending: Action | None = None) -> Outcome[object]:
         """The async twin of :meth:`_drive`."""
         while True:
-            try:
-                action = flow.send(reply)
-            except StopIteration as done:
-                return cast("Outcome[object]", done.value)
+            action = _next_action(flow, reply, pending)
+            if isinstance(action, Outcome):
+                return action
+            pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
             if isinstance(action, Attempt):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from ..core._values import evolve, fast_init
 from ..core.actions import Admission, Permit
 from ..core.classify import Kind
 from ..core.outcome import Outcome, Reason, WaitReason
@@ -107,6 +108,7 @@ def health(outcome: Outcome[Any]) -> Health:
 # The gate, slots and pacing ---------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """One key's gate and send schedule (instants on the coordinator's clock).
@@ -201,7 +203,7 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     """
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
-        s = replace(s, gate=max(s.gate, now + delay), streak=streak)
+        s = evolve(s, gate=max(s.gate, now + delay), streak=streak)
     remaining, limit = throttle.remaining, throttle.limit
     if remaining is not None and throttle.reset is not None and throttle.reset > 0:
         s = rolled(s, now, in_flight + answered)
@@ -210,15 +212,15 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         if same and s.reset_at is not None:  # one reset named twice: the earlier is closer
             reset_at = min(reset_at, s.reset_at)
         if same and s.remaining is not None and remaining > s.remaining:
-            return replace(s, reset_at=reset_at)  # a stale count, but a closer reset
+            return evolve(s, reset_at=reset_at)  # a stale count, but a closer reset
         if limit is None or limit < remaining:
-            return replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
+            return evolve(s, remaining=remaining, limit=limit, reset_at=reset_at,
                            quota=max(remaining - in_flight, 0), used=None)
         if s.reset_at is None and s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON:
-            s = replace(s, window=min(reset_at - s.rolled_at, gate.max_gate))
+            s = evolve(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
         used = window_used(s.used if counting else None, limit, remaining, in_flight, share)
-        s = replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
+        s = evolve(s, remaining=remaining, limit=limit, reset_at=reset_at,
                     quota=max(limit - used, 0), used=used)
     return s
 
@@ -236,10 +238,10 @@ def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
     if s.reset_at is None or now + EPSILON < s.reset_at:
         return s
     if s.limit is None:
-        return replace(s, remaining=None, reset_at=None, quota=None, used=None,
+        return evolve(s, remaining=None, reset_at=None, quota=None, used=None,
                        rolled_at=s.reset_at)
     used = min(in_flight, s.limit)
-    return replace(s, remaining=None, reset_at=None, quota=s.limit - used, used=used,
+    return evolve(s, remaining=None, reset_at=None, quota=s.limit - used, used=used,
                    rolled_at=s.reset_at)
 
 
@@ -247,7 +249,7 @@ def sent(s: Schedule) -> Schedule:
     """A key's schedule after a request went: one less in the window's count."""
     if s.quota is None:
         return s
-    return replace(s, quota=max(s.quota - 1, 0), used=None if s.used is None else s.used + 1)
+    return evolve(s, quota=max(s.quota - 1, 0), used=None if s.used is None else s.used + 1)
 
 
 def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: int = 0,
@@ -333,11 +335,11 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     if held:
         at = max(now, s.gate, NEVER if hold is None else hold)
         if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset
-            return at, replace(s, tail=max(s.tail, at))
+            return at, evolve(s, tail=max(s.tail, at))
         quota = release_quota(s, at)
         if quota is not None:
             slot, count = release_slot(s, at, quota, gate.spread)
-            return slot, replace(s, tail=max(s.tail, slot), release=at, released=count)
+            return slot, evolve(s, tail=max(s.tail, slot), release=at, released=count)
     herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval
     if spacing <= 0 and not held:
@@ -347,7 +349,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         if interval > 0 and s.reset_at is not None and paced > s.reset_at:
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
         slot = max(now, s.gate, paced, NEVER if hold is None else hold)
-    return slot, replace(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
+    return slot, evolve(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
 
 
 def write_wait(last_write: float, now: float, gap: float) -> float:
@@ -367,6 +369,7 @@ def write_wait(last_write: float, now: float, gap: float) -> float:
 # The retry budget -------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Budget:
     """One key's retry budget: ``(slice, healthy operations, retries)`` per live slice."""
@@ -425,6 +428,7 @@ class Phase(str, enum.Enum):
         return self.value
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Breaker:
     """One key's breaker.
@@ -444,6 +448,7 @@ class Breaker:
     probe_until: float = NEVER
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The breaker's answer to one operation: go (perhaps as the probe), or not for a while."""
@@ -464,10 +469,10 @@ def breaker_admit(b: Breaker, now: float, cfg: BreakerConfig) -> tuple[Verdict, 
     if b.phase is Phase.OPEN:
         if now < b.open_until:
             return Verdict(False, retry_in=b.open_until - now), b
-        b = replace(b, phase=Phase.HALF_OPEN, probe_until=NEVER)
+        b = evolve(b, phase=Phase.HALF_OPEN, probe_until=NEVER)
     if now < b.probe_until:
         return Verdict(False, retry_in=b.probe_until - now), b
-    return Verdict(True, probe=True), replace(b, probe_until=now + cfg.probe_ttl)
+    return Verdict(True, probe=True), evolve(b, probe_until=now + cfg.probe_ttl)
 
 
 def _trips(failures: int, history: str, cfg: BreakerConfig) -> bool:
@@ -496,7 +501,7 @@ def breaker_finish(b: Breaker, verdict: Health, probe: bool, now: float,
             return Breaker(), False
         if verdict is Health.FAILURE:
             return _opened(now, cfg), True
-        return replace(b, probe_until=NEVER), False
+        return evolve(b, probe_until=NEVER), False
     if b.phase is not Phase.CLOSED or verdict is Health.NEUTRAL:
         return b, False
     failed = verdict is Health.FAILURE
@@ -504,7 +509,7 @@ def breaker_finish(b: Breaker, verdict: Health, probe: bool, now: float,
     history = (b.history + ("1" if failed else "0"))[-cfg.window:]
     if _trips(failures, history, cfg):
         return _opened(now, cfg), True
-    return replace(b, failures=failures, history=history), False
+    return evolve(b, failures=failures, history=history), False
 
 
 def moved(before: Breaker, after: Breaker) -> str | None:

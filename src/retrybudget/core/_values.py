@@ -78,18 +78,28 @@ def fast_init(cls: C) -> C:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__
     cls.__init__ = init
-    _EVOLVERS[cls] = _evolver(cls, fields)
+    _EVOLVERS[cls] = _evolver(cls, fields, namespace["_draft"])
     return cls
 
 
-def _evolver(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...]) -> Any:
-    """A function ``(value, /, *, field=...) -> copy`` for ``cls``: the named fields changed."""
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_KEEP": _KEEP}
+def _evolver(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...],
+             draft: type[Any] | None) -> Any:
+    """A function ``(value, /, *, field=...) -> copy`` for ``cls``: the named fields changed
+    (filled while the copy is of ``draft``, the plain class with the same slots, when there
+    is one, as :func:`fast_init`'s ``__init__`` does)."""
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_KEEP": _KEEP,
+                                 "_draft": draft, "_set_class": _SET_CLASS}
     params, body = [], ["    new = _new(_cls)"]
+    if draft is not None and fields:
+        body = ["    new = _new(_draft)"]
     for f in fields:
         namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
         params.append(f"{f.name}=_KEEP")
-        body.append(f"    _set_{f.name}(new, _from.{f.name} if {f.name} is _KEEP else {f.name})")
+        value = f"_from.{f.name} if {f.name} is _KEEP else {f.name}"
+        body.append(f"    new.{f.name} = {value}" if draft is not None
+                    else f"    _set_{f.name}(new, {value})")
+    if draft is not None and fields:
+        body.append("    _set_class(new, _cls)")
     source = f"def evolve(_from, /, *, {', '.join(params)}):\n" + "\n".join([*body, "    return new"])
     exec(source, namespace)  # noqa: S102 - the source is built from field names only
     return namespace["evolve"]

@@ -329,7 +329,8 @@ def _stats(operation_id: str, job_id: str | None, policy: Policy | None, key: st
            method: str | None, attempts: int, retries: int, reason: Reason,
            retry_at: float | None,
            elapsed: float, waits: tuple[Wait, ...], detail: str) -> dict[str, object]:
-    """:meth:`Outcome.stats` of an outcome with these fields."""
+    """:meth:`Outcome.stats` of an outcome with these fields (most operations never waited:
+    their ``waits`` is a new empty list without a comprehension run)."""
     return {
         "operation_id": operation_id,
         "job_id": job_id,
@@ -339,7 +340,7 @@ def _stats(operation_id: str, job_id: str | None, policy: Policy | None, key: st
         "logical_operations": 1,
         "attempts": attempts,
         "retries": retries,
-        "outcome": reason.value,
+        "outcome": reason._value_,  # the member's value, without the enum property's lookup
         "retry_at": retry_at,
         "elapsed": round(elapsed, 6),
         "waits": [
@@ -350,7 +351,7 @@ def _stats(operation_id: str, job_id: str | None, policy: Policy | None, key: st
                 "after_attempt": w.attempt,
             }
             for w in waits
-        ],
+        ] if waits else [],
         "detail": detail,
     }
 
