@@ -129,6 +129,8 @@ class Schedule:
         released: workers given a slot by that release so far (at it, or in later windows).
         rolled_at: the reset instant of the window that rolled over last.
         window: the window's length, learned from two resets in a row (None: unknown).
+        answered: whether an answer to a request under this key has come back (until then
+            the key is in its first window: :func:`quota_hold` lets only probes go).
     """
 
     gate: float = NEVER
@@ -144,6 +146,7 @@ class Schedule:
     released: int = 0
     rolled_at: float = NEVER
     window: float | None = None
+    answered: bool = False
 
 
 def gate_delay(throttle: Throttle, streak: int, since_gate: float,
@@ -187,8 +190,11 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     lies at or after the real reset by the time its answer took to arrive, so the earliest
     is the closest. With a limit, the window's count is
     :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
-    the requests in flight.
+    the requests in flight. Any response, quota headers or not, ends the key's first window
+    (``answered``).
     """
+    if not s.answered:
+        s = replace(s, answered=True)
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         s = replace(s, gate=max(s.gate, now + delay), streak=streak)
@@ -247,9 +253,16 @@ def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: 
     Requests beyond what the window allows wait for the reset and are released by quota
     there. The gate itself does not move: a later response can still correct the count.
     A count used up in a window whose reset no response has named yet (just rolled) holds
-    for ``spread`` while requests are in flight: their answers will name it.
+    for ``spread`` while requests are in flight: their answers will name it. So does a key
+    in its first window (no answer yet, nothing counted) once ``pacing.probes`` requests are
+    in flight: the first answer names the quota, and the rest are released by it.
     """
-    if pacing is None or s.quota is None or s.quota > 0:
+    if pacing is None:
+        return None
+    if (not s.answered and s.quota is None and s.limit is None and pacing.probes > 0
+            and in_flight >= pacing.probes):
+        return now + spread if spread > 0 else None
+    if s.quota is None or s.quota > 0:
         return None
     if s.reset_at is None:
         return now + spread if in_flight > 0 and spread > 0 else None

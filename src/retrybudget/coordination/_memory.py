@@ -189,12 +189,13 @@ class MemoryCoordinator(Coordinator):
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; close the gate on throttling; remember the quota for pacing."""
         facts = NO_THROTTLE if throttle is None else throttle
-        if lease is None and not facts.informative:
-            return
+        if lease is None and not facts.informative and (
+                throttle is None or self.config.pacing is None):
+            return  # nothing to give back or to record (an answer ends a first window)
         with self._lock:
             k = self._key(key)
             answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
-            if facts.informative:
+            if facts.informative or (throttle is not None and not k.schedule.answered):
                 now = self.clock.monotonic()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                    self._in_flight(k, now), answered)

@@ -2,7 +2,8 @@
 -- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
 -- that goes is sent (counted) and holds a lease.
 -- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
--- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, this coordinator's
+-- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, probes (requests a
+-- key no answer has come back for lets go; 0: off), this coordinator's
 -- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), and optionally a seed
 -- (limit, remaining, seconds to the reset): a quota observation to adopt when none is
 -- stored (Redis came back empty), so the first window is not sent blind.
@@ -17,8 +18,9 @@ local min_remaining = finite(ARGV[7]) or 0
 local limit = finite(ARGV[8]) or 0
 local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
-local me = ARGV[11] or ''
-local seed_limit, seed_left, seed_reset = finite(ARGV[12]), finite(ARGV[13]), finite(ARGV[14])
+local probes = finite(ARGV[11]) or 0
+local me = ARGV[12] or ''
+local seed_limit, seed_left, seed_reset = finite(ARGV[13]), finite(ARGV[14]), finite(ARGV[15])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
@@ -39,7 +41,7 @@ if me ~= '' then
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'release', 'released', 'window'})
+                       'release', 'released', 'window', 'answered'})
 if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
     and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
   s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
@@ -53,10 +55,18 @@ local quota = rolled(state, s, in_flight)
 local remaining = count(s.remaining, 1e15)
 local reset_at = instant(s.reset_at)
 -- quota_hold: the counted quota is used up until the reset (or, while no answer has named
--- the new window's reset, for one spread while requests are in flight)
+-- the new window's reset, for one spread while requests are in flight); a key no answer has
+-- come back for (its first window, nothing counted) holds for one spread once `probes`
+-- requests are in flight
 local hold = nil
 local unnamed = false
-if pacing and quota ~= nil and quota <= 0 then
+if pacing and s.answered == nil and quota == nil and count(s.limit, 1e15) == nil
+    and probes > 0 and in_flight >= probes then
+  if spread > 0 then
+    hold = NOW + spread
+    unnamed = true
+  end
+elseif pacing and quota ~= nil and quota <= 0 then
   if reset_at ~= nil then
     if NOW < reset_at then hold = reset_at end
   elseif in_flight > 0 and spread > 0 then

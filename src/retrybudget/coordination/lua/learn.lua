@@ -2,7 +2,8 @@
 -- the quota for pacing and restart the window's count. The values are the response's
 -- Throttle, read by the flow with the operation's profile (hint and reset include its slack).
 -- ARGV: idle, lease or '', throttled 0|1, hint (-1: none), remaining (-1), limit (-1),
--- reset (-1), floor, multiplier, max_gate. Returns 1.
+-- reset (-1), floor, multiplier, max_gate, made 0|1 (the attempt was made: an answer came
+-- back, which ends the key's first window). Returns 1.
 local lease = ARGV[2]
 local throttled = ARGV[3] == '1'
 local hint = finite(ARGV[4]) or -1
@@ -12,6 +13,7 @@ local reset = finite(ARGV[7]) or -1
 local floor = finite(ARGV[8]) or 1
 local multiplier = finite(ARGV[9]) or 2
 local max_gate = finite(ARGV[10]) or 3600
+local made = ARGV[11] == '1'
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
 local answered = 0  -- the response's own request, in flight until now
@@ -20,6 +22,10 @@ if lease ~= '' then
   answered = redis.call('ZREM', leases, lease)
 end
 local observed = remaining >= 0 and reset > 0
+if made then  -- _logic.learn: any answer ends the first window
+  typed(state, 'hash')
+  if redis.call('HSETNX', state, 'answered', '1') == 1 then extend(state, IDLE + 1) end
+end
 if not throttled and not observed then
   return 1
 end
