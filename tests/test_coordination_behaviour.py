@@ -333,6 +333,29 @@ def test_an_answer_without_quota_headers_counts_nothing(backend: Backend) -> Non
     assert backend.counted(c, KEY) is None
 
 
+def test_a_holder_back_for_its_slot_while_the_key_holds_keeps_its_place(
+    backend: Backend,
+) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(0, 0.2, limit=2), None)  # used up until the reset (0.2 s)
+    held = [c.acquire(KEY, 1) for _ in range(3)]  # two at the reset, one a spread later
+    assert all(p.wait > 0 for p in held)
+    backend.sleep(0.2)
+    sent = [c.acquire(KEY, 1) for _ in range(2)]  # the window opens: two slots claimed
+    assert [p.wait for p in sent] == [0, 0]
+    c.learn(KEY, low_quota(1, 1.0, limit=2), sent[0].lease)  # names the next reset
+    clock = backend.clock
+
+    def slot() -> float:
+        return clock.monotonic() + c.acquire(KEY, 1).wait
+
+    ahead = [slot(), slot()]  # newcomers: booked at the next reset
+    backend.sleep(0.05)  # the third held worker's slot falls due; the count still holds
+    back, newcomer = slot(), slot()
+    assert abs(back - ahead[0]) < 0.5  # it keeps its place in the next window
+    assert newcomer - back > 0.5  # a newcomer goes behind: the window after
+
+
 def test_a_fresh_key_lets_a_probe_go_and_holds_the_rest_until_an_answer_names_the_quota(
     backend: Backend,
 ) -> None:

@@ -12,8 +12,10 @@ the algorithms in prose.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -47,6 +49,7 @@ __all__ = [
     "permit_of",
     "plan_slot",
     "quota_hold",
+    "booked_from",
     "release_quota",
     "release_slot",
     "rolled",
@@ -282,14 +285,26 @@ def release_quota(s: Schedule, at: float) -> int | None:
     return s.limit
 
 
-def release_slot(s: Schedule, at: float, quota: int, spread: float) -> tuple[float, int]:
+def booked_from(s: Schedule, at: float) -> float:
+    """From which instant the reserved slots count as booked for the release at ``at``:
+    half a window before it, once the window's length is known (a slot booked by a release
+    planned from another naming of the same reset lies within that), else ``at`` itself."""
+    return at - (s.window / 2 if s.window is not None else EPSILON)
+
+
+def release_slot(s: Schedule, at: float, quota: int, spread: float,
+                 booked: int = 0) -> tuple[float, int]:
     """The slot of one more held worker in the release at ``at``: ``(slot, released)``.
 
-    The first ``quota`` get ``at``; the next ``quota`` the window after it, and so on, when
-    the window's length is known; else ``at + spread`` (ask again once the release is
-    answered).
+    ``booked``: the reserved slots from :func:`booked_from` on, the workers this release
+    (or one planned from another naming of its reset) has already placed, in its window or
+    later ones. The first ``quota`` get ``at``; the next ``quota`` the window after it, and
+    so on, when the window's length is known; else ``at + spread`` (ask again once the
+    release is answered). Counting the slots still reserved, not the workers ever placed,
+    books each window once however often the reset is named, and a worker that asks again
+    is not counted twice.
     """
-    count = s.released if abs(s.release - at) <= EPSILON else 0
+    count = booked
     if count < quota:
         return at, count + 1
     if s.window is not None and quota > 0:
@@ -316,14 +331,21 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
 
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
-              in_flight: int = 0) -> tuple[float, Schedule]:
+              in_flight: int = 0, reserved: Sequence[float] = (),
+              due: bool = False) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
     (``at``). When the quota of the window open then is known (:func:`release_quota`), the
-    first that many held workers all get ``at`` itself (a release by quota); the rest get
-    ``at + spread`` and ask again then, when the answers of the release have named the next
-    window. When the quota is unknown, held workers get slots ``spread`` apart (or the
+    first that many held workers all get ``at`` itself (a release by quota); the next that
+    many the window after it once the window's length is known, and so on (else ``at +
+    spread``: ask again once the release is answered). ``reserved``: the reserved slots,
+    ascending (those a release has booked count, :func:`release_slot`). ``due``: a reserved
+    slot is due now (the caller pops it: its holder came back for it) but the key holds; in
+    a release by quota its holder keeps its place at ``at``, ahead of the workers booked
+    after it (a gate an answer closed names the reset a little later than the slot, or the
+    window's count went to others). When the quota is unknown, held workers get slots
+    ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
     newcomers during it queue behind it without prolonging it. Otherwise slots are the
     pacing interval apart (never paced past the reset); with neither, the slot is now. A
@@ -338,8 +360,11 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset
             return at, replace(s, tail=max(s.tail, at))
         quota = release_quota(s, at)
+        if quota is not None and due:
+            return at, replace(s, tail=max(s.tail, at))
         if quota is not None:
-            slot, count = release_slot(s, at, quota, gate.spread)
+            booked = len(reserved) - bisect.bisect_left(reserved, booked_from(s, at))
+            slot, count = release_slot(s, at, quota, gate.spread, booked)
             return slot, replace(s, tail=max(s.tail, slot), release=at, released=count)
     herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval

@@ -1,6 +1,7 @@
 -- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
--- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
--- that goes is sent (counted) and holds a lease.
+-- quota_hold) or plan_slot (a release by quota when the window's quota is known; a due slot
+-- the key does not let go keeps its place there); a request that goes is sent (counted) and
+-- holds a lease.
 -- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
 -- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, probes (requests a
 -- key no answer has come back for lets go; 0: off), this coordinator's
@@ -41,7 +42,7 @@ if me ~= '' then
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'release', 'released', 'window', 'answered'})
+                       'window', 'answered'})
 if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
     and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
   s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
@@ -76,13 +77,9 @@ elseif pacing and quota ~= nil and quota <= 0 then
 end
 typed(slots, 'zset')
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
-local due = {}
-if NOW >= gate and hold == nil then
-  due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
-end
-if #due > 0 then
-  redis.call('ZREM', slots, due[1])
-else
+local due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
+if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or its place kept below
+if #due == 0 or NOW < gate or hold ~= nil then
   -- pacing_interval
   local interval = 0
   if pacing and remaining ~= nil and reset_at ~= nil and NOW < reset_at then
@@ -111,21 +108,23 @@ else
       -- release_quota: a window reset by `at` admits its limit, else what its count allows
       local release_quota = size
       if reset_at ~= nil and at < reset_at - EPSILON then release_quota = quota end
-      if release_quota ~= nil then
-        local release = instant(s.release) or NEVER
-        local released = 0
-        if math.abs(release - at) <= EPSILON then released = count(s.released, 1e15) or 0 end
-        -- release_slot: the quota at `at`, the next quota a window later, ...
+      if release_quota ~= nil and #due > 0 then
+        slot, herded = at, false  -- its holder came back: it keeps its place at `at`
+      elseif release_quota ~= nil then
         local window = finite(s.window)
         if window ~= nil and (window <= 0 or window > HORIZON) then window = nil end
-        if released < release_quota then
+        -- booked_from: the slots already booked, from half a window before `at` on
+        local from = at - EPSILON
+        if window ~= nil then from = at - window / 2 end
+        local booked = redis.call('ZCOUNT', slots, fmt(from), '+inf')
+        -- release_slot: the quota at `at`, the next quota a window later, ...
+        if booked < release_quota then
           slot = at
         elseif window ~= nil and release_quota > 0 then
-          slot = at + math.floor(released / release_quota) * window
+          slot = at + math.floor(booked / release_quota) * window
         else
           slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
         end
-        redis.call('HSET', state, 'release', fmt(at), 'released', string.format('%d', released + 1))
         herded = false
       end
     end

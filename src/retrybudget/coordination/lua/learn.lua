@@ -49,7 +49,7 @@ if throttled then
   redis.call('HSET', state, 'gate', fmt(gate))
   far = math.max(far, gate)
   typed(slots, 'zset')
-  redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate))
+  redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
 end
 if observed then
   local in_flight = live_leases(leases)
