@@ -24,10 +24,12 @@ from retrybudget.coordination._logic import (
     breaker_finish,
     budget_deposit,
     budget_withdraw,
+    learn,
     permit_of,
     plan_slot,
     release_slot,
 )
+from retrybudget.core.throttle import Throttle
 
 CFG = BreakerConfig(consecutive_failures=3, failure_ratio=0.5, window=4, min_operations=4,
                     cool_down=30.0, probe_ttl=10.0)
@@ -138,6 +140,23 @@ def test_a_release_counts_the_slots_another_naming_of_its_reset_booked() -> None
     assert slot == 101.01  # the second window's last place: booked once
     assert booked_from(s, 100.01) == 99.51
     assert booked_from(Schedule(), 100.0) == 100.0 - EPSILON
+
+
+def test_the_windows_length_follows_the_closest_naming_of_its_reset() -> None:
+    """A late first answer names the reset 0.2 s late; an earlier naming of the same reset
+    corrects the window's length too, so the release books later windows on 1 s, not 1.2."""
+    s = Schedule(rolled_at=100.0, limit=10, quota=10, used=0)
+    s = learn(s, Throttle(remaining=9, limit=10, reset=1.2), 100.0, GateConfig())
+    assert s.reset_at == 101.2
+    assert s.window is not None
+    assert abs(s.window - 1.2) < 1e-9
+    s = learn(s, Throttle(remaining=8, limit=10, reset=0.95), 100.05, GateConfig())
+    assert s.reset_at == 101.0
+    assert s.window is not None
+    assert abs(s.window - 1.0) < 1e-9
+    s = learn(s, Throttle(remaining=7, limit=10, reset=1.0), 100.1, GateConfig())
+    assert s.reset_at == 101.0  # a later naming changes neither
+    assert abs(s.window - 1.0) < 1e-9
 
 
 def test_a_due_slot_the_key_holds_keeps_its_place_at_the_release() -> None:

@@ -208,13 +208,15 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
         if same and s.reset_at is not None:  # one reset named twice: the earlier is closer
             reset_at = min(reset_at, s.reset_at)
+        if (s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON and (
+                s.reset_at is None or reset_at < s.reset_at)):
+            # the window's length: from the reset it rolled over at to this one's closest naming
+            s = replace(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         if same and s.remaining is not None and remaining > s.remaining:
             return replace(s, reset_at=reset_at)  # a stale count, but a closer reset
         if limit is None or limit < remaining:
             return replace(s, remaining=remaining, limit=limit, reset_at=reset_at,
                            quota=max(remaining - in_flight, 0), used=None)
-        if s.reset_at is None and s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON:
-            s = replace(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
         used = window_used(s.used if counting else None, limit, remaining, in_flight)
         s = replace(s, remaining=remaining, limit=limit, reset_at=reset_at,

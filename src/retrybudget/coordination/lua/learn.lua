@@ -62,15 +62,16 @@ if observed then
   -- one reset named twice: the earlier naming is the closer (each lies at or after the real
   -- one by the time its answer took to get here)
   if same then reset_at = math.min(reset_at, known_at) end
+  local rolled_at = instant(s.rolled_at)
+  if rolled_at ~= nil and reset_at > rolled_at + EPSILON and (known_at == nil or reset_at < known_at) then
+    -- the window's length: from the reset it rolled over at to this one's closest naming
+    redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
+  end
   if stale and reset_at < known_at then
     redis.call('HSET', state, 'reset_at', fmt(reset_at))  -- a stale count, a closer reset
   end
   if not stale then
     redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
-    local rolled_at = instant(s.rolled_at)
-    if known_at == nil and rolled_at ~= nil and reset_at > rolled_at + EPSILON then
-      redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
-    end
     if quota >= 0 and quota >= remaining then
       -- window_used: the running count, kept between "all in flight counted" and "none"
       local used = count(s.used, 1e15)
