@@ -333,6 +333,15 @@ def test_an_answer_without_quota_headers_counts_nothing(backend: Backend) -> Non
     assert backend.counted(c, KEY) is None
 
 
+def test_a_used_up_window_holds_until_the_earliest_naming_of_its_reset(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(1, 0.5, limit=10), None)
+    c.learn(KEY, low_quota(0, 0.55, limit=10), None)  # its last answer names it a little later
+    permit = c.acquire(KEY, 1)
+    assert permit.reason is WaitReason.GATE
+    assert permit.wait == approx(backend, 0.5)  # the slots planned on 0.5 stay ahead of it
+
+
 def test_a_holder_back_for_its_slot_while_the_key_holds_keeps_its_place(
     backend: Backend,
 ) -> None:

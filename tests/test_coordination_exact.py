@@ -159,6 +159,19 @@ def test_the_windows_length_follows_the_closest_naming_of_its_reset() -> None:
     assert abs(s.window - 1.0) < 1e-9
 
 
+def test_a_window_used_up_closes_the_gate_at_the_earliest_naming_of_its_reset() -> None:
+    """Each window's last answer (remaining 0) closes the gate until the reset it names, a
+    little later than the naming the held workers' slots were planned on: the gate takes the
+    earlier one, so those slots stay ahead of it. A Retry-After of its own still wins."""
+    s = Schedule(remaining=1, limit=10, reset_at=101.0, quota=1, used=9)
+    last = Throttle(throttled=True, hint=1.05, remaining=0, limit=10, reset=1.05)
+    assert learn(s, last, 100.0, GateConfig()).gate == 101.0
+    asked = Throttle(throttled=True, hint=2.0, remaining=0, limit=10, reset=1.05)
+    assert learn(s, asked, 100.0, GateConfig()).gate == 102.0
+    passed = Schedule(remaining=1, limit=10, reset_at=99.9, quota=1, used=9)
+    assert learn(passed, last, 100.0, GateConfig()).gate == 101.05  # not a known reset
+
+
 def test_a_due_slot_the_key_holds_keeps_its_place_at_the_release() -> None:
     s = Schedule(window=1.0, limit=2, quota=0, reset_at=100.01, gate=NEVER)
     reserved = [100.01, 100.01, 101.01, 101.01]  # every place of two windows booked

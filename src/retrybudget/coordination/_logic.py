@@ -186,7 +186,9 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     ``answered``: 1 when the response's own request was counted in flight until now, so a
     window that rolls over with this response counts it among its first requests).
 
-    A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
+    A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was);
+    when its wait is the window's reset and that reset is already known, to its earlier
+    naming (the slots planned on it stay ahead of the gate).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
     unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
     response overtaken by a newer one). One reset named twice keeps the earlier naming: each
@@ -200,7 +202,12 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         s = replace(s, answered=True)
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
-        s = replace(s, gate=max(s.gate, now + delay), streak=streak)
+        closes = now + delay
+        if (throttle.reset is not None and throttle.hint is not None
+                and abs(throttle.hint - throttle.reset) <= EPSILON and s.reset_at is not None
+                and now < s.reset_at and abs(closes - s.reset_at) < 1.0):
+            closes = min(closes, s.reset_at)  # the reset named again: the earlier is closer
+        s = replace(s, gate=max(s.gate, closes), streak=streak)
     remaining, limit = throttle.remaining, throttle.limit
     if remaining is not None and throttle.reset is not None and throttle.reset > 0:
         s = rolled(s, now, in_flight + answered)

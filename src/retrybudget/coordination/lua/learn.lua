@@ -45,7 +45,13 @@ if throttled then
     delay = math.min(floor * multiplier ^ math.min(streak, 32), max_gate)
     redis.call('HSET', state, 'streak', string.format('%d', streak + 1))
   end
-  gate = math.max(gate, NOW + delay)
+  local closes = NOW + delay
+  local known_reset = instant(s.reset_at)
+  if hint >= 0 and reset > 0 and math.abs(hint - reset) <= EPSILON and known_reset ~= nil
+      and NOW < known_reset and math.abs(closes - known_reset) < 1 then
+    closes = math.min(closes, known_reset)  -- the reset named again: the earlier is closer
+  end
+  gate = math.max(gate, closes)
   redis.call('HSET', state, 'gate', fmt(gate))
   far = math.max(far, gate)
   typed(slots, 'zset')
