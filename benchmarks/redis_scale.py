@@ -10,7 +10,10 @@ Reported per backend: windows over the limit (must be 0), wall time against the 
 of the window in which a provider serving 50 per window from the first request's window would
 serve the last operation), Redis round trips per attempt (client commands counted with
 ``INFO commandstats``: EVAL/EVALSHA/SCRIPT and connection set-up; the commands the scripts run
-inside Redis are counted apart as "Redis operations"), and the time spent in coordinator calls
+inside Redis are counted apart as "Redis operations"), the same split by operation (the scripts
+each operation ran, counted in the client: operations admitted at once, operations held by a
+wait, and all; the server's count also holds the connections' set-up and the warm-up), the
+waits the coordinator answered per held operation, and the time spent in coordinator calls
 per operation (p50/p99; attempts per operation beside it), which is what coordination adds.
 
 Bounded: every operation has a 120 s deadline and 3 attempts, every process a time limit.
@@ -18,7 +21,7 @@ Bounded: every operation has a 120 s deadline and 3 attempts, every process a ti
 Usage::
 
     python benchmarks/redis_scale.py [--processes 8] [--tasks 50] [--ops 2000]
-                                     [--json OUT] [--check]
+                                     [--backends both|redis] [--json OUT] [--check]
 """
 
 from __future__ import annotations
@@ -51,32 +54,56 @@ CLIENT_COMMANDS = ("cmdstat_eval", "cmdstat_evalsha", "cmdstat_script", "cmdstat
 """Commands a client sends itself: one round trip each (nothing here is pipelined)."""
 
 
+class Counted(RedisCoordinator):
+    """A RedisCoordinator that counts the scripts it runs (one round trip each), per task."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trips: Counter[object] = Counter()
+
+    async def _arun(self, call: Any) -> Any:
+        if call.script is not None:
+            self.trips[asyncio.current_task()] += 1
+        return await super()._arun(call)
+
+
 class Timed(Coordinator):
     """A coordinator wrapper that times every flow action it performs, summed per operation
-    (one asyncio task runs one operation's actions one after the other)."""
+    (one asyncio task runs one operation's actions one after the other), and records per
+    operation its attempts, its round trips (with a :class:`Counted` inner) and the waits it
+    was answered."""
 
     def __init__(self, inner: Coordinator) -> None:
         self.inner = inner
         self.spent: list[float] = []  # per operation
-        self._current: dict[object, float] = {}
+        self.ops: list[tuple[int, int, int]] = []  # per operation: attempts, round trips, waits
+        self._current: dict[object, list[float]] = {}
 
     async def ahandle(self, action: Any) -> object:
-        """Time ``inner.ahandle``; a Finish closes the operation's sum."""
+        """Time ``inner.ahandle``; a Finish closes the operation's sums."""
         task = asyncio.current_task()
         start = time.perf_counter()
+        answer: object = None
         try:
-            return await self.inner.ahandle(action)
+            answer = await self.inner.ahandle(action)
+            return answer
         finally:
-            total = self._current.get(task, 0.0) + time.perf_counter() - start
-            if type(action).__name__ == "Finish":
-                self.spent.append(total)
+            sums = self._current.setdefault(task, [0.0, 0, 0])
+            sums[0] += time.perf_counter() - start
+            name = type(action).__name__
+            if name == "Acquire" and getattr(answer, "wait", 0) > 0:
+                sums[2] += 1
+            elif name == "Acquire":
+                sums[1] += 1
+            if name == "Finish":
+                self.spent.append(sums[0])
+                trips = self.inner.trips.pop(task, 0) if isinstance(self.inner, Counted) else 0
+                self.ops.append((int(sums[1]), trips, int(sums[2])))
                 self._current.pop(task, None)
-            else:
-                self._current[task] = total
 
 
 async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tasks: int,
-                 ) -> tuple[list[float], list[bool]]:
+                 ) -> tuple[list[float], list[bool], list[tuple[int, int, int]]]:
     coordinator = make()
     timed = Timed(coordinator)
     policy = Policy(name="scale", max_attempts=3, deadline=120.0)
@@ -87,6 +114,8 @@ async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tas
     failures: Counter[str] = Counter()
     if isinstance(coordinator, RedisCoordinator):
         await coordinator.aadmit("scale-warm-up")  # connect and load the scripts first
+        if isinstance(coordinator, Counted):
+            coordinator.trips.clear()
     async with httpx.AsyncClient(transport=transport, timeout=10.0, limits=limits) as client:
 
         async def worker() -> None:
@@ -107,13 +136,13 @@ async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tas
         coordinator.close()
     if failures:
         print(f"operations that did not end ok: {dict(failures)}", flush=True)
-    return timed.spent, oks
+    return timed.spent, oks, timed.ops
 
 
 def _process(base_url: str, run_id: str, redis_url: str, tags: list[int], tasks: int,
              barrier: Any, results: Any) -> None:
     def make() -> Coordinator:
-        return RedisCoordinator(redis_url, prefix=f"scale:{run_id}:", socket_timeout=2.0)
+        return Counted(redis_url, prefix=f"scale:{run_id}:", socket_timeout=2.0)
 
     barrier.wait(60)
     results.put(asyncio.run(_tasks(base_url, run_id, make, tags, tasks)))
@@ -143,7 +172,7 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
         before = _commands(url)
         started = time.monotonic()
         if backend == "memory":
-            spent, oks = asyncio.run(_tasks(provider.base_url, run_id,
+            spent, oks, ops_seen = asyncio.run(_tasks(provider.base_url, run_id,
                                             MemoryCoordinator, list(range(1, ops + 1)),
                                             processes * tasks))
         else:
@@ -160,11 +189,12 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
                 child.start()
             barrier.wait(60)
             started = time.monotonic()
-            spent, oks = [], []
+            spent, oks, ops_seen = [], [], []
             for _ in children:
-                child_spent, child_oks = results.get(timeout=600)
+                child_spent, child_oks, child_ops = results.get(timeout=600)
                 spent += child_spent
                 oks += child_oks
+                ops_seen += child_ops
             for child in children:
                 child.join(30)
         ended = time.monotonic()
@@ -179,16 +209,29 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
     round_trips = after[0] - before[0]
     inside = (after[1] - before[1]) - round_trips
     per_op = spent  # coordination time per operation; attempts/op is reported beside it
+    at_once = [o for o in ops_seen if o[2] == 0]
+    held = [o for o in ops_seen if o[2] > 0]
+
+    def trips_per_attempt(group: list[tuple[int, int, int]]) -> float:
+        tried = sum(o[0] for o in group)
+        return round(sum(o[1] for o in group) / tried, 3) if tried else 0.0
     return {
         "backend": backend, "processes": 1 if backend == "memory" else processes,
         "tasks": tasks if backend != "memory" else processes * tasks,
         "ops": ops, "ok": sum(oks), "attempts": attempts,
         "over_limit_windows": sum(1 for n in windows.values() if n > LIMIT),
+        "over_limit_at": sorted(w - min(windows) for w, n in windows.items() if n > LIMIT),
+        "per_window": [windows.get(w, 0) for w in range(min(windows), max(windows) + 1)],
         "busiest": max(windows.values()), "rejections": sum(
             1 for r in records if r["status"] in (403, 429)),
         "wall": round(ended - started, 3), "ideal": round(ideal, 3),
         "wall_ratio": round((ended - started) / ideal, 4),
         "round_trips_per_attempt": round(round_trips / attempts, 3),
+        "held_ops": len(held),
+        "trips_at_once": trips_per_attempt(at_once),
+        "trips_held": trips_per_attempt(held),
+        "trips_all": trips_per_attempt(ops_seen),
+        "waits_per_held_op": round(sum(o[2] for o in held) / len(held), 2) if held else 0.0,
         "redis_ops_per_attempt": round(inside / attempts, 2),
         "attempts_per_op": round(attempts / ops, 3),
         "added_p50_ms": round(1000 * _quantile(per_op, 0.5), 3),
@@ -203,17 +246,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=50, help="asyncio tasks per process")
     parser.add_argument("--ops", type=int, default=2000)
+    parser.add_argument("--backends", choices=("both", "redis"), default="both",
+                        help="redis: leave out the memory comparison")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a Redis target is missed")
     args = parser.parse_args(argv)
     if args.processes < 1 or args.tasks < 1 or args.ops < args.processes:
         parser.error("processes and tasks must be positive, ops at least processes")
-    rows = [run("redis", args.processes, args.tasks, args.ops),
-            run("memory", args.processes, args.tasks, args.ops)]
+    rows = [run("redis", args.processes, args.tasks, args.ops)]
+    if args.backends == "both":
+        rows.append(run("memory", args.processes, args.tasks, args.ops))
     columns = ("backend", "processes", "tasks", "ok", "attempts", "over_limit_windows",
                "busiest", "rejections", "wall", "ideal", "wall_ratio",
-               "attempts_per_op", "round_trips_per_attempt", "redis_ops_per_attempt",
+               "attempts_per_op", "round_trips_per_attempt", "held_ops", "trips_at_once",
+               "trips_held", "trips_all", "waits_per_held_op", "redis_ops_per_attempt",
                "added_p50_ms", "added_p99_ms")
     print("| " + " | ".join(columns) + " |")
     print("|" + "|".join("---" for _ in columns) + "|")
@@ -225,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall <= 1.10 x ideal": redis_row["wall_ratio"] <= 1.10,
         "<= 2 round trips per attempt": redis_row["round_trips_per_attempt"] <= 2.0,
     }
+    for r in rows:
+        print(f"- {r['backend']}: windows over the limit (0 = the first): {r['over_limit_at']}")
     for label, ok in targets.items():
         print(f"- {label}: {'met' if ok else 'NOT MET'}")
     if args.json:

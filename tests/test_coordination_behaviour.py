@@ -17,6 +17,7 @@ from retrybudget.coordination import (
     BreakerConfig,
     ConcurrencyConfig,
     CoordinationConfig,
+    Coordinator,
     GateConfig,
     PacingConfig,
     RetryBudgetConfig,
@@ -73,6 +74,13 @@ class Planned:
 
 def approx(backend: Backend, value: float) -> object:
     return Planned(backend, value)
+
+
+def answered(c: Coordinator, key: str = KEY) -> Coordinator:
+    """``c`` after an answer without quota headers came back under ``key``: past the key's
+    first window (its probes), and nothing counted."""
+    c.learn(key, seen(200), None)
+    return c
 
 
 # The gate ---------------------------------------------------------------------------------------
@@ -325,6 +333,82 @@ def test_an_answer_without_quota_headers_counts_nothing(backend: Backend) -> Non
     assert backend.counted(c, KEY) is None
 
 
+def test_a_used_up_window_holds_until_the_earliest_naming_of_its_reset(backend: Backend) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(1, 0.5, limit=10), None)
+    c.learn(KEY, low_quota(0, 0.55, limit=10), None)  # its last answer names it a little later
+    permit = c.acquire(KEY, 1)
+    assert permit.reason is WaitReason.GATE
+    assert permit.wait == approx(backend, 0.5)  # the slots planned on 0.5 stay ahead of it
+
+
+def test_a_holder_back_for_its_slot_while_the_key_holds_keeps_its_place(
+    backend: Backend,
+) -> None:
+    c = backend.one()
+    c.learn(KEY, low_quota(0, 0.2, limit=2), None)  # used up until the reset (0.2 s)
+    held = [c.acquire(KEY, 1) for _ in range(3)]  # two at the reset, one a spread later
+    assert all(p.wait > 0 for p in held)
+    backend.sleep(0.2)
+    sent = [c.acquire(KEY, 1) for _ in range(2)]  # the window opens: two slots claimed
+    assert [p.wait for p in sent] == [0, 0]
+    c.learn(KEY, low_quota(1, 1.0, limit=2), sent[0].lease)  # names the next reset
+    clock = backend.clock
+
+    def slot() -> float:
+        return clock.monotonic() + c.acquire(KEY, 1).wait
+
+    ahead = [slot(), slot()]  # newcomers: booked at the next reset
+    backend.sleep(0.05)  # the third held worker's slot falls due; the count still holds
+    back, newcomer = slot(), slot()
+    assert abs(back - ahead[0]) < 0.5  # it keeps its place in the next window
+    assert newcomer - back > 0.5  # a newcomer goes behind: the window after
+
+
+def test_a_fresh_key_lets_a_probe_go_and_holds_the_rest_until_an_answer_names_the_quota(
+    backend: Backend,
+) -> None:
+    c = backend.one()
+    probe = c.acquire(KEY, 1)
+    assert probe.wait == 0
+    assert probe.lease
+    held = [c.acquire(KEY, 1) for _ in range(5)]  # before any answer: the first window
+    assert {(p.reason, p.retry_at) for p in held} == {(WaitReason.PACING, None)}
+    assert [p.wait for p in held] == [approx(backend, 0.05)] * 5  # one spread: ask again then
+    assert backend.counted(c, KEY) is None  # nothing counted yet
+    c.learn(KEY, low_quota(3, 1.0, limit=4), probe.lease)  # the answer names the quota
+    backend.sleep(0.05)
+    assert goes(c, KEY, 10) == 3  # what the window allows goes; the rest wait for the reset
+    late = c.acquire(KEY, 1)
+    assert late.reason is WaitReason.PACING
+    assert late.retry_at is not None  # held by the count until its reset
+
+
+def test_an_answer_without_quota_headers_ends_the_first_window(backend: Backend) -> None:
+    c = backend.one()
+    probe = c.acquire(KEY, 1)
+    assert c.acquire(KEY, 1).wait > 0
+    c.learn(KEY, None, probe.lease)  # the attempt was not made: no answer yet
+    probe = c.acquire(KEY, 1)
+    assert probe.wait == 0
+    assert c.acquire(KEY, 1).wait > 0
+    c.learn(KEY, seen(200), probe.lease)  # an answer, with nothing to count
+    assert goes(c, KEY, 30) == 30
+
+
+@pytest.mark.parametrize(("probes", "expected"), [(0, 30), (1, 1), (4, 4)])
+def test_the_probe_set_is_the_pacing_configs(backend: Backend, probes: int,
+                                             expected: int) -> None:
+    c = backend.one(CoordinationConfig(pacing=PacingConfig(probes=probes)))
+    assert goes(c, KEY, 30) == expected  # 0: the first window is sent blind
+
+
+def test_a_fresh_key_holds_other_workers_too(backend: Backend) -> None:
+    a, b = backend.workers(n=2)
+    assert a.acquire(KEY, 1).wait == 0
+    assert b.acquire(KEY, 1).reason is WaitReason.PACING  # shared: one probe for all
+
+
 def test_after_the_reset_the_count_starts_from_the_limit_less_what_is_in_flight(
     backend: Backend,
 ) -> None:
@@ -399,7 +483,7 @@ def test_requests_in_flight_are_taken_off_the_count(
 ) -> None:
     for module in ("_memory", "_redis"):
         monkeypatch.setattr(f"retrybudget.coordination.{module}.FLIGHT_TTL", 0.1)
-    c = backend.one()
+    c = answered(backend.one())
     leases = [c.acquire(KEY, 1).lease for _ in range(3)]  # sent blind
     if died:
         backend.sleep(0.15)  # their holders never answered: they no longer count
@@ -426,6 +510,7 @@ def test_a_request_holds_a_lease_while_pacing_or_a_cap_is_on(
 def test_the_concurrency_cap_holds_and_leases_come_back(backend: Backend) -> None:
     cap = ConcurrencyConfig(limit=2, poll=0.05)
     a, b = backend.workers(CoordinationConfig(concurrency=cap), n=2)
+    answered(a)
     first, second = a.acquire(KEY, 1), b.acquire(KEY, 1)
     assert first.lease
     assert second.lease
@@ -457,7 +542,7 @@ def test_operations_share_the_cap_through_the_retrier(backend: Backend) -> None:
 
 def test_retries_are_earned_by_healthy_operations(backend: Backend) -> None:
     budget = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=60)
-    c = backend.one(CoordinationConfig(retry_budget=budget, breaker=None))
+    c = answered(backend.one(CoordinationConfig(retry_budget=budget, breaker=None)))
     assert c.spend_retry(KEY) is False  # nothing earned yet
     for _ in range(4):
         assert c.acquire(KEY, 1).wait == 0  # requests that go earn nothing by themselves
@@ -474,7 +559,7 @@ def test_retries_are_earned_by_healthy_operations(backend: Backend) -> None:
 def test_in_an_outage_only_the_floor_is_spent(backend: Backend) -> None:
     """16 concurrent operations meet a hard outage: the default budget grants the floor (3
     retries per 10 s) and no more, because no operation ends healthy."""
-    c = backend.one()
+    c = answered(backend.one())
     for _ in range(16):
         assert c.admit(KEY).allowed
         assert c.acquire(KEY, 1).wait == 0

@@ -8,8 +8,9 @@ behavioural suites let through (``docs/mutation.md``).
 from __future__ import annotations
 
 from retrybudget import WaitReason
-from retrybudget.coordination import BreakerConfig, RetryBudgetConfig
+from retrybudget.coordination import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig
 from retrybudget.coordination._logic import (
+    EPSILON,
     NEVER,
     Breaker,
     Budget,
@@ -18,13 +19,17 @@ from retrybudget.coordination._logic import (
     Schedule,
     Verdict,
     admission_of,
+    booked_from,
     breaker_admit,
     breaker_finish,
     budget_deposit,
     budget_withdraw,
+    learn,
     permit_of,
+    plan_slot,
     release_slot,
 )
+from retrybudget.core.throttle import Throttle
 
 CFG = BreakerConfig(consecutive_failures=3, failure_ratio=0.5, window=4, min_operations=4,
                     cool_down=30.0, probe_ttl=10.0)
@@ -112,24 +117,69 @@ def test_a_pacing_permit_names_the_reset_even_when_it_is_under_a_second() -> Non
 
 
 def test_held_workers_are_released_quota_by_quota_one_window_apart() -> None:
-    s = Schedule(release=100.0, released=0, window=60.0)
-    slots = []
-    for _ in range(5):
-        slot, count = release_slot(s, 100.0, 2, 0.5)
-        slots.append(slot)
-        s = Schedule(release=100.0, released=count, window=60.0)
+    s = Schedule(window=60.0)
+    slots = [release_slot(s, 100.0, 2, 0.5, booked)[0] for booked in range(5)]
     assert slots == [100.0, 100.0, 160.0, 160.0, 220.0]
 
 
 def test_a_quota_of_one_releases_one_worker_per_window() -> None:
-    s = Schedule(release=100.0, released=1, window=60.0)
-    assert release_slot(s, 100.0, 1, 0.5) == (160.0, 2)
+    assert release_slot(Schedule(window=60.0), 100.0, 1, 0.5, 1) == (160.0, 2)
 
 
 def test_without_a_quota_or_a_window_the_next_worker_asks_again_after_the_spread() -> None:
-    assert release_slot(Schedule(release=100.0, released=0, window=60.0), 100.0, 0, 0.5) == (
-        100.5, 1)
-    assert release_slot(Schedule(release=100.0, released=3), 100.0, 2, 0.5) == (100.5, 4)
+    assert release_slot(Schedule(window=60.0), 100.0, 0, 0.5, 0) == (100.5, 1)
+    assert release_slot(Schedule(), 100.0, 2, 0.5, 3) == (100.5, 4)
+
+
+def test_a_release_counts_the_slots_another_naming_of_its_reset_booked() -> None:
+    """Slots booked from half a window before the release on belong to it: a reset named
+    again 10 ms later does not book its windows twice."""
+    s = Schedule(window=1.0, limit=2, quota=0, reset_at=100.01, gate=NEVER)
+    reserved = [100.0, 100.0, 101.0]  # booked by the release at 100.0
+    slot, _ = plan_slot(s, 99.5, GateConfig(spread=0.05), PacingConfig(), 0, reserved)
+    assert slot == 101.01  # the second window's last place: booked once
+    assert booked_from(s, 100.01) == 99.51
+    assert booked_from(Schedule(), 100.0) == 100.0 - EPSILON
+
+
+def test_the_windows_length_follows_the_closest_naming_of_its_reset() -> None:
+    """A late first answer names the reset 0.2 s late; an earlier naming of the same reset
+    corrects the window's length too, so the release books later windows on 1 s, not 1.2."""
+    s = Schedule(rolled_at=100.0, limit=10, quota=10, used=0)
+    s = learn(s, Throttle(remaining=9, limit=10, reset=1.2), 100.0, GateConfig())
+    assert s.reset_at == 101.2
+    assert s.window is not None
+    assert abs(s.window - 1.2) < 1e-9
+    s = learn(s, Throttle(remaining=8, limit=10, reset=0.95), 100.05, GateConfig())
+    assert s.reset_at == 101.0
+    assert s.window is not None
+    assert abs(s.window - 1.0) < 1e-9
+    s = learn(s, Throttle(remaining=7, limit=10, reset=1.0), 100.1, GateConfig())
+    assert s.reset_at == 101.0  # a later naming changes neither
+    assert abs(s.window - 1.0) < 1e-9
+
+
+def test_a_window_used_up_closes_the_gate_at_the_earliest_naming_of_its_reset() -> None:
+    """Each window's last answer (remaining 0) closes the gate until the reset it names, a
+    little later than the naming the held workers' slots were planned on: the gate takes the
+    earlier one, so those slots stay ahead of it. A Retry-After of its own still wins."""
+    s = Schedule(remaining=1, limit=10, reset_at=101.0, quota=1, used=9)
+    last = Throttle(throttled=True, hint=1.05, remaining=0, limit=10, reset=1.05)
+    assert learn(s, last, 100.0, GateConfig()).gate == 101.0
+    asked = Throttle(throttled=True, hint=2.0, remaining=0, limit=10, reset=1.05)
+    assert learn(s, asked, 100.0, GateConfig()).gate == 102.0
+    passed = Schedule(remaining=1, limit=10, reset_at=99.9, quota=1, used=9)
+    assert learn(passed, last, 100.0, GateConfig()).gate == 101.05  # not a known reset
+
+
+def test_a_due_slot_the_key_holds_keeps_its_place_at_the_release() -> None:
+    s = Schedule(window=1.0, limit=2, quota=0, reset_at=100.01, gate=NEVER)
+    reserved = [100.01, 100.01, 101.01, 101.01]  # every place of two windows booked
+    slot, _ = plan_slot(s, 100.0, GateConfig(spread=0.05), PacingConfig(), 0, reserved,
+                        due=True)
+    assert slot == 100.01  # not behind the others: it was booked for this window
+    slot, _ = plan_slot(s, 100.0, GateConfig(spread=0.05), PacingConfig(), 0, reserved)
+    assert slot == 102.01  # a newcomer goes behind them
 
 
 # The retry budget's slices ----------------------------------------------------------------------

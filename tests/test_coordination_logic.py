@@ -249,6 +249,34 @@ def test_without_share_the_provider_count_corrects_the_running_one() -> None:
         assert (s.used, s.quota) == (used, 10 - used)
 
 
+@given(st.integers(0, 6), st.integers(0, 40), st.sampled_from([0.0, 0.05, 0.5]),
+       st.lists(st.sampled_from(["plain", "quota", "429"]), max_size=3))
+def test_a_fresh_key_lets_only_its_probes_go_before_an_answer(probes, asks, spread,
+                                                              answers) -> None:
+    """Before any answer, at most ``probes`` requests are in flight (with herd control on);
+    the first answer, whatever it says, ends the first window for good."""
+    gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(probes=probes)
+    s, now, in_flight = Schedule(), 1000.0, 0
+    for _ in range(asks):
+        slot, s = plan_slot(s, now, gate_cfg, pacing, in_flight)
+        if slot <= now + EPSILON:
+            in_flight += 1
+            s = sent(s)
+        else:
+            assert slot == now + spread  # held: ask again once an answer may have come
+    blind = probes == 0 or spread == 0
+    assert in_flight == (asks if blind else min(asks, probes))
+    for kind in answers:
+        throttle = {"plain": NO_THROTTLE,
+                    "quota": Throttle(remaining=5, limit=10, reset=1.0),
+                    "429": Throttle(throttled=True, hint=0.0)}[kind]
+        s = learn(s, throttle, now, gate_cfg, in_flight)
+    if answers:
+        assert s.answered
+        if answers[-1] == "plain" and s.quota is None:
+            assert quota_hold(s, now, pacing, in_flight + 100, spread) is None
+
+
 # The retry budget -------------------------------------------------------------------------------
 
 

@@ -104,14 +104,19 @@ class PacingConfig:
     Attributes:
         threshold: pace while ``remaining / limit`` is at or below this share.
         min_remaining: when the limit is unknown, pace while ``remaining`` is at or below this.
+        probes: requests in flight a key that no answer has come back for yet lets go (its
+            first window): the rest wait until an answer names the quota, and are then
+            released by it. 0 sends the first window blind.
     """
 
     threshold: float = 0.1
     min_remaining: int = 10
+    probes: int = 1
 
     def __post_init__(self) -> None:
         _set(self, "threshold", _ratio(self.threshold, "pacing.threshold", 1.0))
         _set(self, "min_remaining", _count(self.min_remaining, "pacing.min_remaining", 0, 10**9))
+        _set(self, "probes", _count(self.probes, "pacing.probes", 0, 10**9))
 
 
 @dataclass(frozen=True, slots=True)

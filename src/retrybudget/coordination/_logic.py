@@ -12,8 +12,10 @@ the algorithms in prose.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ __all__ = [
     "permit_of",
     "plan_slot",
     "quota_hold",
+    "booked_from",
     "release_quota",
     "release_slot",
     "rolled",
@@ -131,6 +134,8 @@ class Schedule:
         released: workers given a slot by that release so far (at it, or in later windows).
         rolled_at: the reset instant of the window that rolled over last.
         window: the window's length, learned from two resets in a row (None: unknown).
+        answered: whether an answer to a request under this key has come back (until then
+            the key is in its first window: :func:`quota_hold` lets only probes go).
     """
 
     gate: float = NEVER
@@ -146,6 +151,7 @@ class Schedule:
     released: int = 0
     rolled_at: float = NEVER
     window: float | None = None
+    answered: bool = False
 
 
 def gate_delay(throttle: Throttle, streak: int, since_gate: float,
@@ -192,18 +198,28 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     window that rolls over with this response counts it among its first requests;
     ``share``: the quota is this worker's share, see :func:`window_used`).
 
-    A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was).
+    A throttling response moves the gate to ``now + gate_delay`` (never earlier than it was);
+    when its wait is the window's reset and that reset is already known, to its earlier
+    naming (the slots planned on it stay ahead of the gate).
     A response with ``remaining`` and a reset still ahead replaces the pacing observation,
     unless it is stale: same reset (within 1 s) and more remaining than already known (a slow
     response overtaken by a newer one). One reset named twice keeps the earlier naming: each
     lies at or after the real reset by the time its answer took to arrive, so the earliest
     is the closest. With a limit, the window's count is
     :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
-    the requests in flight.
+    the requests in flight. Any response, quota headers or not, ends the key's first window
+    (``answered``).
     """
+    if not s.answered:
+        s = evolve(s, answered=True)
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
-        s = evolve(s, gate=max(s.gate, now + delay), streak=streak)
+        closes = now + delay
+        if (throttle.reset is not None and throttle.hint is not None
+                and abs(throttle.hint - throttle.reset) <= EPSILON and s.reset_at is not None
+                and now < s.reset_at and abs(closes - s.reset_at) < 1.0):
+            closes = min(closes, s.reset_at)  # the reset named again: the earlier is closer
+        s = evolve(s, gate=max(s.gate, closes), streak=streak)
     remaining, limit = throttle.remaining, throttle.limit
     if remaining is not None and throttle.reset is not None and throttle.reset > 0:
         s = rolled(s, now, in_flight + answered)
@@ -211,13 +227,15 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
         if same and s.reset_at is not None:  # one reset named twice: the earlier is closer
             reset_at = min(reset_at, s.reset_at)
+        if (s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON and (
+                s.reset_at is None or reset_at < s.reset_at)):
+            # the window's length: from the reset it rolled over at to this one's closest naming
+            s = evolve(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         if same and s.remaining is not None and remaining > s.remaining:
             return evolve(s, reset_at=reset_at)  # a stale count, but a closer reset
         if limit is None or limit < remaining:
             return evolve(s, remaining=remaining, limit=limit, reset_at=reset_at,
                            quota=max(remaining - in_flight, 0), used=None)
-        if s.reset_at is None and s.rolled_at != NEVER and reset_at > s.rolled_at + EPSILON:
-            s = evolve(s, window=min(reset_at - s.rolled_at, gate.max_gate))
         counting = s.used is not None and (same or s.reset_at is None)  # rolled into this one
         used = window_used(s.used if counting else None, limit, remaining, in_flight, share)
         s = evolve(s, remaining=remaining, limit=limit, reset_at=reset_at,
@@ -259,9 +277,16 @@ def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: 
     Requests beyond what the window allows wait for the reset and are released by quota
     there. The gate itself does not move: a later response can still correct the count.
     A count used up in a window whose reset no response has named yet (just rolled) holds
-    for ``spread`` while requests are in flight: their answers will name it.
+    for ``spread`` while requests are in flight: their answers will name it. So does a key
+    in its first window (no answer yet, nothing counted) once ``pacing.probes`` requests are
+    in flight: the first answer names the quota, and the rest are released by it.
     """
-    if pacing is None or s.quota is None or s.quota > 0:
+    if pacing is None:
+        return None
+    if (not s.answered and s.quota is None and s.limit is None and pacing.probes > 0
+            and in_flight >= pacing.probes):
+        return now + spread if spread > 0 else None
+    if s.quota is None or s.quota > 0:
         return None
     if s.reset_at is None:
         return now + spread if in_flight > 0 and spread > 0 else None
@@ -281,14 +306,26 @@ def release_quota(s: Schedule, at: float) -> int | None:
     return s.limit
 
 
-def release_slot(s: Schedule, at: float, quota: int, spread: float) -> tuple[float, int]:
+def booked_from(s: Schedule, at: float) -> float:
+    """From which instant the reserved slots count as booked for the release at ``at``:
+    half a window before it, once the window's length is known (a slot booked by a release
+    planned from another naming of the same reset lies within that), else ``at`` itself."""
+    return at - (s.window / 2 if s.window is not None else EPSILON)
+
+
+def release_slot(s: Schedule, at: float, quota: int, spread: float,
+                 booked: int = 0) -> tuple[float, int]:
     """The slot of one more held worker in the release at ``at``: ``(slot, released)``.
 
-    The first ``quota`` get ``at``; the next ``quota`` the window after it, and so on, when
-    the window's length is known; else ``at + spread`` (ask again once the release is
-    answered).
+    ``booked``: the reserved slots from :func:`booked_from` on, the workers this release
+    (or one planned from another naming of its reset) has already placed, in its window or
+    later ones. The first ``quota`` get ``at``; the next ``quota`` the window after it, and
+    so on, when the window's length is known; else ``at + spread`` (ask again once the
+    release is answered). Counting the slots still reserved, not the workers ever placed,
+    books each window once however often the reset is named, and a worker that asks again
+    is not counted twice.
     """
-    count = s.released if abs(s.release - at) <= EPSILON else 0
+    count = booked
     if count < quota:
         return at, count + 1
     if s.window is not None and quota > 0:
@@ -315,14 +352,21 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
 
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
-              in_flight: int = 0) -> tuple[float, Schedule]:
+              in_flight: int = 0, reserved: Sequence[float] = (),
+              due: bool = False) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
     (``at``). When the quota of the window open then is known (:func:`release_quota`), the
-    first that many held workers all get ``at`` itself (a release by quota); the rest get
-    ``at + spread`` and ask again then, when the answers of the release have named the next
-    window. When the quota is unknown, held workers get slots ``spread`` apart (or the
+    first that many held workers all get ``at`` itself (a release by quota); the next that
+    many the window after it once the window's length is known, and so on (else ``at +
+    spread``: ask again once the release is answered). ``reserved``: the reserved slots,
+    ascending (those a release has booked count, :func:`release_slot`). ``due``: a reserved
+    slot is due now (the caller pops it: its holder came back for it) but the key holds; in
+    a release by quota its holder keeps its place at ``at``, ahead of the workers booked
+    after it (a gate an answer closed names the reset a little later than the slot, or the
+    window's count went to others). When the quota is unknown, held workers get slots
+    ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
     newcomers during it queue behind it without prolonging it. Otherwise slots are the
     pacing interval apart (never paced past the reset); with neither, the slot is now. A
@@ -337,8 +381,11 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset
             return at, evolve(s, tail=max(s.tail, at))
         quota = release_quota(s, at)
+        if quota is not None and due:
+            return at, evolve(s, tail=max(s.tail, at))
         if quota is not None:
-            slot, count = release_slot(s, at, quota, gate.spread)
+            booked = len(reserved) - bisect.bisect_left(reserved, booked_from(s, at))
+            slot, count = release_slot(s, at, quota, gate.spread, booked)
             return slot, evolve(s, tail=max(s.tail, slot), release=at, released=count)
     herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval

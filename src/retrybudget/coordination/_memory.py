@@ -155,11 +155,15 @@ class MemoryCoordinator(Coordinator):
             while slots and slots[0] < now - cfg.gate.claim_grace:
                 slots.popleft()  # lapsed: its holder stopped or died
             hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
-            if now >= k.schedule.gate and slots and slots[0] <= now + EPSILON and hold is None:
+            due = bool(slots) and slots[0] <= now + EPSILON
+            if now >= k.schedule.gate and due and hold is None:
                 slots.popleft()
             else:
                 gate = k.schedule.gate
-                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight)
+                if due:
+                    slots.popleft()  # its holder came back: plan_slot keeps its place
+                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
+                                             due)
                 if slot > now + EPSILON:
                     if slots and slot < slots[-1]:
                         bisect.insort(slots, slot)  # a release by quota before later slots
@@ -195,16 +199,17 @@ class MemoryCoordinator(Coordinator):
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         """Give back the lease; close the gate on throttling; remember the quota for pacing."""
         facts = NO_THROTTLE if throttle is None else throttle
-        if lease is None and not facts.informative:
-            return
+        if lease is None and not facts.informative and (
+                throttle is None or self.config.pacing is None):
+            return  # nothing to give back or to record (an answer ends a first window)
         with self._lock:
             k = self._key(key)
             answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
-            if facts.informative:
+            if facts.informative or (throttle is not None and not k.schedule.answered):
                 now = self.clock.monotonic()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                    self._in_flight(k, now), answered, self.share)
-                while k.slots and k.slots[0] < k.schedule.gate:
+                while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
                     k.slots.popleft()  # reserved before the gate moved: ask again
 
     def schedule(self, key: str) -> Schedule | None:

@@ -492,6 +492,7 @@ class RedisCoordinator(Coordinator):
             0 if cap is None else cap.limit,
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
+            0 if pacing is None else pacing.probes,
             self._id, *self._seed(key),
         )
 
@@ -543,7 +544,8 @@ class RedisCoordinator(Coordinator):
             self.local.learn(key, None, lease)
             lease = None
         facts = NO_THROTTLE if throttle is None else throttle
-        needed = lease is not None or facts.informative
+        needed = lease is not None or facts.informative or (
+            throttle is not None and self.config.pacing is not None)  # an answer: see learn.lua
         args = (
             lease or "", 1 if facts.throttled else 0,
             -1 if facts.hint is None else facts.hint,
@@ -551,6 +553,7 @@ class RedisCoordinator(Coordinator):
             -1 if facts.limit is None else facts.limit,
             -1 if facts.reset is None else facts.reset,
             facts.floor, facts.multiplier, self.config.gate.max_gate,
+            0 if throttle is None else 1,
         )
         return self._call("learn" if needed else None, key, args,
                           lambda raw: self.local.learn(key, self._share(key, facts), None),

@@ -1,8 +1,10 @@
 -- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
--- quota_hold) or plan_slot (a release by quota when the window's quota is known); a request
--- that goes is sent (counted) and holds a lease.
+-- quota_hold) or plan_slot (a release by quota when the window's quota is known; a due slot
+-- the key does not let go keeps its place there); a request that goes is sent (counted) and
+-- holds a lease.
 -- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
--- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, this coordinator's
+-- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, probes (requests a
+-- key no answer has come back for lets go; 0: off), this coordinator's
 -- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), and optionally a seed
 -- (limit, remaining, seconds to the reset): a quota observation to adopt when none is
 -- stored (Redis came back empty), so the first window is not sent blind.
@@ -17,8 +19,9 @@ local min_remaining = finite(ARGV[7]) or 0
 local limit = finite(ARGV[8]) or 0
 local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
-local me = ARGV[11] or ''
-local seed_limit, seed_left, seed_reset = finite(ARGV[12]), finite(ARGV[13]), finite(ARGV[14])
+local probes = finite(ARGV[11]) or 0
+local me = ARGV[12] or ''
+local seed_limit, seed_left, seed_reset = finite(ARGV[13]), finite(ARGV[14]), finite(ARGV[15])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
@@ -39,7 +42,7 @@ if me ~= '' then
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'release', 'released', 'window'})
+                       'window', 'answered'})
 if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
     and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
   s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
@@ -53,10 +56,18 @@ local quota = rolled(state, s, in_flight)
 local remaining = count(s.remaining, 1e15)
 local reset_at = instant(s.reset_at)
 -- quota_hold: the counted quota is used up until the reset (or, while no answer has named
--- the new window's reset, for one spread while requests are in flight)
+-- the new window's reset, for one spread while requests are in flight); a key no answer has
+-- come back for (its first window, nothing counted) holds for one spread once `probes`
+-- requests are in flight
 local hold = nil
 local unnamed = false
-if pacing and quota ~= nil and quota <= 0 then
+if pacing and s.answered == nil and quota == nil and count(s.limit, 1e15) == nil
+    and probes > 0 and in_flight >= probes then
+  if spread > 0 then
+    hold = NOW + spread
+    unnamed = true
+  end
+elseif pacing and quota ~= nil and quota <= 0 then
   if reset_at ~= nil then
     if NOW < reset_at then hold = reset_at end
   elseif in_flight > 0 and spread > 0 then
@@ -66,13 +77,9 @@ if pacing and quota ~= nil and quota <= 0 then
 end
 typed(slots, 'zset')
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
-local due = {}
-if NOW >= gate and hold == nil then
-  due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
-end
-if #due > 0 then
-  redis.call('ZREM', slots, due[1])
-else
+local due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
+if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or its place kept below
+if #due == 0 or NOW < gate or hold ~= nil then
   -- pacing_interval
   local interval = 0
   if pacing and remaining ~= nil and reset_at ~= nil and NOW < reset_at then
@@ -101,21 +108,23 @@ else
       -- release_quota: a window reset by `at` admits its limit, else what its count allows
       local release_quota = size
       if reset_at ~= nil and at < reset_at - EPSILON then release_quota = quota end
-      if release_quota ~= nil then
-        local release = instant(s.release) or NEVER
-        local released = 0
-        if math.abs(release - at) <= EPSILON then released = count(s.released, 1e15) or 0 end
-        -- release_slot: the quota at `at`, the next quota a window later, ...
+      if release_quota ~= nil and #due > 0 then
+        slot, herded = at, false  -- its holder came back: it keeps its place at `at`
+      elseif release_quota ~= nil then
         local window = finite(s.window)
         if window ~= nil and (window <= 0 or window > HORIZON) then window = nil end
-        if released < release_quota then
+        -- booked_from: the slots already booked, from half a window before `at` on
+        local from = at - EPSILON
+        if window ~= nil then from = at - window / 2 end
+        local booked = redis.call('ZCOUNT', slots, fmt(from), '+inf')
+        -- release_slot: the quota at `at`, the next quota a window later, ...
+        if booked < release_quota then
           slot = at
         elseif window ~= nil and release_quota > 0 then
-          slot = at + math.floor(released / release_quota) * window
+          slot = at + math.floor(booked / release_quota) * window
         else
           slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
         end
-        redis.call('HSET', state, 'release', fmt(at), 'released', string.format('%d', released + 1))
         herded = false
       end
     end

@@ -2,7 +2,8 @@
 -- the quota for pacing and restart the window's count. The values are the response's
 -- Throttle, read by the flow with the operation's profile (hint and reset include its slack).
 -- ARGV: idle, lease or '', throttled 0|1, hint (-1: none), remaining (-1), limit (-1),
--- reset (-1), floor, multiplier, max_gate. Returns 1.
+-- reset (-1), floor, multiplier, max_gate, made 0|1 (the attempt was made: an answer came
+-- back, which ends the key's first window). Returns 1.
 local lease = ARGV[2]
 local throttled = ARGV[3] == '1'
 local hint = finite(ARGV[4]) or -1
@@ -12,6 +13,7 @@ local reset = finite(ARGV[7]) or -1
 local floor = finite(ARGV[8]) or 1
 local multiplier = finite(ARGV[9]) or 2
 local max_gate = finite(ARGV[10]) or 3600
+local made = ARGV[11] == '1'
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
 local answered = 0  -- the response's own request, in flight until now
@@ -20,6 +22,10 @@ if lease ~= '' then
   answered = redis.call('ZREM', leases, lease)
 end
 local observed = remaining >= 0 and reset > 0
+if made then  -- _logic.learn: any answer ends the first window
+  typed(state, 'hash')
+  if redis.call('HSETNX', state, 'answered', '1') == 1 then extend(state, IDLE + 1) end
+end
 if not throttled and not observed then
   return 1
 end
@@ -39,11 +45,17 @@ if throttled then
     delay = math.min(floor * multiplier ^ math.min(streak, 32), max_gate)
     redis.call('HSET', state, 'streak', string.format('%d', streak + 1))
   end
-  gate = math.max(gate, NOW + delay)
+  local closes = NOW + delay
+  local known_reset = instant(s.reset_at)
+  if hint >= 0 and reset > 0 and math.abs(hint - reset) <= EPSILON and known_reset ~= nil
+      and NOW < known_reset and math.abs(closes - known_reset) < 1 then
+    closes = math.min(closes, known_reset)  -- the reset named again: the earlier is closer
+  end
+  gate = math.max(gate, closes)
   redis.call('HSET', state, 'gate', fmt(gate))
   far = math.max(far, gate)
   typed(slots, 'zset')
-  redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate))
+  redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
 end
 if observed then
   local in_flight = live_leases(leases)
@@ -56,15 +68,16 @@ if observed then
   -- one reset named twice: the earlier naming is the closer (each lies at or after the real
   -- one by the time its answer took to get here)
   if same then reset_at = math.min(reset_at, known_at) end
+  local rolled_at = instant(s.rolled_at)
+  if rolled_at ~= nil and reset_at > rolled_at + EPSILON and (known_at == nil or reset_at < known_at) then
+    -- the window's length: from the reset it rolled over at to this one's closest naming
+    redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
+  end
   if stale and reset_at < known_at then
     redis.call('HSET', state, 'reset_at', fmt(reset_at))  -- a stale count, a closer reset
   end
   if not stale then
     redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
-    local rolled_at = instant(s.rolled_at)
-    if known_at == nil and rolled_at ~= nil and reset_at > rolled_at + EPSILON then
-      redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
-    end
     if quota >= 0 and quota >= remaining then
       -- window_used: the running count, kept between "all in flight counted" and "none"
       local used = count(s.used, 1e15)
