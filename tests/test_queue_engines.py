@@ -1,6 +1,6 @@
 """The Celery, Dramatiq and arq hand-offs against real brokers (a redis-server per test, and
-for Celery a RabbitMQ node of its own too, when RabbitMQ is installed; Celery keeps its
-results in memory: its worker runs in this process).
+for Celery and Dramatiq one RabbitMQ node of its own too, when RabbitMQ is installed; Celery
+keeps its results in memory: its worker runs in this process).
 
 A ``rate_limited`` outcome becomes the engine's own delayed retry, run no earlier than its
 ``retry_at``; a non-retryable outcome fails the task after one run. The clocks are real
@@ -105,8 +105,9 @@ class RabbitNode:
 
     @property
     def url(self) -> str:
-        """The AMQP URL clients connect with (the default user, allowed on loopback)."""
-        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+        """The AMQP URL clients connect with: the default user (allowed on loopback) and the
+        default virtual host ``/``, quoted, as both kombu and pika read it."""
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
     def start(self) -> None:
         """Start the node and wait (at most 90 s: Erlang starts slowly) for its AMQP port."""
@@ -115,12 +116,17 @@ class RabbitNode:
         conf = self.directory / "rabbitmq.conf"
         conf.write_text(f"listeners.tcp.default = 127.0.0.1:{self.port}\n", "utf-8")
         (self.directory / "plugins").write_text("[].\n", "utf-8")
-        if os.geteuid() == 0:  # the server script drops to its own user, who writes here
+        owner: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            # As root the server script would switch to its own user through ``su``, which
+            # starts a session of its own: the node would outlive a kill of this process
+            # group. The node runs as that user from the start instead, in this group.
             with contextlib.suppress(KeyError):
                 user = pwd.getpwnam("rabbitmq")
                 for path in (self.directory, conf, self.directory / "plugins"):
                     os.chown(path, user.pw_uid, user.pw_gid)
-        env = dict(os.environ,
+                owner = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+        env = dict(os.environ, HOME=str(self.directory),  # its own Erlang cookie too
                    RABBITMQ_NODENAME=f"rbtest{uuid.uuid4().hex[:8]}@localhost",
                    RABBITMQ_NODE_PORT=str(self.port), RABBITMQ_DIST_PORT=str(_free_port()),
                    RABBITMQ_MNESIA_BASE=str(self.directory / "mnesia"),
@@ -128,25 +134,40 @@ class RabbitNode:
                    RABBITMQ_CONFIG_FILE=str(self.directory / "rabbitmq"),
                    RABBITMQ_ENABLED_PLUGINS_FILE=str(self.directory / "plugins"))
         self.proc = subprocess.Popen([RABBITMQ_SERVER], env=env, start_new_session=True,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        from kombu import Connection
-        from kombu.exceptions import OperationalError
-
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     **owner)
         waited = 0.0
         while waited < 90.0:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"rabbitmq-server exited with status {self.proc.returncode}")
-            with contextlib.suppress(OSError, OperationalError), \
-                    Connection(self.url, connect_timeout=1) as conn:
-                conn.ensure_connection(max_retries=1)
+            if self.answers():
                 return
             SYSTEM_CLOCK.sleep(0.25)
             waited += 0.25
         raise RuntimeError("rabbitmq-server did not answer within 90 s")
 
+    def answers(self) -> bool:
+        """Whether the node opens an AMQP 0-9-1 connection: it answers the protocol header
+        with a ``connection.start`` method frame (the standard library only, so every
+        engine's test waits the same way, whatever client library it uses)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as conn:
+                conn.sendall(b"AMQP\x00\x00\x09\x01")
+                frame = b""
+                while len(frame) < 11:
+                    chunk = conn.recv(11 - len(frame))
+                    if not chunk:
+                        return False
+                    frame += chunk
+        except OSError:
+            return False
+        # frame type 1 (method) on channel 0, then class 10 method 10 (connection.start)
+        return frame[:3] == b"\x01\x00\x00" and frame[7:11] == b"\x00\x0a\x00\x0a"
+
     def stop(self) -> None:
-        """Kill the node's process group and wait (at most 10 s) until all of it is gone, so
-        nothing writes into its directory once it is removed."""
+        """Kill the node's process group and wait (at most 10 s) until all of it is gone and
+        its AMQP port is closed, so nothing writes into its directory once it is removed; a
+        node still answering after that is an error, not a leak."""
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -156,10 +177,13 @@ class RabbitNode:
                 try:
                     os.killpg(self.proc.pid, 0)
                 except ProcessLookupError:
-                    break
+                    if not self.answers():
+                        break
                 SYSTEM_CLOCK.sleep(0.05)
                 waited += 0.05
             self.proc = None
+            if self.answers():
+                raise RuntimeError(f"the RabbitMQ node on port {self.port} outlived its kill")
 
 
 @pytest.fixture(scope="module")
@@ -217,22 +241,18 @@ def test_celery_over_rabbitmq_retries_at_retry_at_and_fails_a_rejection_once(
     _celery_case(own_rabbitmq.url, first)
 
 
-@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
-def test_dramatiq_retries_with_a_delay_and_fails_a_rejection_once(
-        own_redis: RedisServer, first: Reason) -> None:
+def _dramatiq_case(broker: Any, first: Reason) -> None:
     import dramatiq
-    from dramatiq.brokers.redis import RedisBroker
     from dramatiq.middleware import CurrentMessage
 
     from retrybudget.queue.dramatiq import ACTOR_OPTIONS, settle
 
-    broker = RedisBroker(unix_socket_path=str(own_redis.socket))
     broker.add_middleware(CurrentMessage())
     dramatiq.set_broker(broker)
     script = Script(first)
     finished = threading.Event()
 
-    @dramatiq.actor(broker=broker, queue_name="rb-test", **ACTOR_OPTIONS)
+    @dramatiq.actor(broker=broker, queue_name=f"rb-test-{uuid.uuid4().hex[:8]}", **ACTOR_OPTIONS)
     def sync() -> None:
         try:
             settle(script.next())
@@ -254,6 +274,23 @@ def test_dramatiq_retries_with_a_delay_and_fails_a_rejection_once(
     finally:
         worker.stop()
         broker.close()
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_dramatiq_retries_with_a_delay_and_fails_a_rejection_once(
+        own_redis: RedisServer, first: Reason) -> None:
+    from dramatiq.brokers.redis import RedisBroker
+
+    _dramatiq_case(RedisBroker(unix_socket_path=str(own_redis.socket)), first)
+
+
+@pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
+def test_dramatiq_over_rabbitmq_retries_with_a_delay_and_fails_a_rejection_once(
+        own_rabbitmq: RabbitNode, first: Reason) -> None:
+    pytest.importorskip("pika", reason="the dramatiq extra installs pika for RabbitMQ")
+    from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+    _dramatiq_case(RabbitmqBroker(url=own_rabbitmq.url), first)
 
 
 @pytest.mark.parametrize("first", [Reason.RATE_LIMITED, Reason.REJECTED])
