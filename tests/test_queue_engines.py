@@ -110,9 +110,28 @@ class RabbitNode:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
     def start(self) -> None:
-        """Start the node and wait (at most 90 s: Erlang starts slowly) for its AMQP port."""
+        """Start the node and wait (at most 90 s in all: Erlang starts slowly) for its AMQP
+        port. A node that exits while starting (a port taken meanwhile by another process)
+        is started again on fresh ports, at most three times."""
         if RABBITMQ_SERVER is None:
             pytest.skip("rabbitmq-server is not installed")
+        waited = 0.0
+        for attempt in range(3):
+            if attempt:
+                self._kill()
+                self.port = _free_port()
+            proc = self._launch(RABBITMQ_SERVER)
+            while waited < 90.0 and proc.poll() is None:
+                if self.answers() and proc.poll() is None:
+                    return
+                SYSTEM_CLOCK.sleep(0.25)
+                waited += 0.25
+            if proc.poll() is None:
+                raise RuntimeError("rabbitmq-server did not answer within 90 s")
+        raise RuntimeError(f"rabbitmq-server exited with status {proc.returncode}, three times")
+
+    def _launch(self, server: str) -> subprocess.Popen[bytes]:
+        """Start the server on ``self.port`` under a fresh node name."""
         conf = self.directory / "rabbitmq.conf"
         conf.write_text(f"listeners.tcp.default = 127.0.0.1:{self.port}\n", "utf-8")
         (self.directory / "plugins").write_text("[].\n", "utf-8")
@@ -133,18 +152,10 @@ class RabbitNode:
                    RABBITMQ_LOG_BASE=str(self.directory / "log"),
                    RABBITMQ_CONFIG_FILE=str(self.directory / "rabbitmq"),
                    RABBITMQ_ENABLED_PLUGINS_FILE=str(self.directory / "plugins"))
-        self.proc = subprocess.Popen([RABBITMQ_SERVER], env=env, start_new_session=True,
+        self.proc = subprocess.Popen([server], env=env, start_new_session=True,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      **owner)
-        waited = 0.0
-        while waited < 90.0:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rabbitmq-server exited with status {self.proc.returncode}")
-            if self.answers():
-                return
-            SYSTEM_CLOCK.sleep(0.25)
-            waited += 0.25
-        raise RuntimeError("rabbitmq-server did not answer within 90 s")
+        return self.proc
 
     def answers(self) -> bool:
         """Whether the node opens an AMQP 0-9-1 connection: it answers the protocol header
@@ -165,9 +176,15 @@ class RabbitNode:
         return frame[:3] == b"\x01\x00\x00" and frame[7:11] == b"\x00\x0a\x00\x0a"
 
     def stop(self) -> None:
+        """Kill the node and check that its AMQP port is closed: a node still answering is
+        an error, not a leak."""
+        self._kill()
+        if self.answers():
+            raise RuntimeError(f"the RabbitMQ node on port {self.port} outlived its kill")
+
+    def _kill(self) -> None:
         """Kill the node's process group and wait (at most 10 s) until all of it is gone and
-        its AMQP port is closed, so nothing writes into its directory once it is removed; a
-        node still answering after that is an error, not a leak."""
+        its port is closed, so nothing writes into its directory once it is removed."""
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -182,8 +199,6 @@ class RabbitNode:
                 SYSTEM_CLOCK.sleep(0.05)
                 waited += 0.05
             self.proc = None
-            if self.answers():
-                raise RuntimeError(f"the RabbitMQ node on port {self.port} outlived its kill")
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +210,30 @@ def own_rabbitmq() -> Iterator[RabbitNode]:
     try:
         node.start()
         yield node
+    finally:
+        node.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_rabbitmq_node_starts_again_on_fresh_ports_and_leaves_nothing_behind() -> None:
+    """The port the node was to listen on is taken: it starts on a fresh one; once stopped,
+    none of its processes remain and its port is closed."""
+    directory = Path(tempfile.mkdtemp(prefix="rb-rabbitmq-"))
+    node = RabbitNode(directory)
+    taken = node.port
+    try:
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", taken))
+            squatter.listen()
+            node.start()
+            assert node.port != taken
+            assert node.answers()
+            assert node.proc is not None
+            group = node.proc.pid
+        node.stop()
+        with pytest.raises(ProcessLookupError):
+            os.killpg(group, 0)
+        assert not node.answers()
     finally:
         node.stop()
         shutil.rmtree(directory, ignore_errors=True)
