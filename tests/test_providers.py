@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import retrybudget as rb
 from retrybudget import Backoff, Jitter, Kind, Policy, Reason, ResponseSeen, WaitReason
 from retrybudget.core.classify import classify
+from retrybudget.core.headers import Hint
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NOW = 1_800_000_000.0
@@ -318,3 +319,104 @@ def test_body_signals_and_hints_are_total(profile, status, body, headers) -> Non
     assert isinstance(seen.kind, Kind)
     if seen.hint is not None:
         assert 0 <= seen.hint.delay <= 7 * 24 * 3600
+
+
+# What a body, a cost or a hint header says, read exactly ----------------------------------------
+
+WEEK = 7 * 24 * 3600
+
+
+def body_hint(signal: rb.BodySignal, body: str, status: int = 429):
+    """The retry-after a 429's body names under a profile with this one delay signal."""
+    profile = rb.get_profile("generic").derive("body-delay", body_signals=(signal,))
+    return classify(profile, ResponseSeen.of(status, message=body), NOW).rate.retry_after
+
+
+def test_a_body_delay_is_read_in_its_unit_with_its_field_and_raw_text() -> None:
+    ms = rb.BodySignal(r'"wait_ms"', "delay", delay=r'"wait_ms"\s*:\s*([0-9]+)', unit="ms")
+    assert body_hint(ms, '{"wait_ms": 1500}') == Hint(1.5, "body:wait_ms", "1500")
+    unnamed = rb.BodySignal(r"retry in", "delay", delay=r"retry in ([0-9]+)")
+    assert body_hint(unnamed, "retry in 7 seconds") == Hint(7.0, "body:delay", "7")
+    long = "0" * 250 + "5"
+    assert body_hint(unnamed, f"retry in {long}") == Hint(5.0, "body:delay", long[:200])
+
+
+def test_a_body_delay_of_zero_up_to_a_week_is_taken_and_nothing_past_it() -> None:
+    signal = rb.BodySignal(r"retry in", "delay", delay=r"retry in ([0-9]+)")
+    assert body_hint(signal, "retry in 0") == Hint(0.0, "body:delay", "0")
+    assert body_hint(signal, f"retry in {WEEK}") == Hint(float(WEEK), "body:delay", str(WEEK))
+    assert body_hint(signal, f"retry in {WEEK + 1}") is None
+
+
+def test_a_body_delay_that_is_no_number_or_no_duration_is_not_read() -> None:
+    seconds = rb.BodySignal(r'"wait"', "delay", delay=r'"wait"\s*:\s*"([^"]*)"')
+    assert body_hint(seconds, '{"wait": "soon"}') is None
+    duration = rb.BodySignal(r'"wait"', "delay", delay=r'"wait"\s*:\s*"([^"]*)"',
+                             unit="duration")
+    assert body_hint(duration, '{"wait": "soon"}') is None
+
+
+def shopify_cost(status: int = 200, *, requested=None, maximum=None, available=None, rate=None,
+                 throttled=True) -> rb.Classified:
+    status_fields = {k: v for k, v in (("maximumAvailable", maximum),
+                                       ("currentlyAvailable", available),
+                                       ("restoreRate", rate)) if v is not None}
+    cost: dict[str, object] = {"throttleStatus": status_fields}
+    if requested is not None:
+        cost["requestedQueryCost"] = requested
+    body: dict[str, object] = {"extensions": {"cost": cost}}
+    if throttled:
+        body["errors"] = [{"message": "Throttled", "extensions": {"code": "THROTTLED"}}]
+    return classify(rb.get_profile("shopify"),
+                    ResponseSeen.of(status, message=json.dumps(body), method="POST"), NOW)
+
+
+def test_the_cost_reset_and_retry_after_name_their_fields_and_arithmetic() -> None:
+    c = shopify_cost(requested=101, maximum=1000, available=50, rate=50)
+    assert (c.rate.remaining, c.rate.limit) == (50, 1000)
+    assert c.rate.reset == Hint(19.0, "body:throttleStatus", "950/50")  # (1000 - 50) / 50
+    assert c.rate.retry_after == Hint(1.02, "body:requestedQueryCost", "51/50")
+    # a query that costs less than what is left waits nothing
+    cheap = shopify_cost(requested=10, maximum=1000, available=50, rate=50)
+    assert cheap.rate.retry_after == Hint(0.0, "body:requestedQueryCost", "0/50")
+    # a restore rate under one point a second still restores
+    slow = shopify_cost(requested=51, maximum=1000, available=50, rate=0.5)
+    assert slow.rate.reset == Hint(1900.0, "body:throttleStatus", "950/0.5")
+    assert slow.rate.retry_after == Hint(2.0, "body:requestedQueryCost", "1/0.5")
+
+
+def test_the_cost_times_are_taken_up_to_a_week_and_nothing_past_it() -> None:
+    week = shopify_cost(requested=WEEK + 50, maximum=WEEK + 50, available=50, rate=1)
+    assert week.rate.reset == Hint(float(WEEK), "body:throttleStatus", f"{WEEK:g}/1")
+    assert week.rate.retry_after == Hint(float(WEEK), "body:requestedQueryCost", f"{WEEK:g}/1")
+    past = shopify_cost(requested=1000, maximum=1000, available=50, rate=0.001)
+    assert (past.rate.reset, past.rate.retry_after) == (None, None)  # 950 000 s
+    near = shopify_cost(requested=1000, maximum=1000, available=999, rate=0.002)
+    assert near.rate.reset == Hint(500.0, "body:throttleStatus", "1/0.002")
+    assert near.rate.retry_after == Hint(500.0, "body:requestedQueryCost", "1/0.002")
+
+
+def test_a_cost_without_its_maximum_names_only_what_is_left() -> None:
+    c = shopify_cost(requested=101, available=50, rate=50)
+    assert (c.rate.remaining, c.rate.limit, c.rate.reset) == (50, None, None)
+
+
+def test_discord_names_the_global_limit_by_its_global_header_alone() -> None:
+    discord = rb.get_profile("discord")
+    by_flag = classify(discord, ResponseSeen.of(429, {"Retry-After": "2",
+                                                      "X-RateLimit-Global": "true"}), NOW)
+    assert (by_flag.kind, by_flag.scope) == (Kind.RATE_LIMITED, "global")
+    unnamed = classify(discord, ResponseSeen.of(429, {"Retry-After": "2"}), NOW)
+    assert (unnamed.kind, unnamed.scope) == (Kind.RATE_LIMITED, "secondary")
+
+
+def test_the_first_retry_hint_header_present_decides() -> None:
+    profile = rb.get_profile("generic").derive("two-hints",
+                                                retry_hint_headers=("x-first", "x-second"))
+
+    def kind(status: int, headers: dict[str, str]) -> Kind:
+        return classify(profile, ResponseSeen.of(status, headers), NOW).kind
+
+    assert kind(503, {"x-second": "false"}) is Kind.REJECTED  # the first is absent
+    assert kind(503, {"x-first": "true", "x-second": "false"}) is Kind.TRANSIENT
+    assert kind(404, {"x-first": "false", "x-second": "true"}) is Kind.NOT_FOUND
