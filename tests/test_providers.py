@@ -420,3 +420,92 @@ def test_the_first_retry_hint_header_present_decides() -> None:
     assert kind(503, {"x-second": "false"}) is Kind.REJECTED  # the first is absent
     assert kind(503, {"x-first": "true", "x-second": "false"}) is Kind.TRANSIENT
     assert kind(404, {"x-first": "false", "x-second": "true"}) is Kind.NOT_FOUND
+
+
+def _read(profile, status, headers=None, message="", **changes):
+    profile = rb.get_profile(profile) if isinstance(profile, str) else profile
+    return classify(profile, ResponseSeen.of(status, headers, message=message, **changes), NOW)
+
+
+COST_BODY = json.dumps({"extensions": {"cost": {"requestedQueryCost": 10, "throttleStatus": {
+    "maximumAvailable": 1000.0, "currentlyAvailable": 990, "restoreRate": 50.0}}}})
+
+
+@pytest.mark.parametrize(("profile", "status", "headers", "message", "changes", "kind"), [
+    ("generic", 600, {}, "", {}, Kind.INVALID_PAYLOAD),
+    ("openai", 429, {}, '{"error": {"code": "insufficient_quota"}}', {}, Kind.REJECTED),
+    ("stripe", 429, {}, '{"error": {"code": "lock_timeout"}}', {}, Kind.TRANSIENT),
+    ("generic", 404, {}, "", {}, Kind.NOT_FOUND),
+    ("generic", 400, {}, "", {}, Kind.REJECTED),
+    ("generic", 503, {}, "", {}, Kind.TRANSIENT),
+    ("generic", 200, {"x-ratelimit-remaining": "5"}, "", {"payload_error": "not json"},
+     Kind.INVALID_PAYLOAD),
+    ("shopify", 200, {}, COST_BODY, {}, Kind.OK),
+    (rb.get_profile("generic").with_ok([304]), 304, {}, "", {}, Kind.OK),
+    ("generic", 418, {}, "", {}, Kind.UNEXPECTED),
+    ("openai", 500, {}, "", {}, Kind.TRANSIENT),
+    ("discord", 503, {"X-RateLimit-Scope": "user"}, "", {}, Kind.TRANSIENT),
+], ids=["not-http", "quota", "body-transient", "not-found", "rejected", "transient",
+        "invalid-payload", "2xx-read", "ok-status", "unexpected", "hint-headers", "scope-header"])
+def test_what_is_no_rate_limit_names_no_scope_and_says_why(profile, status, headers, message,
+                                                            changes, kind) -> None:
+    c = _read(profile, status, headers, message, **changes)
+    assert (c.kind, c.scope, c.status) == (kind, "", status)
+    assert isinstance(c.detail, str)
+    assert c.detail != ""
+
+
+@pytest.mark.parametrize(("kind", "error"), [("error", "ValueError"), ("protocol", "bad frame"),
+                                              ("timeout", "ReadTimeout")])
+def test_a_failure_says_why(kind, error) -> None:
+    c = classify(rb.get_profile("generic"), rb.FailureSeen(rb.FailureKind(kind), error), NOW)
+    assert isinstance(c.detail, str)
+    assert error in c.detail
+
+
+def test_a_2xx_with_rate_limit_headers_keeps_its_status_and_detail() -> None:
+    c = _read("generic", 200, {"x-ratelimit-remaining": "5"})
+    assert (c.kind, c.status, c.detail, c.rate.remaining) == (Kind.OK, 200, "ok", 5)
+
+
+def test_a_body_rate_limit_with_quota_left_is_secondary() -> None:
+    c = _read("slack", 429, {}, '{"ok": false, "error": "ratelimited"}')
+    assert (c.kind, c.scope) == (Kind.RATE_LIMITED, "secondary")
+
+
+def test_a_quota_phrase_in_a_2xx_body_is_no_rejection() -> None:
+    assert _read("openai", 200, {}, '{"note": "insufficient_quota"}').kind is Kind.OK
+
+
+def test_a_retry_hint_applies_to_a_300_but_not_a_2xx() -> None:
+    assert _read("openai", 300, {"x-should-retry": "true"}).kind is Kind.TRANSIENT
+    assert _read("openai", 200, {"x-should-retry": "false"}).kind is Kind.OK
+
+
+def test_auto_without_a_url_classifies_by_the_generic_table() -> None:
+    # the union of every provider's statuses would call a 500 transient; generic does not
+    assert classify(rb.auto(), ResponseSeen.of(500), NOW).kind is Kind.UNEXPECTED
+
+
+def test_a_conflict_names_the_disagreeing_headers() -> None:
+    c = _read("generic", 429, {"Retry-After": "10", "x-ratelimit-remaining": "0",
+                               "x-ratelimit-reset": str(int(NOW) + 60)})
+    assert [x.split(": ", 1)[0] for x in c.conflicts] == ["retry-after+x-ratelimit-reset"]
+
+
+def test_a_bucket_header_is_kept_up_to_200_characters() -> None:
+    bucket = "b" * 300
+    c = _read("discord", 429, {"Retry-After": "1", "X-RateLimit-Bucket": bucket})
+    assert c.rate.resource == bucket[:200]
+
+
+def test_only_a_cost_profile_reads_a_cost_from_the_body() -> None:
+    body = json.dumps({"throttleStatus": {"currentlyAvailable": 5, "maximumAvailable": 10}})
+    assert _read("generic", 429, {}, body).rate.remaining is None
+    assert _read("shopify", 429, {}, body).rate.remaining == 5
+
+
+def test_a_remaining_count_in_the_headers_wins_over_the_cost_body() -> None:
+    c = _read("shopify", 200, {"X-Shopify-Shop-Api-Call-Limit": "32/40"}, COST_BODY,
+              method="POST")
+    assert (c.rate.remaining, c.rate.limit) == (8, 40)
