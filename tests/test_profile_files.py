@@ -143,3 +143,45 @@ def test_check_runs_the_cases_with_a_user_profile(tmp_path) -> None:
     assert document["passed"] is True
     assert document["policy"] == f"profile {path}"
     assert {r["id"] for r in document["results"]} == {"A01", "A07"}
+
+
+# The mapping's shapes, entry by entry ----------------------------------------------------------
+
+def test_a_delay_entry_without_a_unit_is_in_seconds_and_an_entry_is_checked_whole() -> None:
+    profile = profile_from_mapping({"delay": [{"header": "x-wait"}]})
+    assert profile.delay_headers == (("x-wait", "seconds"),)
+    for entry in ({"header": "x-wait", "unit": "ms", "scale": 2}, {"unit": "ms"}):
+        with pytest.raises(ValueError, match="each entry has a header and a unit"):
+            profile_from_mapping({"delay": [entry]})
+
+
+def test_a_body_entry_keeps_every_field_it_names() -> None:
+    profile = profile_from_mapping({"body": [{
+        "pattern": "slow down", "kind": "delay", "statuses": [429], "delay": r"wait ([0-9]+)",
+        "unit": "ms", "methods": ["POST"], "source": "https://example.test/limits"}]})
+    assert profile.body_signals == (rb.BodySignal(
+        "slow down", "delay", frozenset({429}), r"wait ([0-9]+)", "ms", frozenset({"POST"}),
+        "https://example.test/limits"),)
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"pattern": "x", "kind": "transient", "scale": 2}, "unknown key"),
+    ({"pattern": "x"}, "needs a pattern and a kind"),
+    ({"kind": "transient"}, "needs a pattern and a kind"),
+])
+def test_a_body_entry_with_a_key_too_many_or_too_few_is_refused(entry, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        profile_from_mapping({"body": [entry]})
+
+
+def test_auto_is_named_auto_falls_back_to_generic_and_unions_what_it_may_pick() -> None:
+    acme = rb.get_profile("generic").derive("acme", rate_limited=frozenset({420, 429}),
+                                            conditional_rate_limited=frozenset({403, 451}),
+                                            transient=frozenset({599}))
+    picker = rb.auto({"api.acme.test": acme})
+    assert picker.name == "auto"
+    assert picker.resolve("https://elsewhere.test/x").name == "generic"
+    assert picker.resolve("https://api.acme.test/x") is acme
+    assert {420, 429} <= picker.rate_limited
+    assert {403, 451} <= picker.conditional_rate_limited
+    assert {599, 529, 503} <= picker.transient

@@ -850,3 +850,23 @@ def test_a_timeout_at_the_last_instant_for_an_attempt_stops_with_deadline() -> N
         retry = _after_failure(FailureKind.TIMEOUT, now, deadline)
         assert isinstance(retry, Retry)
         assert (retry.after, retry.reason) == (0.0, WaitReason.BACKOFF)
+
+
+def test_an_error_built_by_hand_has_no_id_no_attempts_and_keeps_its_reason_when_pickled() -> None:
+    import pickle
+
+    from retrybudget.core.outcome import RetryBudgetError
+
+    error = RetryBudgetError("failed", reason=Reason.DEADLINE)
+    assert (error.reason, error.operation_id, error.attempts, error.retry_at) == (
+        Reason.DEADLINE, "", 0, None)
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
+    assert (type(copy), copy.reason, str(copy)) == (RetryBudgetError, Reason.DEADLINE, "failed")
+
+
+def test_a_failed_outcome_is_described_by_its_detail(clock) -> None:
+    from retrybudget.core.outcome import describe
+
+    outcome, _ = run([{"status": 404}], clock)
+    assert outcome.detail
+    assert describe(outcome).startswith(f"not_found: {outcome.detail}")
