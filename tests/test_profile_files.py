@@ -185,3 +185,37 @@ def test_auto_is_named_auto_falls_back_to_generic_and_unions_what_it_may_pick() 
     assert {420, 429} <= picker.rate_limited
     assert {403, 451} <= picker.conditional_rate_limited
     assert {599, 529, 503} <= picker.transient
+
+
+def test_a_body_signals_methods_are_upper_case() -> None:
+    assert rb.BodySignal("x", "transient", methods=frozenset({"post"})).methods == {"POST"}
+
+
+def test_the_long_keys_and_the_default_name_of_a_mapping() -> None:
+    profile = profile_from_mapping({"delay_headers": [["x-wait", "ms"]],
+                                    "reset_units": [["x-reset", "epoch"]]})
+    assert (profile.name, profile.delay_headers, profile.reset_units) == (
+        "custom", (("x-wait", "ms"),), (("x-reset", "epoch"),))
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"transient": [True]}, "must be a list of status codes"),
+    ({"rate_limit_floor": "2"}, "must be a number"),
+])
+def test_a_mapping_value_of_the_wrong_type_is_refused(data, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        profile_from_mapping(data)
+
+
+@pytest.mark.parametrize("url", [
+    "https://discord.com/api/v10/channels/1/messages/7?a=1?b=2#f#g",
+    "/api/v10/channels/1/messages/7",
+    "/api/v10/channels/1/messages/7#f",
+])
+def test_a_route_ignores_the_host_the_query_and_the_fragment(url) -> None:
+    key = rb.get_profile("discord").coordination_key("bot", url, "get")
+    assert key == "bot#GET /api/v10/channels/1/messages/{id}"
+
+
+def test_auto_resolves_a_relative_url_to_generic() -> None:
+    assert rb.auto().resolve("/relative/path").name == "generic"

@@ -870,3 +870,14 @@ def test_a_failed_outcome_is_described_by_its_detail(clock) -> None:
     outcome, _ = run([{"status": 404}], clock)
     assert outcome.detail
     assert describe(outcome).startswith(f"not_found: {outcome.detail}")
+
+
+def test_the_error_for_an_outcome_carries_its_reason_id_attempts_and_instant(clock) -> None:
+    from retrybudget.core.outcome import RetryBudgetError, error_for
+
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "30"}}], clock, deadline=5)
+    for base in (None, {Reason.RATE_LIMITED: RetryBudgetError}):  # a table of plain classes
+        error = error_for(outcome, base)
+        assert (error.reason, error.operation_id, error.attempts, error.retry_at) == (
+            Reason.RATE_LIMITED, outcome.operation_id, 1, WALL0 + 30)
+        assert error.outcome is outcome
