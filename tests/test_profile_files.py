@@ -219,3 +219,47 @@ def test_a_route_ignores_the_host_the_query_and_the_fragment(url) -> None:
 
 def test_auto_resolves_a_relative_url_to_generic() -> None:
     assert rb.auto().resolve("/relative/path").name == "generic"
+
+
+def test_a_profiles_statuses_are_100_to_599_and_its_name_is_not_empty() -> None:
+    generic = rb.get_profile("generic")
+    assert generic.derive("x", ok=frozenset({100, 599})).ok == {100, 599}
+    for bad in (99, 600):
+        with pytest.raises(ValueError, match="not an HTTP status"):
+            generic.derive("x", ok=frozenset({bad}))
+    with pytest.raises(ValueError, match="non-empty name"):
+        generic.derive("")
+
+
+def test_a_profiles_waits_are_bounded_to_an_hour_and_its_longest_wait_is_kept() -> None:
+    generic = rb.get_profile("generic")
+    assert generic.derive("x", reset_slack=3600).reset_slack == 3600
+    with pytest.raises(ValueError, match="between 0 and 3600"):
+        generic.derive("x", reset_slack=3600.5)
+    assert generic.derive("x", longest_wait=30).longest_wait == 30.0
+
+
+def test_with_ok_adds_to_the_profile_and_to_every_profile_auto_may_pick() -> None:
+    picker = rb.auto().with_ok([304])
+    assert 304 in picker.ok
+    assert 304 in picker.resolve("https://api.github.com/user").ok
+    assert rb.get_profile("github").with_ok([304]).ok == rb.get_profile("github").ok | {304}
+
+
+def test_the_bodies_a_profile_reads() -> None:
+    generic = rb.get_profile("generic")
+    openai = rb.get_profile("openai")
+    assert set(range(400, 600)) <= openai.body_statuses()  # its quota messages: any error
+    assert {399, 600}.isdisjoint(openai.body_statuses())
+    assert openai.body_statuses() <= rb.auto().body_statuses()
+    secondary = generic.derive("x", secondary_patterns=("slow down",))
+    assert {429, 403} <= secondary.body_statuses()
+    signalled = generic.derive("x", body_signals=(
+        rb.BodySignal("x", "transient", frozenset({200, 300, 429})),))
+    assert signalled.body_statuses() == {300, 429}  # a 2xx body: reads_body()
+
+
+def test_the_headers_a_profile_reads_besides_the_families() -> None:
+    hinted = rb.get_profile("generic").derive("x", retry_hint_headers=("x-hint",))
+    assert "x-hint" in hinted.header_names()
+    assert "x-should-retry" in rb.auto().header_names()  # OpenAI's, through auto()

@@ -881,3 +881,16 @@ def test_the_error_for_an_outcome_carries_its_reason_id_attempts_and_instant(clo
         assert (error.reason, error.operation_id, error.attempts, error.retry_at) == (
             Reason.RATE_LIMITED, outcome.operation_id, 1, WALL0 + 30)
         assert error.outcome is outcome
+
+
+def test_stats_round_to_the_microsecond_and_name_no_policy_when_there_is_none(clock) -> None:
+    import dataclasses
+
+    from retrybudget.core.outcome import Wait
+
+    outcome, _ = run([OK], clock)
+    changed = dataclasses.replace(outcome, policy=None, elapsed=1.2345678,
+                                  waits=(Wait(0.1234567, WaitReason.BACKOFF, "policy", 1),))
+    stats = changed.stats()
+    assert (stats["policy"], stats["elapsed"], stats["waits"][0]["seconds"]) == (
+        None, 1.234568, 0.123457)
