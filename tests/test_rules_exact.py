@@ -894,3 +894,29 @@ def test_stats_round_to_the_microsecond_and_name_no_policy_when_there_is_none(cl
     stats = changed.stats()
     assert (stats["policy"], stats["elapsed"], stats["waits"][0]["seconds"]) == (
         None, 1.234568, 0.123457)
+
+
+def test_a_first_attempt_successs_stats_equality_and_pickle_are_exact(clock) -> None:
+    import dataclasses
+    import pickle
+
+    from retrybudget.core.outcome import Outcome
+
+    retrier = Retrier(policy=Policy(name="mine", deadline=60),
+                      clock=clock, key="api.example.com", method="GET", job_id="job-1")
+    outcome = retrier.call(lambda: 42)
+    assert outcome.operation_id
+    assert outcome.stats() == {
+        "operation_id": outcome.operation_id, "job_id": "job-1", "policy": "mine",
+        "key": "api.example.com", "method": "GET", "logical_operations": 1, "attempts": 1,
+        "retries": 0, "outcome": "ok", "retry_at": None, "elapsed": 0.0, "waits": [],
+        "detail": outcome.detail,
+    }
+    plain = dataclasses.replace(outcome)
+    assert type(plain) is Outcome
+    assert (outcome == plain, plain == outcome, hash(outcome) == hash(plain)) == (True,) * 3
+    assert outcome != dataclasses.replace(outcome, detail="other")
+    assert outcome.__eq__(object()) is NotImplemented
+    assert repr(outcome) == repr(plain)
+    copy = pickle.loads(pickle.dumps(outcome))  # noqa: S301 - our own bytes
+    assert (type(copy), copy, copy.value) == (Outcome, outcome, 42)
