@@ -263,3 +263,30 @@ def test_the_headers_a_profile_reads_besides_the_families() -> None:
     hinted = rb.get_profile("generic").derive("x", retry_hint_headers=("x-hint",))
     assert "x-hint" in hinted.header_names()
     assert "x-should-retry" in rb.auto().header_names()  # OpenAI's, through auto()
+
+
+def test_a_coordination_key_is_bounded() -> None:
+    slack = rb.get_profile("slack")
+    assert slack.coordination_key("k", "https://slack.com/api/" + "a" * 150) == "k#" + "a" * 100
+    discord = rb.get_profile("discord")
+    long_url = "https://discord.com/api/" + "/".join(["messages"] * 40)
+    for method in ("GET", None):
+        key = discord.coordination_key("k", long_url, method)
+        assert len(key) == 300
+        assert key.startswith("k#GET /api/messages/" if method else "k#/api/messages/")
+
+
+def test_which_bodies_are_read() -> None:
+    generic = rb.get_profile("generic")
+    assert (generic.reads_body(200), generic.reads_body(404)) == (False, False)
+    assert rb.get_profile("openai").reads_body(500) is True
+    # a 300 is no 2xx: read when its status is one a pattern speaks of
+    odd = generic.derive("x", rate_limited=frozenset({300, 429}), secondary_patterns=("slow",))
+    assert odd.reads_body(300) is True
+    # GitHub's GraphQL rate limit in a 200: POST only, and through auto() too
+    github = rb.get_profile("github")
+    assert (github.reads_body(200, "POST"), github.reads_body(200, "GET")) == (True, False)
+    assert rb.auto().reads_body(200, "POST") is True
+    anymethod = generic.derive("x", body_signals=(rb.BodySignal("x", "transient",
+                                                                frozenset({200})),))
+    assert anymethod.reads_body(200, "GET") is True
