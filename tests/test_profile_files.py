@@ -13,7 +13,7 @@ import retrybudget as rb
 from retrybudget import Backoff, Jitter, Kind, Policy, Reason, ResponseSeen, WaitReason
 from retrybudget._profile_file import profile_from_toml
 from retrybudget.core.classify import classify
-from retrybudget.core.profiles import profile_from_mapping
+from retrybudget.core.profiles import BODY_LIMIT, profile_from_mapping
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NOW = 1_800_000_000.0
@@ -290,3 +290,28 @@ def test_which_bodies_are_read() -> None:
     anymethod = generic.derive("x", body_signals=(rb.BodySignal("x", "transient",
                                                                 frozenset({200})),))
     assert anymethod.reads_body(200, "GET") is True
+
+
+@pytest.mark.parametrize(("field", "accepted", "refused"), [
+    ("rate_limit_multiplier", (1.0, 10.0), (0.99, 10.01)),
+    ("body_limit", (0, BODY_LIMIT), (-1, BODY_LIMIT + 1, True)),
+    ("longest_wait", (0.5, 7 * 24 * 3600.0), (0.0, 7 * 24 * 3600.0 + 1)),
+    ("write_pacing", (0.0, 3600.0), (-0.5, 3600.5)),
+])
+def test_a_profiles_numbers_are_checked_at_their_edges(field, accepted, refused) -> None:
+    generic = rb.get_profile("generic")
+    for value in accepted:
+        assert getattr(generic.derive("x", **{field: value}), field) == value
+    for value in refused:
+        with pytest.raises(ValueError, match=field):
+            generic.derive("x", **{field: value})
+
+
+def test_a_profiles_names_and_clock_are_normalised() -> None:
+    profile = rb.get_profile("generic").derive(
+        "x", idempotency_header=" Idempotency-Key ", sources=["https://example.test"],
+        provider_clock=False)
+    assert (profile.idempotency_header, profile.sources) == (
+        "Idempotency-Key", ("https://example.test",))
+    assert profile.header_rules.provider_clock is False
+    assert rb.get_profile("generic").derive("y", provider_clock=True).header_rules.provider_clock
