@@ -187,3 +187,29 @@ def test_a_float_count_just_past_two_to_the_53_is_refused() -> None:
 
     past = f"{2.0**53 + 2:.1f}"
     assert parse_rate_limit_headers({"x-ratelimit-remaining": past}, NOW).remaining is None
+
+
+def test_an_overflowing_delay_is_clamped_and_asked_as_the_cap() -> None:
+    assert parse_retry_after("1e400", NOW) == Hint(MAX_HINT_SECONDS, "retry-after", "1e400",
+                                                   MAX_HINT_SECONDS)
+
+
+def test_each_clamped_value_has_its_own_note_naming_its_header() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    for value in ("99999999", "88888888"):
+        notes = parse_rate_limit_headers({"retry-after": value}, NOW).notes
+        assert [(n.header, n.value) for n in notes] == [("retry-after", value)]
+    notes = parse_rate_limit_headers({"x-ratelimit-reset-after": "99999999"}, NOW).notes
+    assert [(n.header, n.value) for n in notes] == [("x-ratelimit-reset-after", "99999999")]
+
+
+def test_an_http_date_names_its_header_and_an_empty_count_its_own() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    found = parse_retry_after("Sat, 16 Jan 2027 08:00:00 GMT", NOW, source="x-retry")
+    assert isinstance(found, Hint)
+    assert found.source == "x-retry"
+    notes = parse_rate_limit_headers({"x-ratelimit-remaining": "", "x-ratelimit-limit": "5"},
+                                     NOW).notes
+    assert [(n.header, n.value) for n in notes] == [("x-ratelimit-remaining", "")]
