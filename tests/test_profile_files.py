@@ -315,3 +315,20 @@ def test_a_profiles_names_and_clock_are_normalised() -> None:
         "Idempotency-Key", ("https://example.test",))
     assert profile.header_rules.provider_clock is False
     assert rb.get_profile("generic").derive("y", provider_clock=True).header_rules.provider_clock
+
+
+@pytest.mark.parametrize("url", [
+    "https://discord.com/api/v10/channels/1/messages?limit=5",
+    "https://discord.com/api/v10/channels/1/messages?a=1?b=2",
+    "https://discord.com/api/v10/channels/1/messages#top",
+    "https://discord.com/api/v10/channels/1/messages#a#b",
+])
+def test_a_routes_last_word_is_kept_without_its_query_or_fragment(url) -> None:
+    key = rb.get_profile("discord").coordination_key("bot", url, "GET")
+    assert key == "bot#GET /api/v10/channels/1/messages"
+
+
+@pytest.mark.parametrize("entry", [["x-wait", "ms", "extra"], "ab"])
+def test_a_delay_entry_that_is_no_pair_is_refused(entry) -> None:
+    with pytest.raises(ValueError, match="each entry is a"):
+        profile_from_mapping({"delay": [entry]})
