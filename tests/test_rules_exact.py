@@ -920,3 +920,16 @@ def test_a_first_attempt_successs_stats_equality_and_pickle_are_exact(clock) -> 
     assert repr(outcome) == repr(plain)
     copy = pickle.loads(pickle.dumps(outcome))  # noqa: S301 - our own bytes
     assert (type(copy), copy, copy.value) == (Outcome, outcome, 42)
+
+
+def test_a_throttle_is_recorded_only_with_both_remaining_and_reset_and_names_no_hint() -> None:
+    from retrybudget.core.throttle import NO_THROTTLE
+
+    generic = get_profile("generic")
+    only_remaining = classify(generic, ResponseSeen.of(200, {"x-ratelimit-remaining": "5"}), WALL0)
+    assert throttle_of(generic, only_remaining) is NO_THROTTLE
+    both = classify(generic, ResponseSeen.of(200, {"x-ratelimit-remaining": "5",
+                                                   "x-ratelimit-reset": "30"}), WALL0)
+    throttle = throttle_of(generic, both)
+    assert (throttle.throttled, throttle.hint, throttle.remaining, throttle.reset) == (
+        False, None, 5, 30.0)
