@@ -145,3 +145,71 @@ def test_a_count_written_as_a_float_is_read_up_to_two_to_the_53() -> None:
         parsed = parse_rate_limit_headers({"x-ratelimit-remaining": text}, NOW)
         assert parsed.remaining == count, text
     assert parse_rate_limit_headers({"x-ratelimit-remaining": "1e17"}, NOW).remaining is None
+
+
+@pytest.mark.parametrize(("value", "unit"), [
+    ("", "ms"), ("", "auto"), ("-5", "ms"), ("nan", "ms"), ("-5", "seconds"), ("inf", "epoch"),
+    ("-6m", "duration"), ("-1.5s", "auto"),
+])
+def test_every_reset_note_names_its_header_and_value(value: str, unit: str) -> None:
+    assert note(value, unit) == (SOURCE, value)
+
+
+@pytest.mark.parametrize("value", ["", "soon", "-1", "inf", "NaN", "Sat, 16 Foo 2027 00:00:00 GMT"])
+def test_every_retry_after_note_names_its_header_and_value(value: str) -> None:
+    found = parse_retry_after(value, NOW, source="x-retry")
+    assert isinstance(found, HeaderNote), found
+    assert (found.header, found.value) == ("x-retry", value)
+    assert found.reason
+
+
+@pytest.mark.parametrize(("value", "delay"), [("0s", 0.0), ("500ms", 0.5), ("1s", 1.0)])
+def test_a_duration_of_zero_or_under_a_second_is_a_delay(value: str, delay: float) -> None:
+    assert hint(value, "duration") == (delay, SOURCE, value)
+    assert hint(value, "auto") == (delay, SOURCE, value)
+
+
+@pytest.mark.parametrize(("value", "epoch"), [
+    ("Sat, 16 Jan 2027 08:00:00 GMT", utc(2027, 1, 16, 8, 0, 0)),  # IMF-fixdate
+    ("Saturday, 16-Jan-27 08:00:00 GMT", utc(2027, 1, 16, 8, 0, 0)),  # rfc850
+    ("Sat Jan 16 08:00:00 2027", utc(2027, 1, 16, 8, 0, 0)),  # asctime
+    ("Sat, 16 Jan 2027 09:00:00 +0100", utc(2027, 1, 16, 8, 0, 0)),  # a numeric zone
+    ("Sat, 16 Dec 2027 08:00:00 GMT", utc(2027, 12, 16, 8, 0, 0)),
+])
+def test_each_http_date_form_is_read_to_the_second(value: str, epoch: float) -> None:
+    found = parse_retry_after(value, NOW)
+    assert isinstance(found, Hint), found
+    assert found.requested == epoch - NOW  # the delay asked (December is clamped to a week)
+
+
+def test_a_float_count_just_past_two_to_the_53_is_refused() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    past = f"{2.0**53 + 2:.1f}"
+    assert parse_rate_limit_headers({"x-ratelimit-remaining": past}, NOW).remaining is None
+
+
+def test_an_overflowing_delay_is_clamped_and_asked_as_the_cap() -> None:
+    assert parse_retry_after("1e400", NOW) == Hint(MAX_HINT_SECONDS, "retry-after", "1e400",
+                                                   MAX_HINT_SECONDS)
+
+
+def test_each_clamped_value_has_its_own_note_naming_its_header() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    for value in ("99999999", "88888888"):
+        notes = parse_rate_limit_headers({"retry-after": value}, NOW).notes
+        assert [(n.header, n.value) for n in notes] == [("retry-after", value)]
+    notes = parse_rate_limit_headers({"x-ratelimit-reset-after": "99999999"}, NOW).notes
+    assert [(n.header, n.value) for n in notes] == [("x-ratelimit-reset-after", "99999999")]
+
+
+def test_an_http_date_names_its_header_and_an_empty_count_its_own() -> None:
+    from retrybudget.core.headers import parse_rate_limit_headers
+
+    found = parse_retry_after("Sat, 16 Jan 2027 08:00:00 GMT", NOW, source="x-retry")
+    assert isinstance(found, Hint)
+    assert found.source == "x-retry"
+    notes = parse_rate_limit_headers({"x-ratelimit-remaining": "", "x-ratelimit-limit": "5"},
+                                     NOW).notes
+    assert [(n.header, n.value) for n in notes] == [("x-ratelimit-remaining", "")]

@@ -25,6 +25,7 @@ ROOT = PACKAGE.parent.parent
 EXACT = "tests/test_rules_exact.py::"
 FLOW = "tests/test_flow_exact.py::"
 POLICY = "tests/test_policy_exact.py::"
+PROVIDERS = "tests/test_providers.py::"
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,22 @@ MUTANTS = [
         "return (yield from finish(step, probe))",
         "return (yield from finish(step, False))",
         (FLOW + "test_every_stop_after_admission_reports_whether_it_was_a_probe",),
+    ),
+    # a rate limit that names now (Retry-After: 0, a reset already gone) retried at once with
+    # no backoff: a burst against a throttling provider (rule 5)
+    Mutant(
+        "a-429-naming-now-retried-at-once", "core/decide.py",
+        "if delay <= 0:  # the provider named now or a past time: no burst, back off",
+        "if delay < 0:  # the provider named now or a past time: no burst, back off",
+        (EXACT + "test_a_retry_after_of_zero_on_a_429_takes_the_policys_backoff",
+         EXACT + "test_a_reset_that_is_now_adds_no_slack_and_backs_off"),
+    ),
+    # every Discord 429 without a scope header read as the global limit: one route's limit
+    # would hold every route of the key (rule 4)
+    Mutant(
+        "every-discord-429-global", "core/classify.py",
+        'if value == "true":', 'if value != "true":',
+        (PROVIDERS + "test_discord_names_the_global_limit_by_its_global_header_alone",),
     ),
     # the backoff's cap dropped: waits between failures grow without bound (rule 2)
     Mutant(

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import retrybudget as rb
 from retrybudget import Backoff, Jitter, Kind, Policy, Reason, ResponseSeen, WaitReason
 from retrybudget.core.classify import classify
+from retrybudget.core.headers import Hint
 from retrybudget.testing import ScriptedProvider, json_payload
 
 NOW = 1_800_000_000.0
@@ -318,3 +319,193 @@ def test_body_signals_and_hints_are_total(profile, status, body, headers) -> Non
     assert isinstance(seen.kind, Kind)
     if seen.hint is not None:
         assert 0 <= seen.hint.delay <= 7 * 24 * 3600
+
+
+# What a body, a cost or a hint header says, read exactly ----------------------------------------
+
+WEEK = 7 * 24 * 3600
+
+
+def body_hint(signal: rb.BodySignal, body: str, status: int = 429):
+    """The retry-after a 429's body names under a profile with this one delay signal."""
+    profile = rb.get_profile("generic").derive("body-delay", body_signals=(signal,))
+    return classify(profile, ResponseSeen.of(status, message=body), NOW).rate.retry_after
+
+
+def test_a_body_delay_is_read_in_its_unit_with_its_field_and_raw_text() -> None:
+    ms = rb.BodySignal(r'"wait_ms"', "delay", delay=r'"wait_ms"\s*:\s*([0-9]+)', unit="ms")
+    assert body_hint(ms, '{"wait_ms": 1500}') == Hint(1.5, "body:wait_ms", "1500")
+    unnamed = rb.BodySignal(r"retry in", "delay", delay=r"retry in ([0-9]+)")
+    assert body_hint(unnamed, "retry in 7 seconds") == Hint(7.0, "body:delay", "7")
+    long = "0" * 250 + "5"
+    assert body_hint(unnamed, f"retry in {long}") == Hint(5.0, "body:delay", long[:200])
+
+
+def test_a_body_delay_of_zero_up_to_a_week_is_taken_and_nothing_past_it() -> None:
+    signal = rb.BodySignal(r"retry in", "delay", delay=r"retry in ([0-9]+)")
+    assert body_hint(signal, "retry in 0") == Hint(0.0, "body:delay", "0")
+    assert body_hint(signal, f"retry in {WEEK}") == Hint(float(WEEK), "body:delay", str(WEEK))
+    assert body_hint(signal, f"retry in {WEEK + 1}") is None
+
+
+def test_a_body_delay_that_is_no_number_or_no_duration_is_not_read() -> None:
+    seconds = rb.BodySignal(r'"wait"', "delay", delay=r'"wait"\s*:\s*"([^"]*)"')
+    assert body_hint(seconds, '{"wait": "soon"}') is None
+    duration = rb.BodySignal(r'"wait"', "delay", delay=r'"wait"\s*:\s*"([^"]*)"',
+                             unit="duration")
+    assert body_hint(duration, '{"wait": "soon"}') is None
+
+
+def shopify_cost(status: int = 200, *, requested=None, maximum=None, available=None, rate=None,
+                 throttled=True) -> rb.Classified:
+    status_fields = {k: v for k, v in (("maximumAvailable", maximum),
+                                       ("currentlyAvailable", available),
+                                       ("restoreRate", rate)) if v is not None}
+    cost: dict[str, object] = {"throttleStatus": status_fields}
+    if requested is not None:
+        cost["requestedQueryCost"] = requested
+    body: dict[str, object] = {"extensions": {"cost": cost}}
+    if throttled:
+        body["errors"] = [{"message": "Throttled", "extensions": {"code": "THROTTLED"}}]
+    return classify(rb.get_profile("shopify"),
+                    ResponseSeen.of(status, message=json.dumps(body), method="POST"), NOW)
+
+
+def test_the_cost_reset_and_retry_after_name_their_fields_and_arithmetic() -> None:
+    c = shopify_cost(requested=101, maximum=1000, available=50, rate=50)
+    assert (c.rate.remaining, c.rate.limit) == (50, 1000)
+    assert c.rate.reset == Hint(19.0, "body:throttleStatus", "950/50")  # (1000 - 50) / 50
+    assert c.rate.retry_after == Hint(1.02, "body:requestedQueryCost", "51/50")
+    # a query that costs less than what is left waits nothing
+    cheap = shopify_cost(requested=10, maximum=1000, available=50, rate=50)
+    assert cheap.rate.retry_after == Hint(0.0, "body:requestedQueryCost", "0/50")
+    # a restore rate under one point a second still restores
+    slow = shopify_cost(requested=51, maximum=1000, available=50, rate=0.5)
+    assert slow.rate.reset == Hint(1900.0, "body:throttleStatus", "950/0.5")
+    assert slow.rate.retry_after == Hint(2.0, "body:requestedQueryCost", "1/0.5")
+
+
+def test_the_cost_times_are_taken_up_to_a_week_and_nothing_past_it() -> None:
+    week = shopify_cost(requested=WEEK + 50, maximum=WEEK + 50, available=50, rate=1)
+    assert week.rate.reset == Hint(float(WEEK), "body:throttleStatus", f"{WEEK:g}/1")
+    assert week.rate.retry_after == Hint(float(WEEK), "body:requestedQueryCost", f"{WEEK:g}/1")
+    past = shopify_cost(requested=1000, maximum=1000, available=50, rate=0.001)
+    assert (past.rate.reset, past.rate.retry_after) == (None, None)  # 950 000 s
+    near = shopify_cost(requested=1000, maximum=1000, available=999, rate=0.002)
+    assert near.rate.reset == Hint(500.0, "body:throttleStatus", "1/0.002")
+    assert near.rate.retry_after == Hint(500.0, "body:requestedQueryCost", "1/0.002")
+
+
+def test_a_cost_without_its_maximum_names_only_what_is_left() -> None:
+    c = shopify_cost(requested=101, available=50, rate=50)
+    assert (c.rate.remaining, c.rate.limit, c.rate.reset) == (50, None, None)
+
+
+def test_discord_names_the_global_limit_by_its_global_header_alone() -> None:
+    discord = rb.get_profile("discord")
+    by_flag = classify(discord, ResponseSeen.of(429, {"Retry-After": "2",
+                                                      "X-RateLimit-Global": "true"}), NOW)
+    assert (by_flag.kind, by_flag.scope) == (Kind.RATE_LIMITED, "global")
+    unnamed = classify(discord, ResponseSeen.of(429, {"Retry-After": "2"}), NOW)
+    assert (unnamed.kind, unnamed.scope) == (Kind.RATE_LIMITED, "secondary")
+
+
+def test_the_first_retry_hint_header_present_decides() -> None:
+    profile = rb.get_profile("generic").derive("two-hints",
+                                                retry_hint_headers=("x-first", "x-second"))
+
+    def kind(status: int, headers: dict[str, str]) -> Kind:
+        return classify(profile, ResponseSeen.of(status, headers), NOW).kind
+
+    assert kind(503, {"x-second": "false"}) is Kind.REJECTED  # the first is absent
+    assert kind(503, {"x-first": "true", "x-second": "false"}) is Kind.TRANSIENT
+    assert kind(404, {"x-first": "false", "x-second": "true"}) is Kind.NOT_FOUND
+
+
+def _read(profile, status, headers=None, message="", **changes):
+    profile = rb.get_profile(profile) if isinstance(profile, str) else profile
+    return classify(profile, ResponseSeen.of(status, headers, message=message, **changes), NOW)
+
+
+COST_BODY = json.dumps({"extensions": {"cost": {"requestedQueryCost": 10, "throttleStatus": {
+    "maximumAvailable": 1000.0, "currentlyAvailable": 990, "restoreRate": 50.0}}}})
+
+
+@pytest.mark.parametrize(("profile", "status", "headers", "message", "changes", "kind"), [
+    ("generic", 600, {}, "", {}, Kind.INVALID_PAYLOAD),
+    ("openai", 429, {}, '{"error": {"code": "insufficient_quota"}}', {}, Kind.REJECTED),
+    ("stripe", 429, {}, '{"error": {"code": "lock_timeout"}}', {}, Kind.TRANSIENT),
+    ("generic", 404, {}, "", {}, Kind.NOT_FOUND),
+    ("generic", 400, {}, "", {}, Kind.REJECTED),
+    ("generic", 503, {}, "", {}, Kind.TRANSIENT),
+    ("generic", 200, {"x-ratelimit-remaining": "5"}, "", {"payload_error": "not json"},
+     Kind.INVALID_PAYLOAD),
+    ("shopify", 200, {}, COST_BODY, {}, Kind.OK),
+    (rb.get_profile("generic").with_ok([304]), 304, {}, "", {}, Kind.OK),
+    ("generic", 418, {}, "", {}, Kind.UNEXPECTED),
+    ("openai", 500, {}, "", {}, Kind.TRANSIENT),
+    ("discord", 503, {"X-RateLimit-Scope": "user"}, "", {}, Kind.TRANSIENT),
+], ids=["not-http", "quota", "body-transient", "not-found", "rejected", "transient",
+        "invalid-payload", "2xx-read", "ok-status", "unexpected", "hint-headers", "scope-header"])
+def test_what_is_no_rate_limit_names_no_scope_and_says_why(profile, status, headers, message,
+                                                            changes, kind) -> None:
+    c = _read(profile, status, headers, message, **changes)
+    assert (c.kind, c.scope, c.status) == (kind, "", status)
+    assert isinstance(c.detail, str)
+    assert c.detail != ""
+
+
+@pytest.mark.parametrize(("kind", "error"), [("error", "ValueError"), ("protocol", "bad frame"),
+                                              ("timeout", "ReadTimeout")])
+def test_a_failure_says_why(kind, error) -> None:
+    c = classify(rb.get_profile("generic"), rb.FailureSeen(rb.FailureKind(kind), error), NOW)
+    assert isinstance(c.detail, str)
+    assert error in c.detail
+
+
+def test_a_2xx_with_rate_limit_headers_keeps_its_status_and_detail() -> None:
+    c = _read("generic", 200, {"x-ratelimit-remaining": "5"})
+    assert (c.kind, c.status, c.detail, c.rate.remaining) == (Kind.OK, 200, "ok", 5)
+
+
+def test_a_body_rate_limit_with_quota_left_is_secondary() -> None:
+    c = _read("slack", 429, {}, '{"ok": false, "error": "ratelimited"}')
+    assert (c.kind, c.scope) == (Kind.RATE_LIMITED, "secondary")
+
+
+def test_a_quota_phrase_in_a_2xx_body_is_no_rejection() -> None:
+    assert _read("openai", 200, {}, '{"note": "insufficient_quota"}').kind is Kind.OK
+
+
+def test_a_retry_hint_applies_to_a_300_but_not_a_2xx() -> None:
+    assert _read("openai", 300, {"x-should-retry": "true"}).kind is Kind.TRANSIENT
+    assert _read("openai", 200, {"x-should-retry": "false"}).kind is Kind.OK
+
+
+def test_auto_without_a_url_classifies_by_the_generic_table() -> None:
+    # the union of every provider's statuses would call a 500 transient; generic does not
+    assert classify(rb.auto(), ResponseSeen.of(500), NOW).kind is Kind.UNEXPECTED
+
+
+def test_a_conflict_names_the_disagreeing_headers() -> None:
+    c = _read("generic", 429, {"Retry-After": "10", "x-ratelimit-remaining": "0",
+                               "x-ratelimit-reset": str(int(NOW) + 60)})
+    assert [x.split(": ", 1)[0] for x in c.conflicts] == ["retry-after+x-ratelimit-reset"]
+
+
+def test_a_bucket_header_is_kept_up_to_200_characters() -> None:
+    bucket = "b" * 300
+    c = _read("discord", 429, {"Retry-After": "1", "X-RateLimit-Bucket": bucket})
+    assert c.rate.resource == bucket[:200]
+
+
+def test_only_a_cost_profile_reads_a_cost_from_the_body() -> None:
+    body = json.dumps({"throttleStatus": {"currentlyAvailable": 5, "maximumAvailable": 10}})
+    assert _read("generic", 429, {}, body).rate.remaining is None
+    assert _read("shopify", 429, {}, body).rate.remaining == 5
+
+
+def test_a_remaining_count_in_the_headers_wins_over_the_cost_body() -> None:
+    c = _read("shopify", 200, {"X-Shopify-Shop-Api-Call-Limit": "32/40"}, COST_BODY,
+              method="POST")
+    assert (c.rate.remaining, c.rate.limit) == (8, 40)

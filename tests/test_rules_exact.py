@@ -16,6 +16,7 @@ from retrybudget import (
     FakeClock,
     Jitter,
     Policy,
+    RateLimitMode,
     Reason,
     ResponseSeen,
     Retrier,
@@ -25,6 +26,18 @@ from retrybudget import (
 from retrybudget.coordination import CoordinationConfig, Coordinator, GateConfig, MemoryCoordinator
 from retrybudget.core.actions import Admission, Permit
 from retrybudget.core.classify import FailureKind, FailureSeen, Kind, classify
+from retrybudget.core.decide import (
+    MAX_COORDINATOR_WAITS,
+    Retry,
+    Stop,
+    decide,
+    plan_acquire,
+    plan_attempt,
+    plan_wait,
+    rate_limit_wait,
+)
+from retrybudget.core.headers import MAX_HINT_SECONDS
+from retrybudget.core.state import OperationState
 from retrybudget.core.throttle import throttle_of
 from retrybudget.testing import ScriptedProvider, json_payload
 
@@ -649,3 +662,274 @@ def test_the_retried_statuses_follow_the_rate_limit_mode() -> None:
     # the generic profile: 429 a rate limit, 403 one when its body or headers say so
     assert Policy().retried_statuses() == {502, 503, 504, 429, 403}
     assert Policy(rate_limit=RateLimitMode.FAIL_FAST).retried_statuses() == {502, 503, 504}
+
+
+# The decision functions called directly: every value a Retry or a Stop carries ------------------
+
+def _described(decision: Retry | Stop) -> bool:
+    """A decision carries a human detail (its words are free text; its presence is not)."""
+    return isinstance(decision.detail, str) and decision.detail != ""
+
+
+def _decide(script_status, headers, *, method="GET", attempts=0, profile="generic", **changes):
+
+    policy = Policy(backoff=NO_JITTER, profile=profile).replace(**changes)
+    state = OperationState.start(policy, "op", 0.0, method=method)
+    state = OperationState(**{**{f: getattr(state, f) for f in state.__slots__},
+                              "attempts": attempts})
+    seen = classify(policy.profile, ResponseSeen.of(script_status, headers), WALL0)
+    return decide(policy, state, seen, 0.0, WALL0, 0.5)
+
+
+def test_a_reset_that_is_now_adds_no_slack_and_backs_off() -> None:
+
+    github = get_profile("github")
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0))}
+    seen = classify(github, ResponseSeen.of(403, headers), WALL0)
+    assert rate_limit_wait(github, seen, 0) == (0.0, WaitReason.RATE_LIMIT_RESET,
+                                                "x-ratelimit-reset")
+    # the named time is now: GitHub's zero-hint wait, not the slack
+    decision = _decide(403, headers, profile="github", deadline=100)
+    assert isinstance(decision, Retry)
+    assert (decision.after, decision.reason, decision.source, decision.retry_at) == (
+        60.0, WaitReason.RATE_LIMIT_BACKOFF, "profile:github", WALL0)
+
+
+def test_a_retry_after_of_zero_on_a_429_takes_the_policys_backoff() -> None:
+
+    decision = _decide(429, {"Retry-After": "0"})
+    assert isinstance(decision, Retry)
+    assert (decision.after, decision.reason, decision.source, decision.retry_at) == (
+        0.5, WaitReason.BACKOFF, "policy", WALL0)
+
+
+def test_a_zero_hint_wait_shorter_than_the_backoff_is_the_policys() -> None:
+
+    profile = get_profile("generic").derive("short-zero", zero_hint_wait=0.25)
+    decision = _decide(429, {"Retry-After": "0"}, profile=profile)
+    assert isinstance(decision, Retry)
+    assert (decision.after, decision.reason, decision.source) == (
+        0.5, WaitReason.BACKOFF, "policy")
+
+
+def test_a_clamped_reset_names_the_instant_the_provider_asked_plus_the_slack() -> None:
+
+    asked = 30 * 24 * 3600
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0) + asked)}
+    decision = _decide(403, headers, profile="github", deadline=None)
+    assert isinstance(decision, Retry)
+    assert (decision.after, decision.retry_at) == (MAX_HINT_SECONDS + 1.0, WALL0 + asked + 1.0)
+
+
+def test_a_clamped_retry_after_names_the_instant_the_provider_asked() -> None:
+
+    asked = 30 * 24 * 3600
+    decision = _decide(429, {"Retry-After": str(asked)}, rate_limit=RateLimitMode.FAIL_FAST)
+    assert isinstance(decision, Stop)
+    assert (decision.reason, decision.retry_at) == (Reason.RATE_LIMITED, WALL0 + asked)
+    assert decision.detail.endswith(f"retry-after asked {asked}s, clamped to 604800s")
+
+
+@pytest.mark.parametrize(("status", "headers", "method", "attempts", "changes", "reason"), [
+    (429, {"Retry-After": "5"}, "GET", 0, {"rate_limit": RateLimitMode.FAIL_FAST},
+     Reason.RATE_LIMITED),
+    (429, {"Retry-After": "5"}, "POST", 0, {}, Reason.RATE_LIMITED),
+    (429, {"Retry-After": "5"}, "GET", 2, {}, Reason.RATE_LIMITED),
+    (429, {"Retry-After": "5"}, "GET", 0, {"max_server_wait": 2}, Reason.RATE_LIMITED),
+    (429, {"Retry-After": "50"}, "GET", 0, {}, Reason.RATE_LIMITED),
+    (503, {}, "POST", 0, {}, Reason.NOT_RETRIED),
+    (503, {}, "GET", 2, {}, Reason.EXHAUSTED),
+    (503, {"Retry-After": "50"}, "GET", 0, {"max_server_wait": 2}, Reason.DEADLINE),
+    (503, {"Retry-After": "50"}, "GET", 0, {}, Reason.DEADLINE),
+], ids=["fail-fast", "write", "no-attempts", "over-cap", "past-deadline",
+        "503-write", "503-no-attempts", "503-over-cap", "503-past-deadline"])
+def test_every_stop_of_decide_carries_its_reason_instant_and_a_detail(
+    status, headers, method, attempts, changes, reason
+) -> None:
+
+    decision = _decide(status, headers, method=method, attempts=attempts, **changes)
+    assert isinstance(decision, Stop)
+    assert decision.reason is reason
+    named = float(headers["Retry-After"]) if "Retry-After" in headers else None
+    expected_at = None if named is None or (status == 503 and reason is not Reason.DEADLINE) \
+        else WALL0 + named
+    assert decision.retry_at == expected_at
+    assert _described(decision)
+
+
+def test_every_retry_of_decide_carries_a_detail() -> None:
+
+    for status, headers in ((429, {"Retry-After": "5"}), (503, {})):
+        decision = _decide(status, headers)
+        assert isinstance(decision, Retry)
+        assert _described(decision)
+
+
+def test_plan_attempt_stops_with_the_states_instant_when_nothing_is_left() -> None:
+
+    policy = Policy(max_attempts=2, deadline=10.0)
+    state = OperationState("op", "GET", 0.0, 10.0, attempts=2, retry_at=WALL0 + 7)
+    stop = plan_attempt(policy, state, 0.0)
+    assert isinstance(stop, Stop)
+    assert (stop.reason, stop.retry_at) == (Reason.EXHAUSTED, WALL0 + 7)
+    assert _described(stop)
+    # one attempt left: the attempt's timeout is what is left of the deadline
+    assert plan_attempt(policy, OperationState("op", "GET", 0.0, 10.0, attempts=1), 4.0) == 6.0
+    late = plan_attempt(policy, OperationState("op", "GET", 0.0, 10.0, attempts=1,
+                                               retry_at=WALL0 + 7), 10.0)
+    assert isinstance(late, Stop)
+    assert (late.reason, late.retry_at) == (Reason.DEADLINE, WALL0 + 7)
+    assert _described(late)
+
+
+def test_plan_acquire_stops_after_the_last_wait_with_the_states_instant() -> None:
+
+    state = OperationState("op", "GET", 0.0, None, retry_at=WALL0 + 7)
+    assert plan_acquire(state, MAX_COORDINATOR_WAITS - 1) is None
+    stop = plan_acquire(state, MAX_COORDINATOR_WAITS)
+    assert isinstance(stop, Stop)
+    assert (stop.reason, stop.retry_at) == (Reason.DEADLINE, WALL0 + 7)
+
+
+def test_plan_wait_without_a_wall_clock_names_the_providers_instant() -> None:
+
+    state = OperationState("op", "GET", 0.0, 5.0)
+    fail_fast = Policy(rate_limit=RateLimitMode.FAIL_FAST, deadline=5.0)
+    stop = plan_wait(fail_fast, state, 0.0, 2.0, WaitReason.GATE, WALL0 + 2)
+    assert isinstance(stop, Stop)
+    assert (stop.reason, stop.retry_at) == (Reason.RATE_LIMITED, WALL0 + 2)
+    assert _described(stop)
+    late = plan_wait(Policy(deadline=5.0), state, 0.0, 9.0, WaitReason.PACING, WALL0 + 9)
+    assert isinstance(late, Stop)
+    assert (late.reason, late.retry_at) == (Reason.RATE_LIMITED, WALL0 + 9)
+    assert _described(late)
+    wait = plan_wait(Policy(deadline=5.0), state, 0.0, 2.0, WaitReason.PACING, None)
+    assert isinstance(wait, Retry)
+    assert (wait.after, wait.reason, wait.source, wait.retry_at) == (
+        2.0, WaitReason.PACING, "coordinator", None)
+    assert _described(wait)
+
+
+def test_a_reset_under_a_second_away_gets_the_whole_slack() -> None:
+    github = get_profile("github")
+    headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(WALL0))}
+    seen = classify(github, ResponseSeen.of(403, headers), WALL0 - 0.5)
+    assert rate_limit_wait(github, seen, 0) == (1.5, WaitReason.RATE_LIMIT_RESET,
+                                                "x-ratelimit-reset")
+
+
+def test_a_clamped_503_retry_after_names_the_instant_the_provider_asked() -> None:
+    asked = 30 * 24 * 3600
+    decision = _decide(503, {"Retry-After": str(asked)})
+    assert isinstance(decision, Stop)
+    assert (decision.reason, decision.retry_at) == (Reason.DEADLINE, WALL0 + asked)
+
+
+def _after_failure(kind: FailureKind, now: float, deadline: float | None) -> Retry | Stop:
+    """``decide`` after a failed first attempt at ``now``, the backoff's sample 0 (no wait)."""
+    policy = Policy(deadline=deadline, min_attempt_time=0.5,
+                    backoff=Backoff(base=0.5, cap=4.0, jitter=Jitter.FULL))
+    state = OperationState.start(policy, "op", 0.0, method="GET")
+    seen = classify(policy.profile, FailureSeen(kind, "SomeError"), WALL0)
+    return decide(policy, state, seen, now, WALL0, 0.0)
+
+
+def test_a_timeout_at_the_last_instant_for_an_attempt_stops_with_deadline() -> None:
+    # 9.5 s of a 10 s deadline gone and 0.5 s needed for an attempt: a wait of 0 would fit,
+    # but an attempt that timed out there ran into the deadline
+    stop = _after_failure(FailureKind.TIMEOUT, 9.5, 10.0)
+    assert isinstance(stop, Stop)
+    assert (stop.reason, stop.retry_at) == (Reason.DEADLINE, None)
+    assert _described(stop)
+    # any other failure at that instant retries at once: the wait of 0 fits exactly
+    retry = _after_failure(FailureKind.CONNECT, 9.5, 10.0)
+    assert isinstance(retry, Retry)
+    assert (retry.after, retry.reason) == (0.0, WaitReason.BACKOFF)
+    # a timeout just before that instant retries too, and one without a deadline always may
+    for now, deadline in ((9.49, 10.0), (1e6, None)):
+        retry = _after_failure(FailureKind.TIMEOUT, now, deadline)
+        assert isinstance(retry, Retry)
+        assert (retry.after, retry.reason) == (0.0, WaitReason.BACKOFF)
+
+
+def test_an_error_built_by_hand_has_no_id_no_attempts_and_keeps_its_reason_when_pickled() -> None:
+    import pickle
+
+    from retrybudget.core.outcome import RetryBudgetError
+
+    error = RetryBudgetError("failed", reason=Reason.DEADLINE)
+    assert (error.reason, error.operation_id, error.attempts, error.retry_at) == (
+        Reason.DEADLINE, "", 0, None)
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own bytes
+    assert (type(copy), copy.reason, str(copy)) == (RetryBudgetError, Reason.DEADLINE, "failed")
+
+
+def test_a_failed_outcome_is_described_by_its_detail(clock) -> None:
+    from retrybudget.core.outcome import describe
+
+    outcome, _ = run([{"status": 404}], clock)
+    assert outcome.detail
+    assert describe(outcome).startswith(f"not_found: {outcome.detail}")
+
+
+def test_the_error_for_an_outcome_carries_its_reason_id_attempts_and_instant(clock) -> None:
+    from retrybudget.core.outcome import RetryBudgetError, error_for
+
+    outcome, _ = run([{"status": 429, "headers": {"Retry-After": "30"}}], clock, deadline=5)
+    for base in (None, {Reason.RATE_LIMITED: RetryBudgetError}):  # a table of plain classes
+        error = error_for(outcome, base)
+        assert (error.reason, error.operation_id, error.attempts, error.retry_at) == (
+            Reason.RATE_LIMITED, outcome.operation_id, 1, WALL0 + 30)
+        assert error.outcome is outcome
+
+
+def test_stats_round_to_the_microsecond_and_name_no_policy_when_there_is_none(clock) -> None:
+    import dataclasses
+
+    from retrybudget.core.outcome import Wait
+
+    outcome, _ = run([OK], clock)
+    changed = dataclasses.replace(outcome, policy=None, elapsed=1.2345678,
+                                  waits=(Wait(0.1234567, WaitReason.BACKOFF, "policy", 1),))
+    stats = changed.stats()
+    assert (stats["policy"], stats["elapsed"], stats["waits"][0]["seconds"]) == (
+        None, 1.234568, 0.123457)
+
+
+def test_a_first_attempt_successs_stats_equality_and_pickle_are_exact(clock) -> None:
+    import dataclasses
+    import pickle
+
+    from retrybudget.core.outcome import Outcome
+
+    retrier = Retrier(policy=Policy(name="mine", deadline=60),
+                      clock=clock, key="api.example.com", method="GET", job_id="job-1")
+    outcome = retrier.call(lambda: 42)
+    assert outcome.operation_id
+    assert outcome.stats() == {
+        "operation_id": outcome.operation_id, "job_id": "job-1", "policy": "mine",
+        "key": "api.example.com", "method": "GET", "logical_operations": 1, "attempts": 1,
+        "retries": 0, "outcome": "ok", "retry_at": None, "elapsed": 0.0, "waits": [],
+        "detail": outcome.detail,
+    }
+    plain = dataclasses.replace(outcome)
+    assert type(plain) is Outcome
+    assert (outcome == plain, plain == outcome, hash(outcome) == hash(plain)) == (True,) * 3
+    assert outcome != dataclasses.replace(outcome, detail="other")
+    assert outcome.__eq__(object()) is NotImplemented
+    assert repr(outcome) == repr(plain)
+    copy = pickle.loads(pickle.dumps(outcome))  # noqa: S301 - our own bytes
+    assert (type(copy), copy, copy.value) == (Outcome, outcome, 42)
+
+
+def test_a_throttle_is_recorded_only_with_both_remaining_and_reset_and_names_no_hint() -> None:
+    from retrybudget.core.throttle import NO_THROTTLE
+
+    generic = get_profile("generic")
+    only_remaining = classify(generic, ResponseSeen.of(200, {"x-ratelimit-remaining": "5"}), WALL0)
+    assert throttle_of(generic, only_remaining) is NO_THROTTLE
+    both = classify(generic, ResponseSeen.of(200, {"x-ratelimit-remaining": "5",
+                                                   "x-ratelimit-reset": "30"}), WALL0)
+    throttle = throttle_of(generic, both)
+    assert (throttle.throttled, throttle.hint, throttle.remaining, throttle.reset) == (
+        False, None, 5, 30.0)
