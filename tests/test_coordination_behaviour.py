@@ -47,6 +47,11 @@ EXACT = 1e-9
 """Float rounding on the fake clock."""
 TIME_RESOLUTION = 1e-5
 """Redis's TIME has microseconds; rounding of the values built from it stays below this."""
+CLOCK_READS = 0.01
+"""A real-clock allowance, on the Redis side only: the test's lateness is measured from our
+clock and the plan from the server's, read by different calls in different processes; on a
+loaded machine the two were seen up to 2 ms further apart than the lateness measured. The
+memory backend, on the fake clock, stays exact."""
 
 
 class Planned:
@@ -63,7 +68,7 @@ class Planned:
             return NotImplemented
         if isinstance(self.backend.clock, FakeClock):
             return abs(other - self.value) <= EXACT * max(1.0, abs(self.value))
-        low = self.value - self.backend.lateness() - TIME_RESOLUTION
+        low = self.value - self.backend.lateness() - CLOCK_READS
         return low <= other <= self.value + TIME_RESOLUTION
 
     __hash__ = None  # type: ignore[assignment]
