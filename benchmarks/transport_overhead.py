@@ -21,6 +21,10 @@ Modes (``--mode``, default ``all``):
 ``loopback``
     A client with ``RetryTransport`` beside one with a bare ``httpx.HTTPTransport`` over
     real loopback HTTP (below); target: at most 1.03x.
+``async-loopback``
+    The same with ``AsyncRetryTransport`` beside a bare ``httpx.AsyncHTTPTransport``, in one
+    event loop (each attempt's exchange runs as a task of its own, cut at its end); the
+    client's CPU per GET is reported beside the wall time.
 
 Over loopback both clients GET one synthetic record from the sandbox provider over real loopback HTTP
 (the success path: one attempt, no wait). They run in this one process, interleaved
@@ -308,6 +312,14 @@ def timed(get: Callable[[], httpx.Response], client: object = None) -> float:
     return elapsed
 
 
+def interleaved(names: list[str], rounds: int, per_round: int) -> Iterator[str]:
+    """Whose request comes next: one each in turn, the order alternating each round."""
+    for round_ in range(rounds):
+        order = names if round_ % 2 == 0 else names[::-1]
+        for _ in range(per_round):
+            yield from order
+
+
 def run_loopback(base: str, per_round: int, rounds: int, warmup: int, server: str) -> None:
     """RetryTransport beside a bare HTTPTransport over real loopback HTTP."""
     url = base + PATH
@@ -321,13 +333,8 @@ def run_loopback(base: str, per_round: int, rounds: int, warmup: int, server: st
             for _ in range(warmup):
                 timed(lambda c=client: c.get(url))
         gc.collect()
-        names = list(clients)
-        for round_ in range(rounds):
-            order = names if round_ % 2 == 0 else names[::-1]
-            for _ in range(per_round):
-                for name in order:
-                    samples[name].append(timed(lambda c=clients[name]: c.get(url),
-                                               clients[name]))
+        for name in interleaved(list(clients), rounds, per_round):
+            samples[name].append(timed(lambda c=clients[name]: c.get(url), clients[name]))
         stats = retry.get(url).extensions["retrybudget"]  # the success path: one attempt
         if (stats["attempts"], stats["outcome"]) != (1, "ok"):
             raise SystemExit(f"not the success path: {stats}")
@@ -411,11 +418,62 @@ def run_calls(calls: int) -> None:
         print(f"{name:<48} {acounted(atransport) - abare:>6.0f}")
 
 
+def run_async_loopback(base: str, per_round: int, rounds: int, warmup: int,
+                       server: str) -> None:
+    """AsyncRetryTransport beside a bare AsyncHTTPTransport over real loopback HTTP."""
+    url = base + PATH
+
+    async def sample(client: httpx.AsyncClient, wall: list[float], cpu: list[float]) -> None:
+        cpu_started = time.process_time_ns()
+        started = time.perf_counter_ns()
+        response = await client.get(url)
+        wall.append((time.perf_counter_ns() - started) / 1000)
+        cpu.append((time.process_time_ns() - cpu_started) / 1000)
+        if response.status_code != 200:
+            raise SystemExit(f"unexpected status {response.status_code}")
+
+    async def run() -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+        clients = {"bare AsyncHTTPTransport": httpx.AsyncClient(
+                       transport=httpx.AsyncHTTPTransport()),
+                   "AsyncRetryTransport": httpx.AsyncClient(transport=AsyncRetryTransport(
+                       httpx.AsyncHTTPTransport(), retrier=Retrier(policy=Policy())))}
+        wall: dict[str, list[float]] = {name: [] for name in clients}
+        cpu: dict[str, list[float]] = {name: [] for name in clients}
+        for client in clients.values():
+            for _ in range(warmup):
+                await sample(client, [], [])
+        gc.collect()
+        for name in interleaved(list(clients), rounds, per_round):
+            await sample(clients[name], wall[name], cpu[name])
+        stats = (await clients["AsyncRetryTransport"].get(url)).extensions["retrybudget"]
+        if (stats["attempts"], stats["outcome"]) != (1, "ok"):
+            raise SystemExit(f"not the success path: {stats}")
+        for client in clients.values():
+            await client.aclose()
+        return wall, cpu
+
+    wall, cpu = asyncio.run(run())
+    print(f"sandbox GET {PATH} (server: {server}), async, {per_round * rounds} requests "
+          f"per client, {rounds} interleaved rounds, Python {sys.version.split()[0]}")
+    print(f"{'transport':<24} {'median µs':>10} {'p90 µs':>10} {'CPU mean µs':>12}")
+    for name, values in wall.items():
+        p90 = statistics.quantiles(values, n=10)[-1]
+        print(f"{name:<24} {statistics.median(values):>10.1f} {p90:>10.1f} "
+              f"{statistics.fmean(cpu[name]):>12.1f}")
+    bare, retry = "bare AsyncHTTPTransport", "AsyncRetryTransport"
+    ratio = statistics.median(wall[retry]) / statistics.median(wall[bare])
+    cpu_ratio = statistics.fmean(cpu[retry]) / statistics.fmean(cpu[bare])
+    verdict = "MET" if ratio <= TARGET else "NOT MET"
+    print(f"{'ratio':<24} {ratio:>10.3f}x wall, {cpu_ratio:.3f}x CPU "
+          f"(+{statistics.fmean(cpu[retry]) - statistics.fmean(cpu[bare]):.1f} µs CPU; "
+          f"target <= {TARGET}x: {verdict})")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--mode", choices=("all", "canned", "async", "calls", "requests",
-                                           "loopback"),
+                                           "loopback", "async-loopback"),
                         default="all", help="what to time (default: all)")
     parser.add_argument("--calls", type=int, default=5000,
                         help="requests per round in the canned modes (default 5000)")
@@ -434,10 +492,12 @@ def main(argv: list[str] | None = None) -> int:
         run_async(args.calls, args.rounds)
     if args.mode in ("all", "calls"):
         run_calls(min(args.calls, 1000))
-    if args.mode in ("all", "requests", "loopback"):
+    if args.mode in ("all", "requests", "loopback", "async-loopback"):
         with serve() as base:
             if args.mode in ("all", "loopback"):
                 run_loopback(base, per_round, args.rounds, args.warmup, args.server)
+            if args.mode in ("all", "async-loopback"):
+                run_async_loopback(base, per_round, args.rounds, args.warmup, args.server)
             if args.mode in ("all", "requests"):
                 run_requests(base, per_round, args.rounds, args.warmup)
     return 0

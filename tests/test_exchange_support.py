@@ -1,4 +1,5 @@
-"""A hostile provider on loopback: it trickles its status line and headers, or its body.
+"""Hostile providers on loopback: one trickles its status line and headers, or its body;
+another never answers a connect (its accept queue is full, see :func:`full_accept_queue`).
 
 The path names what each request gets: ``/{part}/{interval_ms}/{size}/{status}[/...]``, where
 ``part`` is ``head`` (every byte of the status line and headers ``interval_ms`` apart, then
@@ -13,8 +14,14 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
-__all__ = ["SLACK", "TrickleServer", "trickle_server"]
+import httpx
+
+from retrybudget.gateway import GatewayConfig, serve_in_thread
+
+__all__ = ["SLACK", "TrickleServer", "full_accept_queue", "gateway_timed_out", "trickle_server"]
 
 SLACK = 1.0
 """Seconds an operation may end after its deadline against a trickle (real clock, real sockets:
@@ -115,6 +122,53 @@ def trickle_server() -> Iterator[TrickleServer]:
         server.stop()
 
 
+@contextlib.contextmanager
+def full_accept_queue() -> Iterator[str]:
+    """The base URL of a listening socket that never accepts, its accept queue already full.
+
+    Linux drops a SYN sent to a listener whose accept queue is full, so a connect to it gets
+    no answer at all (no refusal, no timeout from the server): the client's connect hangs
+    until its own timeout, resending the SYN. The queue is filled with held connections until
+    a probe's connect hangs, which is checked, so the provider is known to be stuck.
+    """
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port: int = listener.getsockname()[1]
+    held: list[socket.socket] = []
+    try:
+        for _ in range(64):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probe.settimeout(0.3)
+            try:
+                probe.connect(("127.0.0.1", port))
+            except TimeoutError:  # the SYN got no answer: the queue is full
+                probe.close()
+                break
+            held.append(probe)
+        else:
+            raise RuntimeError("the accept queue never filled: connects are answered")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
 def elapsed_since(started: float) -> float:
     """Real seconds since ``started`` (``time.monotonic``)."""
     return time.monotonic() - started
+
+
+def gateway_timed_out(provider: str, db_path: Path) -> dict[str, Any]:
+    """The body of a lookup through a gateway in front of ``provider``, checked to be answered
+    within the gateway's deadline plus :data:`SLACK` as a provider failure that ran out of
+    time (``deadline``, or ``exhausted`` when every attempt timed out)."""
+    config = GatewayConfig(provider=provider, db_path=db_path)
+    with serve_in_thread(config) as gateway, httpx.Client(timeout=30.0) as client:
+        started = time.monotonic()
+        response = client.get(gateway.url("/rentals/1/availability"))
+        elapsed = time.monotonic() - started
+    assert elapsed <= config.deadline + SLACK, f"{elapsed:.2f} s"
+    body: dict[str, Any] = response.json()
+    assert response.status_code == 503, body
+    assert body["outcome"] in ("deadline", "exhausted"), body
+    return body

@@ -71,9 +71,6 @@ _SHED_RETRY_AFTER = "1"
 from, so the hint is the smallest whole second."""
 _BUDGET = "retrybudget.gateway.budget_steps"
 """The request extension naming the operation's budget, in whole ``STEP`` units."""
-_ENDS = "retrybudget.gateway.operation_ends"
-"""The request extension holding the monotonic instant (on the app's clock) the operation
-must have ended by: the door's ``answer_by`` less ``STORE_TIME``."""
 _VERDICT = "retrybudget.gateway.verdict"
 """The ASGI scope key holding the door's verdict on a request (see :meth:`Gateway._admit`)."""
 _OPERATION_ENDED = "retrybudget.gateway.operation_ended"
@@ -187,59 +184,6 @@ class _ByBudget(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-class _CutAtTheEnd(httpx.AsyncBaseTransport):
-    """Sends each attempt through ``inner``, ended at its operation's absolute end.
-
-    The retry transport bounds an attempt by its timeout, but on a loaded machine an exchange
-    can outlast it outside any socket read: a connection being opened to a provider whose
-    accept queue is full ignores its cancellation until the connect attempt itself gives up
-    (seconds). The exchange therefore runs as a task of its own: at the instant the
-    ``_ENDS`` extension names, or as soon as the retry transport cancels the attempt, the
-    attempt ends at once (a timeout: the operation then ends ``deadline`` with its attempts
-    counted) and the exchange is left to finish cancelled, its response, if one still
-    comes, closed unread. Not being an httpx transport, it also makes the retry transport
-    bound the whole exchange (the body included) by the attempt's end with a cancel scope.
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, clock: Clock) -> None:
-        self._inner = inner
-        self._clock = clock
-        self._left_behind: set[asyncio.Future[Any]] = set()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request``; raise ``httpx.ReadTimeout`` once its operation's end passed."""
-        ends = request.extensions.get(_ENDS)
-        if not isinstance(ends, float):
-            return await self._inner.handle_async_request(request)
-        exchange = asyncio.ensure_future(self._inner.handle_async_request(request))
-        try:
-            await asyncio.wait((exchange,), timeout=max(0.0, ends - self._clock.monotonic()))
-        finally:
-            if not exchange.done():
-                self._leave_behind(exchange)
-        if exchange in self._left_behind:  # cut at the end
-            raise httpx.ReadTimeout("the operation's deadline passed before the exchange "
-                                    "ended", request=request)
-        return exchange.result()
-
-    def _leave_behind(self, exchange: asyncio.Task[httpx.Response]) -> None:
-        """Cancel ``exchange`` without waiting for it; close its response if one comes."""
-        exchange.cancel()
-        self._left_behind.add(exchange)
-        exchange.add_done_callback(self._ended_behind)
-
-    def _ended_behind(self, exchange: asyncio.Task[httpx.Response]) -> None:
-        self._left_behind.discard(exchange)
-        if not exchange.cancelled() and exchange.exception() is None:
-            closing = asyncio.ensure_future(exchange.result().aclose())
-            self._left_behind.add(closing)  # held until closed
-            closing.add_done_callback(self._left_behind.discard)
-
-    async def aclose(self) -> None:
-        """Close the inner transport."""
-        await self._inner.aclose()
-
-
 def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(f"{rental_id}\n{canonical}".encode()).hexdigest()
@@ -290,7 +234,7 @@ class Gateway:
         inner = transport if transport is not None else httpx.AsyncHTTPTransport(
             verify=_tls_context(), limits=limits)
         self.client = httpx.AsyncClient(
-            transport=_ByBudget(_CutAtTheEnd(inner, clock), retrier),
+            transport=_ByBudget(inner, retrier),
             headers=dict(config.provider_headers),
             timeout=config.deadline,
             follow_redirects=False,
@@ -311,7 +255,7 @@ class Gateway:
     # the provider --------------------------------------------------------------------
 
     async def _call(self, request: Request, method: str, url: str, reader: Callable[[Any], T],
-                    steps: int, ends: float, *, headers: Mapping[str, str] | None = None,
+                    steps: int, *, headers: Mapping[str, str] | None = None,
                     body: Mapping[str, Any] | None = None) -> _Result[T]:
         """One logical provider operation of ``steps`` budget units, judged: what its final
         answer confirmed, or why it confirmed nothing. Provider failures never raise: they
@@ -323,7 +267,7 @@ class Gateway:
         its outcome; an exception that carries none is not a provider failure and is raised.
         """
         request_id = request.headers.get("x-request-id", "")
-        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps, _ENDS: ends}
+        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps}
         if _REQUEST_ID.match(request_id):
             extensions[JOB_ID] = request_id
         outgoing = self.client.build_request(method, url, headers=headers, json=body,
@@ -434,8 +378,7 @@ class Gateway:
         answer_by = admitted.answer_by
         url = self.config.url(self.config.availability_path, rental_id)
         reader = functools.partial(read_availability, rental_id=rental_id)
-        result = await self._call(request, "GET", url, reader, admitted.steps,
-                                  answer_by - STORE_TIME)
+        result = await self._call(request, "GET", url, reader, admitted.steps)
         request.scope[_OPERATION_ENDED] = self.clock.monotonic()
         fact, outcome = result.value, result.outcome
         if fact is None:
@@ -536,8 +479,7 @@ class Gateway:
         steps = max(1, min(admitted.steps, int(left / STEP)))
         result = await self._call(request, "POST", url,
                                   functools.partial(read_reservation, rental_id=rental_id),
-                                  steps, admitted.answer_by - STORE_TIME,
-                                  headers={IDEMPOTENCY_HEADER: key}, body=body)
+                                  steps, headers={IDEMPOTENCY_HEADER: key}, body=body)
         request.scope[_OPERATION_ENDED] = self.clock.monotonic()
         confirmed, outcome = result.value, result.outcome
         now = self.clock.wall()

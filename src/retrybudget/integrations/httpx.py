@@ -17,8 +17,10 @@ one operation: its attempts, waits and per-attempt timeouts come out of one budg
 the final response carries the operation's stats. The whole exchange of an attempt (connect,
 status line, headers and any body the transport reads) ends at the attempt's absolute end:
 every socket read and write of an ``httpx.HTTPTransport`` / ``httpx.AsyncHTTPTransport`` is
-clipped to what is left, and the async transport reads through any other inner transport
-under a cancel scope. With no hook, audit sink or active coordinator, a request's first
+clipped to what is left, and over ``httpx.AsyncHTTPTransport`` each attempt's exchange runs
+as a task of its own, cut at that end whatever it waits on (a connect deaf to its
+cancellation, say); the async transport reads through any other inner transport under a
+cancel scope. With no hook, audit sink or active coordinator, a request's first
 attempt is sent before the operation is built; only an answer that is not a plain success
 builds it (and goes on from that attempt). The client above follows redirects, so
 each hop is an operation of its own. Outcomes with no response to hand over raise the
@@ -38,7 +40,8 @@ errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx err
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, Generic, TypeVar
 
@@ -47,6 +50,7 @@ import httpcore
 import httpx
 
 from .. import errors
+from .._clock import Clock
 from .._drivers import PLAIN_OK, Begun, Retrier
 from .._native import httpx_evidence as _evidence
 from .._native import httpx_failure_kind as failure_kind
@@ -93,6 +97,7 @@ KeyFunction = Callable[[httpx.Request], str]
 """Names the provider key of a request (default: ``scheme://host[:port]``)."""
 
 T = TypeVar("T", httpx.BaseTransport, httpx.AsyncBaseTransport)
+R = TypeVar("R")
 
 _TIMEOUTS = ("connect", "read", "write", "pool")
 
@@ -221,6 +226,9 @@ class _BoundedAsyncStream(httpcore.AsyncNetworkStream):
         return await self._stream.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109 - httpcore's
+        deadline = current_deadline()
+        if isinstance(deadline, _Cut):
+            deadline.sent = True
         await self._stream.write(buffer, _clip(timeout, httpcore.WriteTimeout))
 
     async def aclose(self) -> None:
@@ -281,6 +289,28 @@ def _deadline_error(request: httpx.Request) -> httpx.ReadTimeout:
                              request=request)
 
 
+class _Cut(Deadline):
+    """An async attempt's end, at which :meth:`AsyncRetryTransport._within` cuts its exchange.
+
+    ``sent``: a byte of the request was written to a bounded socket. A cut before that is a
+    connect timeout (nothing was sent, so even a write may be sent again); after it, a read
+    timeout (it may have been sent).
+    """
+
+    __slots__ = ("sent",)
+
+    def __init__(self, clock: Clock, timeout: float) -> None:
+        super().__init__(clock, timeout)
+        self.sent = False
+
+    def error(self, request: httpx.Request) -> httpx.TimeoutException:
+        """The timeout an attempt cut at this end failed with."""
+        if not self.sent:
+            return httpx.ConnectTimeout("the attempt's deadline passed before the request "
+                                        "was sent", request=request)
+        return _deadline_error(request)
+
+
 def _clipped(extensions: dict[str, Any], limit: float | None) -> dict[str, Any]:
     """A request's extensions with each timeout at most ``limit`` (the attempt's timeout)."""
     if limit is None:
@@ -339,8 +369,8 @@ class _Base(Generic[T]):
         redirects_ok: bool = True,
     ) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
-        # httpx's own transports: every socket read and write ends by the attempt's end, so
-        # the async one needs no cancel scope per attempt to bound the whole exchange.
+        # httpx's own transports: every socket read and write ends by the attempt's end (the
+        # async one also cuts each exchange there, see AsyncRetryTransport._within).
         self._sockets_bounded = _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
                               redirects_ok=redirects_ok,
@@ -553,16 +583,20 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
             full = self._start(request, quick[1])
             flow = retrier._unplanned(begun, full.info)
             return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), None))
-        deadline = None if plan is None else Deadline(self._engine.clock, plan)
-        if deadline is None or self._sockets_bounded:
-            token = _DEADLINE.set(deadline)
-            try:
-                response, op, result = await self._first(request, quick[1], plan)
-            finally:
-                _DEADLINE.reset(token)
+        if plan is None:
+            response, op, result = await self._first(request, quick[1], plan)
+        elif self._sockets_bounded:
+            deadline = _Cut(self._engine.clock, plan)
+            extensions = request.extensions
+            sent = await self._within(self._first(request, quick[1], plan), deadline, _sent)
+            if sent is None:  # cut at the attempt's end: the caller's extensions are put back
+                request.extensions = extensions
+                op = self._start(request, quick[1])
+                sent = None, op, op.failed(deadline.error(request))
+            response, op, result = sent
         else:
-            sent: _Sent | None = None
-            with anyio.move_on_after(max(0.0, deadline.remaining())):
+            sent = None
+            with anyio.move_on_after(plan):
                 sent = await self._first(request, quick[1], plan)
             if sent is None:  # cancelled at the attempt's end
                 op = self._start(request, quick[1])
@@ -581,11 +615,12 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         response: httpx.Response | None = None
         op: _Operation | None = None
         try:
-            request.extensions = _clipped(extensions, plan)
+            request.extensions = clipped = _clipped(extensions, plan)
             try:
                 response = await self._transport.handle_async_request(request)
             finally:
-                request.extensions = extensions
+                if request.extensions is clipped:  # not yet restored by a cut (see _within)
+                    request.extensions = extensions
             if 200 <= response.status_code < 300:
                 return response, None, None  # no 2xx body is read: its headers say the rest
             op = self._start(request, key)
@@ -602,18 +637,56 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
             raise
 
     async def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
-        deadline = self._engine.deadline(attempt)
-        if deadline is None or self._sockets_bounded:
-            # httpx's own transport: every socket read and write ends by the attempt's end.
-            token = _DEADLINE.set(deadline)
-            try:
-                return await self._exchange(op, attempt)
-            finally:
-                _DEADLINE.reset(token)
-        # A cancel scope bounds the whole exchange, whatever the inner transport reads.
-        with anyio.move_on_after(max(0.0, deadline.remaining())):
+        timeout = attempt.timeout
+        if timeout is None:
+            return await self._exchange(op, attempt)
+        if self._sockets_bounded:  # httpx's own transport
+            deadline = _Cut(self._engine.clock, timeout)
+            result = await self._within(self._exchange(op, attempt), deadline, _response)
+            if result is None:  # cut at the attempt's end
+                return op.failed(deadline.error(op.request))
+            return result
+        # Any other inner transport: a cancel scope bounds the whole exchange.
+        with anyio.move_on_after(timeout):
             return await self._exchange(op, attempt)
         return op.failed(_deadline_error(op.request))  # cancelled at the attempt's end
+
+    async def _within(self, exchange: Coroutine[Any, Any, R], deadline: _Cut,
+                      response_of: Callable[[R], object]) -> R | None:
+        """What ``exchange`` returns by ``deadline``'s end, or None: it was cut there.
+
+        The exchange runs as a task of its own with ``deadline`` as its attempt's end (every
+        socket read and write of httpx's own transport is clipped to it). Nothing it waits
+        on can hold the attempt past that end: on a loaded machine, a connect to a provider
+        whose accept queue is full was seen to hold its attempt seconds past its end, in
+        anyio's ``connect_tcp``, its cancellation taking effect only once the connect attempt
+        ended. An exchange still running at the end is cancelled and left behind; a response
+        it still returns (``response_of`` finds it in what the exchange returns) is closed
+        unread.
+        """
+        loop = asyncio.get_running_loop()
+        token = _DEADLINE.set(deadline)
+        try:
+            task = loop.create_task(exchange)  # runs in a copy of this context
+        finally:
+            _DEADLINE.reset(token)
+        ended = loop.create_future()
+        wake = partial(_wake, ended)
+        task.add_done_callback(wake)
+        timer = loop.call_at(loop.time() + deadline.remaining(), wake, None)
+        try:
+            await ended
+        except BaseException:  # the operation itself was cancelled (or dropped unfinished)
+            if not loop.is_closed():
+                _leave_behind(task, response_of)
+            raise
+        finally:
+            timer.cancel()
+            task.remove_done_callback(wake)
+        if task.done():
+            return task.result()
+        _leave_behind(task, response_of)
+        return None
 
     async def _exchange(self, op: _Operation, attempt: Attempt) -> AttemptResult:
         response: httpx.Response | None = None
@@ -632,3 +705,39 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
     async def aclose(self) -> None:
         """Close the inner transport."""
         await self._transport.aclose()
+
+
+_LEFT_BEHIND: set[asyncio.Future[Any]] = set()
+"""Exchanges cut at their attempt's end and still running, and late responses being closed
+(held here until they end: the event loop keeps only weak references to tasks)."""
+
+
+def _wake(ended: asyncio.Future[None], _: object) -> None:
+    if not ended.done():
+        ended.set_result(None)
+
+
+def _leave_behind(task: asyncio.Task[R], response_of: Callable[[R], object]) -> None:
+    """Cancel ``task`` without waiting for it; close the response it may still return."""
+    task.cancel()
+    _LEFT_BEHIND.add(task)
+    task.add_done_callback(partial(_ended_behind, response_of))
+
+
+def _ended_behind(response_of: Callable[[R], object], task: asyncio.Task[R]) -> None:
+    _LEFT_BEHIND.discard(task)
+    if task.cancelled() or task.exception() is not None:
+        return
+    response = response_of(task.result())
+    if isinstance(response, httpx.Response):
+        closing = asyncio.ensure_future(response.aclose())
+        _LEFT_BEHIND.add(closing)
+        closing.add_done_callback(_LEFT_BEHIND.discard)
+
+
+def _response(result: AttemptResult) -> object:
+    return result.value
+
+
+def _sent(sent: _Sent) -> object:
+    return sent[0]
