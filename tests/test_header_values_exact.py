@@ -9,13 +9,19 @@ HTTP-dates and RFC 3339 timestamps. Each test kills mutants of the general parse
 from __future__ import annotations
 
 import calendar
+import math
+from email.utils import formatdate
 
 import pytest
 
 from retrybudget.core.headers import (
+    MAX_CLOCK_SKEW,
     MAX_HINT_SECONDS,
+    SKEW_EVIDENCE,
     HeaderNote,
+    HeaderRules,
     Hint,
+    parse_rate_limit_headers,
     parse_reset,
     parse_retry_after,
     parse_rfc3339,
@@ -139,8 +145,6 @@ def test_an_rfc3339_reset_keeps_its_fraction_of_a_second(value: str, delay: floa
 
 
 def test_a_count_written_as_a_float_is_read_up_to_two_to_the_53() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     for text, count in (("107.0", 107), ("1e3", 1000), (f"{2.0**53:.1f}", 2**53)):
         parsed = parse_rate_limit_headers({"x-ratelimit-remaining": text}, NOW)
         assert parsed.remaining == count, text
@@ -183,8 +187,6 @@ def test_each_http_date_form_is_read_to_the_second(value: str, epoch: float) -> 
 
 
 def test_a_float_count_just_past_two_to_the_53_is_refused() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     past = f"{2.0**53 + 2:.1f}"
     assert parse_rate_limit_headers({"x-ratelimit-remaining": past}, NOW).remaining is None
 
@@ -195,8 +197,6 @@ def test_an_overflowing_delay_is_clamped_and_asked_as_the_cap() -> None:
 
 
 def test_each_clamped_value_has_its_own_note_naming_its_header() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     for value in ("99999999", "88888888"):
         notes = parse_rate_limit_headers({"retry-after": value}, NOW).notes
         assert [(n.header, n.value) for n in notes] == [("retry-after", value)]
@@ -205,11 +205,110 @@ def test_each_clamped_value_has_its_own_note_naming_its_header() -> None:
 
 
 def test_an_http_date_names_its_header_and_an_empty_count_its_own() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     found = parse_retry_after("Sat, 16 Jan 2027 08:00:00 GMT", NOW, source="x-retry")
     assert isinstance(found, Hint)
     assert found.source == "x-retry"
     notes = parse_rate_limit_headers({"x-ratelimit-remaining": "", "x-ratelimit-limit": "5"},
                                      NOW).notes
     assert [(n.header, n.value) for n in notes] == [("x-ratelimit-remaining", "")]
+
+
+# ------------------------------------------------ the provider's Date and the IETF RateLimit fields
+
+PROVIDER_CLOCK = HeaderRules(provider_clock=True)
+
+
+def test_a_date_that_is_no_http_date_is_a_note_and_the_local_clock_is_used() -> None:
+    headers = (("date", "not a date"), ("x-ratelimit-reset", str(int(NOW) + 30)),
+               ("x-ratelimit-remaining", "0"))
+    for given in (headers, dict(headers)):
+        info = parse_rate_limit_headers(given, NOW, PROVIDER_CLOCK)
+        assert info.reset == Hint(30.0, "x-ratelimit-reset", str(int(NOW) + 30))
+        assert [(n.header, n.value) for n in info.notes] == [("date", "not a date")]
+        assert all(n.reason for n in info.notes)
+        assert SKEW_EVIDENCE not in dict(info.evidence)
+
+
+@pytest.mark.parametrize(("ahead", "noted", "skew"), [
+    (MAX_CLOCK_SKEW, False, "+600s"),  # the bound itself is no clamp
+    (MAX_CLOCK_SKEW + 1, True, "+600s"),
+    (-MAX_CLOCK_SKEW, False, "-600s"),
+    (-MAX_CLOCK_SKEW - 1, True, "-600s"),
+])
+def test_a_clock_skew_is_clamped_only_past_its_bound(ahead: float, noted: bool,
+                                                     skew: str) -> None:
+    date = formatdate(NOW + ahead, usegmt=True)
+    headers = (("date", date), ("x-ratelimit-reset", str(int(NOW) + 1200)),
+               ("x-ratelimit-remaining", "0"))
+    # a tuple of plain pairs is read by the fast reader, a dict by the general one: both agree
+    for given in (headers, dict(headers)):
+        info = parse_rate_limit_headers(given, NOW, PROVIDER_CLOCK)
+        assert dict(info.evidence)[SKEW_EVIDENCE] == skew
+        assert [(n.header, n.value) for n in info.notes] == ([("date", date)] if noted else [])
+        assert all(n.reason for n in info.notes)
+        assert info.reset is not None
+        assert info.reset.delay == 1200.0 - math.copysign(MAX_CLOCK_SKEW, ahead)
+
+
+def test_an_ietf_list_reset_names_its_header_and_the_whole_field() -> None:
+    field = '"a";r=5;t=10, "b";r=2;t=30'
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert info.reset == Hint(30.0, "ratelimit", field)
+    assert (info.remaining, info.resource, info.limit, info.notes) == (2, "b", None, ())
+
+
+def test_an_ietf_list_tie_keeps_the_first_item_when_one_has_no_reset() -> None:
+    # equal remaining: the longer reset wins; a reset of 0 and none tie, so the first is kept
+    for field, resource in (('"a";r=5;t=0, "b";r=5', "a"), ('"a";r=5, "b";r=5;t=0', "a"),
+                            ('"a";r=5;t=1, "b";r=5', "a"), ('"a";r=5, "b";r=5;t=1', "b")):
+        info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+        assert (info.resource, info.remaining) == (resource, 5), field
+
+
+def test_an_ietf_dictionary_reset_names_its_header_and_the_whole_field() -> None:
+    field = "limit=100, remaining=5, reset=10"
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert info.reset == Hint(10.0, "ratelimit", field)
+    assert (info.limit, info.remaining, info.window, info.notes) == (100, 5, None, ())
+
+
+def test_an_ietf_dictionary_takes_the_window_of_the_policy_with_its_limit() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "limit=100, remaining=5", "ratelimit-policy": "50;w=1, 100;w=60"}, NOW)
+    assert (info.limit, info.remaining, info.window) == (100, 5, 60.0)
+
+
+def test_an_ietf_dictionary_keeps_its_own_limit_over_the_policys() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "limit=100, remaining=5", "ratelimit-policy": "50;w=1"}, NOW)
+    assert (info.limit, info.remaining, info.window, info.conflicts) == (100, 5, 1.0, ())
+
+
+def test_an_ietf_dictionary_without_a_limit_takes_the_policys_and_names_it() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "remaining=5", "ratelimit-policy": "100;w=60"}, NOW)
+    assert (info.limit, info.remaining, info.window, info.conflicts) == (100, 5, 60.0, ())
+    over = parse_rate_limit_headers(
+        {"ratelimit": "remaining=200", "ratelimit-policy": "100;w=60"}, NOW)
+    assert (over.limit, over.remaining) == (100, 200)
+    assert [c.fields for c in over.conflicts] == [("ratelimit", "ratelimit-policy")]
+
+
+@pytest.mark.parametrize(("field", "resource"), [
+    (r'"say \"hi\"";r=5', 'say "hi"'),  # an escape and a space: the character-by-character path
+    (r'"a\\b c";r=5', "a\\b c"),
+])
+def test_an_ietf_policy_name_with_escapes_is_read_exactly(field: str, resource: str) -> None:
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert (info.resource, info.remaining, info.notes) == (resource, 5, ())
+
+
+@pytest.mark.parametrize("field", [
+    r'"a\Xb";r=5',  # only \" and \\ are escapes (RFC 9651 section 4.2.5)
+    '"""";r=5',  # a quote inside a string must be escaped
+    '"a\x01b";r=5',  # a control character is no string character
+])
+def test_an_ietf_policy_name_that_is_no_sf_string_is_a_note(field: str) -> None:
+    info = parse_rate_limit_headers((("ratelimit", field),), NOW)
+    assert (info.resource, info.remaining) == (None, None)
+    assert [(n.header, n.value) for n in info.notes] == [("ratelimit", field)]
