@@ -312,3 +312,107 @@ def test_an_ietf_policy_name_that_is_no_sf_string_is_a_note(field: str) -> None:
     info = parse_rate_limit_headers((("ratelimit", field),), NOW)
     assert (info.resource, info.remaining) == (None, None)
     assert [(n.header, n.value) for n in info.notes] == [("ratelimit", field)]
+
+
+def test_an_ietf_dictionary_without_a_limit_takes_the_first_windowed_policy() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "remaining=5", "ratelimit-policy": "50;w=1, 100;w=60"}, NOW)
+    assert (info.limit, info.remaining, info.window) == (50, 5, 1.0)
+
+
+def test_an_ietf_dictionary_takes_a_lone_policy_without_a_window() -> None:
+    info = parse_rate_limit_headers({"ratelimit": "remaining=5", "ratelimit-policy": "100"}, NOW)
+    assert (info.limit, info.remaining, info.window, info.notes) == (100, 5, None, ())
+
+
+def test_an_ietf_list_item_takes_only_the_policy_of_its_name() -> None:
+    policies = '"a";q=10;w=60, "b";q=20;w=1'
+    for field, limit, window in (('"b";r=5', 20, 1.0), ('"a";r=5', 10, 60.0), ('"c";r=5', None, None)):
+        info = parse_rate_limit_headers({"ratelimit": field, "ratelimit-policy": policies}, NOW)
+        assert (info.limit, info.window, info.remaining) == (limit, window, 5), field
+    # unnamed policies are no name's; a lone one is the field's
+    info = parse_rate_limit_headers(
+        {"ratelimit": '"b";r=5', "ratelimit-policy": "50;w=1, 100;w=60"}, NOW)
+    assert (info.limit, info.window) == (None, None)
+    info = parse_rate_limit_headers({"ratelimit": '"b";r=5', "ratelimit-policy": "100;w=60"}, NOW)
+    assert (info.limit, info.window) == (100, 60.0)
+
+
+def test_an_ietf_item_with_a_malformed_parameter_is_a_note() -> None:
+    field = '"a";r=5;x=@@'
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert (info.resource, info.remaining) == (None, None)
+    assert [(n.header, n.value) for n in info.notes] == [("ratelimit", field)]
+
+
+def test_remaining_equal_to_the_limit_is_no_conflict() -> None:
+    info = parse_rate_limit_headers({"x-ratelimit-limit": "5", "x-ratelimit-remaining": "5"}, NOW)
+    assert (info.limit, info.remaining, info.conflicts) == (5, 5, ())
+
+
+@pytest.mark.parametrize(("value", "used", "limit", "remaining", "conflict"), [
+    ("40/40", 40, 40, 0, False),
+    ("41/40", 41, 40, 0, True),
+    (" 3 / 40 ", 3, 40, 37, False),
+])
+def test_a_shopify_call_limit_is_read_exactly(value: str, used: int, limit: int, remaining: int,
+                                              conflict: bool) -> None:
+    name = "x-shopify-shop-api-call-limit"
+    info = parse_rate_limit_headers({name: value}, NOW)
+    assert (info.used, info.limit, info.remaining, info.notes) == (used, limit, remaining, ())
+    assert [c.fields for c in info.conflicts] == ([(name,)] if conflict else [])
+    assert all(c.detail for c in info.conflicts)
+
+
+def test_a_shopify_call_limit_that_is_no_pair_is_a_note_naming_its_header() -> None:
+    info = parse_rate_limit_headers({"x-shopify-shop-api-call-limit": "forty"}, NOW)
+    assert (info.used, info.limit, info.remaining) == (None, None, None)
+    assert [(n.header, n.value) for n in info.notes] == [("x-shopify-shop-api-call-limit",
+                                                          "forty")]
+    assert all(n.reason for n in info.notes)
+
+
+def test_an_empty_resource_is_a_note_naming_its_header() -> None:
+    info = parse_rate_limit_headers({"x-ratelimit-resource": "", "x-ratelimit-remaining": "1"},
+                                    NOW)
+    assert (info.resource, info.remaining) == (None, 1)
+    assert [(n.header, n.value) for n in info.notes] == [("x-ratelimit-resource", "")]
+    assert all(n.reason for n in info.notes)
+
+
+def test_resets_that_name_the_same_instant_keep_the_first_header() -> None:
+    for first, second in (("x-ratelimit-reset", "x-ratelimit-reset-after"),
+                          ("x-ratelimit-reset-after", "x-ratelimit-reset")):
+        values = {"x-ratelimit-reset": str(int(NOW) + 30), "x-ratelimit-reset-after": "30"}
+        headers = {first: values[first], second: values[second], "x-ratelimit-remaining": "0"}
+        info = parse_rate_limit_headers(headers, NOW)
+        # the family's own order decides, not the order of the headers
+        assert info.reset == Hint(30.0, "x-ratelimit-reset", str(int(NOW) + 30))
+
+
+@pytest.mark.parametrize(("unit", "value", "expected"), [
+    ("ms", "1500", Hint(1.5, "x-wait", "1500")),
+    ("seconds", "1500", Hint(1500.0, "x-wait", "1500")),
+    ("epoch", str(int(NOW) + 30), Hint(30.0, "x-wait", str(int(NOW) + 30))),
+    ("epoch", "125", Hint(0.0, "x-wait", "125")),  # an instant long gone, not 125 s (auto)
+    ("duration", "1m30s", Hint(90.0, "x-wait", "1m30s")),
+    ("rfc3339", "2027-01-15T08:00:45Z", Hint(45.0, "x-wait", "2027-01-15T08:00:45Z")),
+    ("auto", "45", Hint(45.0, "x-wait", "45")),
+])
+def test_a_delay_header_is_read_in_the_unit_its_rules_name(unit: str, value: str,
+                                                           expected: Hint) -> None:
+    rules = HeaderRules(delays=(("x-wait", unit),), provider_clock=False)
+    info = parse_rate_limit_headers({"x-wait": value}, NOW, rules)
+    assert (info.retry_after, info.notes) == (expected, ())
+
+
+def test_a_tuple_that_is_not_yet_normalized_reads_as_its_normalized_form() -> None:
+    expected = parse_rate_limit_headers({"ratelimit": '"a";r=5', "retry-after": "7"}, NOW)
+    assert expected.retry_after == Hint(7.0, "retry-after", "7")
+    for headers in ((("RateLimit", '"a";r=5'), ("retry-after", "7")),
+                    (("RATELIMIT", '"a";r=5'), ("RETRY-AFTER", "7")),
+                    ((" ratelimit ", '"a";r=5'), ("retry-after", "7")),
+                    (("ratelimit", ' "a";r=5 '), ("retry-after", " 7")),
+                    (("ratelimit", '"a";r=5'), ("retry-after", 7)),
+                    (7, ("ratelimit", '"a";r=5'), ("retry-after", "7"))):  # no pair: skipped
+        assert parse_rate_limit_headers(headers, NOW) == expected, headers
