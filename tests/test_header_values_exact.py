@@ -21,6 +21,7 @@ from retrybudget.core.headers import (
     HeaderNote,
     HeaderRules,
     Hint,
+    RateLimitInfo,
     parse_rate_limit_headers,
     parse_reset,
     parse_retry_after,
@@ -415,4 +416,15 @@ def test_a_tuple_that_is_not_yet_normalized_reads_as_its_normalized_form() -> No
                     (("ratelimit", ' "a";r=5 '), ("retry-after", " 7")),
                     (("ratelimit", '"a";r=5'), ("retry-after", 7)),
                     (7, ("ratelimit", '"a";r=5'), ("retry-after", "7"))):  # no pair: skipped
+        assert parse_rate_limit_headers(headers, NOW) == expected, headers
+
+
+def test_a_tuple_with_a_vendor_header_not_yet_normalized_reads_as_its_normalized_form() -> None:
+    # the fast reader takes plain vendor families; a name it cannot use as is goes to the
+    # general reader, which normalizes it
+    expected = RateLimitInfo(limit=5, remaining=0, evidence=(("x-ratelimit-remaining", "0"),
+                                                             ("x-ratelimit-limit", "5")))
+    for headers in ((("x-ratelimit-remaining", "0"), ("x-ratelimit-limit", "5")),
+                    (("X-RateLimit-Remaining", "0"), ("x-ratelimit-limit", "5")),
+                    ((" x-ratelimit-remaining", "0"), ("x-ratelimit-limit", "5"))):
         assert parse_rate_limit_headers(headers, NOW) == expected, headers
