@@ -17,6 +17,7 @@ import pytest
 from retrybudget.core.headers import (
     MAX_CLOCK_SKEW,
     MAX_HINT_SECONDS,
+    MAX_VALUE_CHARS,
     SKEW_EVIDENCE,
     HeaderNote,
     HeaderRules,
@@ -428,3 +429,21 @@ def test_a_tuple_with_a_vendor_header_not_yet_normalized_reads_as_its_normalized
                     (("X-RateLimit-Remaining", "0"), ("x-ratelimit-limit", "5")),
                     ((" x-ratelimit-remaining", "0"), ("x-ratelimit-limit", "5"))):
         assert parse_rate_limit_headers(headers, NOW) == expected, headers
+
+
+def test_a_long_resource_or_an_odd_date_reads_the_same_from_a_tuple() -> None:
+    # a list is always read by the general reader, a tuple of plain pairs may be read fast
+    long = "r" * (MAX_VALUE_CHARS + 1)
+    date = formatdate(NOW + 30, usegmt=True)
+    later = formatdate(NOW + 90, usegmt=True)
+    remaining = ("x-ratelimit-remaining", "1")
+    for headers, resource, skew in (
+        ([("x-ratelimit-resource", long), remaining], long[:MAX_VALUE_CHARS], None),
+        ([("date", f" {date}"), remaining], None, "+30s"),
+        ([("date", date), ("date", later), remaining], None, "+30s"),  # the first Date counts
+    ):
+        info = parse_rate_limit_headers(tuple(headers), NOW, PROVIDER_CLOCK)
+        assert info == parse_rate_limit_headers(headers, NOW, PROVIDER_CLOCK), headers
+        assert (info.resource, info.remaining) == (resource, 1)
+        assert dict(info.evidence).get(SKEW_EVIDENCE) == skew
+        assert all(len(value) <= MAX_VALUE_CHARS for _, value in info.evidence)
