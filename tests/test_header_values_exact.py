@@ -447,3 +447,20 @@ def test_a_long_resource_or_an_odd_date_reads_the_same_from_a_tuple() -> None:
         assert (info.resource, info.remaining) == (resource, 1)
         assert dict(info.evidence).get(SKEW_EVIDENCE) == skew
         assert all(len(value) <= MAX_VALUE_CHARS for _, value in info.evidence)
+
+
+@pytest.mark.parametrize("pair", [
+    ("x-ratelimit-remaining", "-1"),  # no count: a note
+    ("x-ratelimit-remaining", "1_000"),  # int() would take it, a count does not
+    ("x-ratelimit-remaining", " 5"),
+    ("x-ratelimit-remaining", "1" * 19),  # past 18 digits: no count
+    ("x-ratelimit-resource", " core "),
+])
+def test_a_value_the_fast_reader_cannot_use_as_is_reads_the_same_from_a_tuple(
+        pair: tuple[str, str]) -> None:
+    headers = [pair, ("x-ratelimit-limit", "10")]
+    info = parse_rate_limit_headers(tuple(headers), NOW)
+    assert info == parse_rate_limit_headers(headers, NOW)
+    assert info.limit == 10
+    assert info.remaining == (5 if pair[1] == " 5" else None)
+    assert info.resource == ("core" if pair[1] == " core " else None)
