@@ -464,3 +464,22 @@ def test_a_value_the_fast_reader_cannot_use_as_is_reads_the_same_from_a_tuple(
     assert info.limit == 10
     assert info.remaining == (5 if pair[1] == " 5" else None)
     assert info.resource == ("core" if pair[1] == " core " else None)
+
+
+@pytest.mark.parametrize(("unit", "value", "delay"), [
+    ("ms", "1500", 1.5),
+    ("seconds", "1500", 1500.0),
+    ("epoch", str(int(NOW) + 30), 30.0),
+    ("rfc3339", "45", None),  # no RFC 3339 timestamp: a note
+    ("auto", "1000000000", 0.0),  # the epoch threshold itself is an epoch, long gone
+    ("auto", "999999999", MAX_HINT_SECONDS),  # just under it: seconds, clamped to a week
+])
+def test_a_plain_vendor_reset_is_read_in_its_unit_from_a_tuple(unit: str, value: str,
+                                                               delay: float | None) -> None:
+    rules = HeaderRules(resets=(("x-ratelimit-reset", unit),), provider_clock=False)
+    headers = [("x-ratelimit-reset", value), ("x-ratelimit-remaining", "0")]
+    info = parse_rate_limit_headers(tuple(headers), NOW, rules)
+    assert info == parse_rate_limit_headers(headers, NOW, rules)
+    assert (info.reset.delay if info.reset else None, info.remaining) == (delay, 0)
+    assert [n.header for n in info.notes] == (["x-ratelimit-reset"] if unit == "rfc3339"
+                                              or delay == MAX_HINT_SECONDS else [])
