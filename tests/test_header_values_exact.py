@@ -9,13 +9,21 @@ HTTP-dates and RFC 3339 timestamps. Each test kills mutants of the general parse
 from __future__ import annotations
 
 import calendar
+import math
+from email.utils import formatdate
 
 import pytest
 
 from retrybudget.core.headers import (
+    MAX_CLOCK_SKEW,
     MAX_HINT_SECONDS,
+    MAX_VALUE_CHARS,
+    SKEW_EVIDENCE,
     HeaderNote,
+    HeaderRules,
     Hint,
+    RateLimitInfo,
+    parse_rate_limit_headers,
     parse_reset,
     parse_retry_after,
     parse_rfc3339,
@@ -139,8 +147,6 @@ def test_an_rfc3339_reset_keeps_its_fraction_of_a_second(value: str, delay: floa
 
 
 def test_a_count_written_as_a_float_is_read_up_to_two_to_the_53() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     for text, count in (("107.0", 107), ("1e3", 1000), (f"{2.0**53:.1f}", 2**53)):
         parsed = parse_rate_limit_headers({"x-ratelimit-remaining": text}, NOW)
         assert parsed.remaining == count, text
@@ -183,8 +189,6 @@ def test_each_http_date_form_is_read_to_the_second(value: str, epoch: float) -> 
 
 
 def test_a_float_count_just_past_two_to_the_53_is_refused() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     past = f"{2.0**53 + 2:.1f}"
     assert parse_rate_limit_headers({"x-ratelimit-remaining": past}, NOW).remaining is None
 
@@ -195,8 +199,6 @@ def test_an_overflowing_delay_is_clamped_and_asked_as_the_cap() -> None:
 
 
 def test_each_clamped_value_has_its_own_note_naming_its_header() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     for value in ("99999999", "88888888"):
         notes = parse_rate_limit_headers({"retry-after": value}, NOW).notes
         assert [(n.header, n.value) for n in notes] == [("retry-after", value)]
@@ -205,11 +207,279 @@ def test_each_clamped_value_has_its_own_note_naming_its_header() -> None:
 
 
 def test_an_http_date_names_its_header_and_an_empty_count_its_own() -> None:
-    from retrybudget.core.headers import parse_rate_limit_headers
-
     found = parse_retry_after("Sat, 16 Jan 2027 08:00:00 GMT", NOW, source="x-retry")
     assert isinstance(found, Hint)
     assert found.source == "x-retry"
     notes = parse_rate_limit_headers({"x-ratelimit-remaining": "", "x-ratelimit-limit": "5"},
                                      NOW).notes
     assert [(n.header, n.value) for n in notes] == [("x-ratelimit-remaining", "")]
+
+
+# ------------------------------------------------ the provider's Date and the IETF RateLimit fields
+
+PROVIDER_CLOCK = HeaderRules(provider_clock=True)
+
+
+def test_a_date_that_is_no_http_date_is_a_note_and_the_local_clock_is_used() -> None:
+    headers = (("date", "not a date"), ("x-ratelimit-reset", str(int(NOW) + 30)),
+               ("x-ratelimit-remaining", "0"))
+    for given in (headers, dict(headers)):
+        info = parse_rate_limit_headers(given, NOW, PROVIDER_CLOCK)
+        assert info.reset == Hint(30.0, "x-ratelimit-reset", str(int(NOW) + 30))
+        assert [(n.header, n.value) for n in info.notes] == [("date", "not a date")]
+        assert all(n.reason for n in info.notes)
+        assert SKEW_EVIDENCE not in dict(info.evidence)
+
+
+@pytest.mark.parametrize(("ahead", "noted", "skew"), [
+    (MAX_CLOCK_SKEW, False, "+600s"),  # the bound itself is no clamp
+    (MAX_CLOCK_SKEW + 1, True, "+600s"),
+    (-MAX_CLOCK_SKEW, False, "-600s"),
+    (-MAX_CLOCK_SKEW - 1, True, "-600s"),
+])
+def test_a_clock_skew_is_clamped_only_past_its_bound(ahead: float, noted: bool,
+                                                     skew: str) -> None:
+    date = formatdate(NOW + ahead, usegmt=True)
+    headers = (("date", date), ("x-ratelimit-reset", str(int(NOW) + 1200)),
+               ("x-ratelimit-remaining", "0"))
+    # a tuple of plain pairs is read by the fast reader, a dict by the general one: both agree
+    for given in (headers, dict(headers)):
+        info = parse_rate_limit_headers(given, NOW, PROVIDER_CLOCK)
+        assert dict(info.evidence)[SKEW_EVIDENCE] == skew
+        assert [(n.header, n.value) for n in info.notes] == ([("date", date)] if noted else [])
+        assert all(n.reason for n in info.notes)
+        assert info.reset is not None
+        assert info.reset.delay == 1200.0 - math.copysign(MAX_CLOCK_SKEW, ahead)
+
+
+def test_an_ietf_list_reset_names_its_header_and_the_whole_field() -> None:
+    field = '"a";r=5;t=10, "b";r=2;t=30'
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert info.reset == Hint(30.0, "ratelimit", field)
+    assert (info.remaining, info.resource, info.limit, info.notes) == (2, "b", None, ())
+
+
+def test_an_ietf_list_tie_keeps_the_first_item_when_one_has_no_reset() -> None:
+    # equal remaining: the longer reset wins; a reset of 0 and none tie, so the first is kept
+    for field, resource in (('"a";r=5;t=0, "b";r=5', "a"), ('"a";r=5, "b";r=5;t=0', "a"),
+                            ('"a";r=5;t=1, "b";r=5', "a"), ('"a";r=5, "b";r=5;t=1', "b")):
+        info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+        assert (info.resource, info.remaining) == (resource, 5), field
+
+
+def test_an_ietf_dictionary_reset_names_its_header_and_the_whole_field() -> None:
+    field = "limit=100, remaining=5, reset=10"
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert info.reset == Hint(10.0, "ratelimit", field)
+    assert (info.limit, info.remaining, info.window, info.notes) == (100, 5, None, ())
+
+
+def test_an_ietf_dictionary_takes_the_window_of_the_policy_with_its_limit() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "limit=100, remaining=5", "ratelimit-policy": "50;w=1, 100;w=60"}, NOW)
+    assert (info.limit, info.remaining, info.window) == (100, 5, 60.0)
+
+
+def test_an_ietf_dictionary_keeps_its_own_limit_over_the_policys() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "limit=100, remaining=5", "ratelimit-policy": "50;w=1"}, NOW)
+    assert (info.limit, info.remaining, info.window, info.conflicts) == (100, 5, 1.0, ())
+
+
+def test_an_ietf_dictionary_without_a_limit_takes_the_policys_and_names_it() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "remaining=5", "ratelimit-policy": "100;w=60"}, NOW)
+    assert (info.limit, info.remaining, info.window, info.conflicts) == (100, 5, 60.0, ())
+    over = parse_rate_limit_headers(
+        {"ratelimit": "remaining=200", "ratelimit-policy": "100;w=60"}, NOW)
+    assert (over.limit, over.remaining) == (100, 200)
+    assert [c.fields for c in over.conflicts] == [("ratelimit", "ratelimit-policy")]
+
+
+@pytest.mark.parametrize(("field", "resource"), [
+    (r'"say \"hi\"";r=5', 'say "hi"'),  # an escape and a space: the character-by-character path
+    (r'"a\\b c";r=5', "a\\b c"),
+])
+def test_an_ietf_policy_name_with_escapes_is_read_exactly(field: str, resource: str) -> None:
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert (info.resource, info.remaining, info.notes) == (resource, 5, ())
+
+
+@pytest.mark.parametrize("field", [
+    r'"a\Xb";r=5',  # only \" and \\ are escapes (RFC 9651 section 4.2.5)
+    '"""";r=5',  # a quote inside a string must be escaped
+    '"a\x01b";r=5',  # a control character is no string character
+])
+def test_an_ietf_policy_name_that_is_no_sf_string_is_a_note(field: str) -> None:
+    info = parse_rate_limit_headers((("ratelimit", field),), NOW)
+    assert (info.resource, info.remaining) == (None, None)
+    assert [(n.header, n.value) for n in info.notes] == [("ratelimit", field)]
+
+
+def test_an_ietf_dictionary_without_a_limit_takes_the_first_windowed_policy() -> None:
+    info = parse_rate_limit_headers(
+        {"ratelimit": "remaining=5", "ratelimit-policy": "50;w=1, 100;w=60"}, NOW)
+    assert (info.limit, info.remaining, info.window) == (50, 5, 1.0)
+
+
+def test_an_ietf_dictionary_takes_a_lone_policy_without_a_window() -> None:
+    info = parse_rate_limit_headers({"ratelimit": "remaining=5", "ratelimit-policy": "100"}, NOW)
+    assert (info.limit, info.remaining, info.window, info.notes) == (100, 5, None, ())
+
+
+def test_an_ietf_list_item_takes_only_the_policy_of_its_name() -> None:
+    policies = '"a";q=10;w=60, "b";q=20;w=1'
+    for field, limit, window in (('"b";r=5', 20, 1.0), ('"a";r=5', 10, 60.0), ('"c";r=5', None, None)):
+        info = parse_rate_limit_headers({"ratelimit": field, "ratelimit-policy": policies}, NOW)
+        assert (info.limit, info.window, info.remaining) == (limit, window, 5), field
+    # unnamed policies are no name's; a lone one is the field's
+    info = parse_rate_limit_headers(
+        {"ratelimit": '"b";r=5', "ratelimit-policy": "50;w=1, 100;w=60"}, NOW)
+    assert (info.limit, info.window) == (None, None)
+    info = parse_rate_limit_headers({"ratelimit": '"b";r=5', "ratelimit-policy": "100;w=60"}, NOW)
+    assert (info.limit, info.window) == (100, 60.0)
+
+
+def test_an_ietf_item_with_a_malformed_parameter_is_a_note() -> None:
+    field = '"a";r=5;x=@@'
+    info = parse_rate_limit_headers({"ratelimit": field}, NOW)
+    assert (info.resource, info.remaining) == (None, None)
+    assert [(n.header, n.value) for n in info.notes] == [("ratelimit", field)]
+
+
+def test_remaining_equal_to_the_limit_is_no_conflict() -> None:
+    info = parse_rate_limit_headers({"x-ratelimit-limit": "5", "x-ratelimit-remaining": "5"}, NOW)
+    assert (info.limit, info.remaining, info.conflicts) == (5, 5, ())
+
+
+@pytest.mark.parametrize(("value", "used", "limit", "remaining", "conflict"), [
+    ("40/40", 40, 40, 0, False),
+    ("41/40", 41, 40, 0, True),
+    (" 3 / 40 ", 3, 40, 37, False),
+])
+def test_a_shopify_call_limit_is_read_exactly(value: str, used: int, limit: int, remaining: int,
+                                              conflict: bool) -> None:
+    name = "x-shopify-shop-api-call-limit"
+    info = parse_rate_limit_headers({name: value}, NOW)
+    assert (info.used, info.limit, info.remaining, info.notes) == (used, limit, remaining, ())
+    assert [c.fields for c in info.conflicts] == ([(name,)] if conflict else [])
+    assert all(c.detail for c in info.conflicts)
+
+
+def test_a_shopify_call_limit_that_is_no_pair_is_a_note_naming_its_header() -> None:
+    info = parse_rate_limit_headers({"x-shopify-shop-api-call-limit": "forty"}, NOW)
+    assert (info.used, info.limit, info.remaining) == (None, None, None)
+    assert [(n.header, n.value) for n in info.notes] == [("x-shopify-shop-api-call-limit",
+                                                          "forty")]
+    assert all(n.reason for n in info.notes)
+
+
+def test_an_empty_resource_is_a_note_naming_its_header() -> None:
+    info = parse_rate_limit_headers({"x-ratelimit-resource": "", "x-ratelimit-remaining": "1"},
+                                    NOW)
+    assert (info.resource, info.remaining) == (None, 1)
+    assert [(n.header, n.value) for n in info.notes] == [("x-ratelimit-resource", "")]
+    assert all(n.reason for n in info.notes)
+
+
+def test_resets_that_name_the_same_instant_keep_the_first_header() -> None:
+    for first, second in (("x-ratelimit-reset", "x-ratelimit-reset-after"),
+                          ("x-ratelimit-reset-after", "x-ratelimit-reset")):
+        values = {"x-ratelimit-reset": str(int(NOW) + 30), "x-ratelimit-reset-after": "30"}
+        headers = {first: values[first], second: values[second], "x-ratelimit-remaining": "0"}
+        info = parse_rate_limit_headers(headers, NOW)
+        # the family's own order decides, not the order of the headers
+        assert info.reset == Hint(30.0, "x-ratelimit-reset", str(int(NOW) + 30))
+
+
+@pytest.mark.parametrize(("unit", "value", "expected"), [
+    ("ms", "1500", Hint(1.5, "x-wait", "1500")),
+    ("seconds", "1500", Hint(1500.0, "x-wait", "1500")),
+    ("epoch", str(int(NOW) + 30), Hint(30.0, "x-wait", str(int(NOW) + 30))),
+    ("epoch", "125", Hint(0.0, "x-wait", "125")),  # an instant long gone, not 125 s (auto)
+    ("duration", "1m30s", Hint(90.0, "x-wait", "1m30s")),
+    ("rfc3339", "2027-01-15T08:00:45Z", Hint(45.0, "x-wait", "2027-01-15T08:00:45Z")),
+    ("auto", "45", Hint(45.0, "x-wait", "45")),
+])
+def test_a_delay_header_is_read_in_the_unit_its_rules_name(unit: str, value: str,
+                                                           expected: Hint) -> None:
+    rules = HeaderRules(delays=(("x-wait", unit),), provider_clock=False)
+    info = parse_rate_limit_headers({"x-wait": value}, NOW, rules)
+    assert (info.retry_after, info.notes) == (expected, ())
+
+
+def test_a_tuple_that_is_not_yet_normalized_reads_as_its_normalized_form() -> None:
+    expected = parse_rate_limit_headers({"ratelimit": '"a";r=5', "retry-after": "7"}, NOW)
+    assert expected.retry_after == Hint(7.0, "retry-after", "7")
+    for headers in ((("RateLimit", '"a";r=5'), ("retry-after", "7")),
+                    (("RATELIMIT", '"a";r=5'), ("RETRY-AFTER", "7")),
+                    ((" ratelimit ", '"a";r=5'), ("retry-after", "7")),
+                    (("ratelimit", ' "a";r=5 '), ("retry-after", " 7")),
+                    (("ratelimit", '"a";r=5'), ("retry-after", 7)),
+                    (7, ("ratelimit", '"a";r=5'), ("retry-after", "7"))):  # no pair: skipped
+        assert parse_rate_limit_headers(headers, NOW) == expected, headers
+
+
+def test_a_tuple_with_a_vendor_header_not_yet_normalized_reads_as_its_normalized_form() -> None:
+    # the fast reader takes plain vendor families; a name it cannot use as is goes to the
+    # general reader, which normalizes it
+    expected = RateLimitInfo(limit=5, remaining=0, evidence=(("x-ratelimit-remaining", "0"),
+                                                             ("x-ratelimit-limit", "5")))
+    for headers in ((("x-ratelimit-remaining", "0"), ("x-ratelimit-limit", "5")),
+                    (("X-RateLimit-Remaining", "0"), ("x-ratelimit-limit", "5")),
+                    ((" x-ratelimit-remaining", "0"), ("x-ratelimit-limit", "5"))):
+        assert parse_rate_limit_headers(headers, NOW) == expected, headers
+
+
+def test_a_long_resource_or_an_odd_date_reads_the_same_from_a_tuple() -> None:
+    # a list is always read by the general reader, a tuple of plain pairs may be read fast
+    long = "r" * (MAX_VALUE_CHARS + 1)
+    date = formatdate(NOW + 30, usegmt=True)
+    later = formatdate(NOW + 90, usegmt=True)
+    remaining = ("x-ratelimit-remaining", "1")
+    for headers, resource, skew in (
+        ([("x-ratelimit-resource", long), remaining], long[:MAX_VALUE_CHARS], None),
+        ([("date", f" {date}"), remaining], None, "+30s"),
+        ([("date", date), ("date", later), remaining], None, "+30s"),  # the first Date counts
+    ):
+        info = parse_rate_limit_headers(tuple(headers), NOW, PROVIDER_CLOCK)
+        assert info == parse_rate_limit_headers(headers, NOW, PROVIDER_CLOCK), headers
+        assert (info.resource, info.remaining) == (resource, 1)
+        assert dict(info.evidence).get(SKEW_EVIDENCE) == skew
+        assert all(len(value) <= MAX_VALUE_CHARS for _, value in info.evidence)
+
+
+@pytest.mark.parametrize("pair", [
+    ("x-ratelimit-remaining", "-1"),  # no count: a note
+    ("x-ratelimit-remaining", "1_000"),  # int() would take it, a count does not
+    ("x-ratelimit-remaining", " 5"),
+    ("x-ratelimit-remaining", "1" * 19),  # past 18 digits: no count
+    ("x-ratelimit-resource", " core "),
+])
+def test_a_value_the_fast_reader_cannot_use_as_is_reads_the_same_from_a_tuple(
+        pair: tuple[str, str]) -> None:
+    headers = [pair, ("x-ratelimit-limit", "10")]
+    info = parse_rate_limit_headers(tuple(headers), NOW)
+    assert info == parse_rate_limit_headers(headers, NOW)
+    assert info.limit == 10
+    assert info.remaining == (5 if pair[1] == " 5" else None)
+    assert info.resource == ("core" if pair[1] == " core " else None)
+
+
+@pytest.mark.parametrize(("unit", "value", "delay"), [
+    ("ms", "1500", 1.5),
+    ("seconds", "1500", 1500.0),
+    ("epoch", str(int(NOW) + 30), 30.0),
+    ("rfc3339", "45", None),  # no RFC 3339 timestamp: a note
+    ("auto", "1000000000", 0.0),  # the epoch threshold itself is an epoch, long gone
+    ("auto", "999999999", MAX_HINT_SECONDS),  # just under it: seconds, clamped to a week
+])
+def test_a_plain_vendor_reset_is_read_in_its_unit_from_a_tuple(unit: str, value: str,
+                                                               delay: float | None) -> None:
+    rules = HeaderRules(resets=(("x-ratelimit-reset", unit),), provider_clock=False)
+    headers = [("x-ratelimit-reset", value), ("x-ratelimit-remaining", "0")]
+    info = parse_rate_limit_headers(tuple(headers), NOW, rules)
+    assert info == parse_rate_limit_headers(headers, NOW, rules)
+    assert (info.reset.delay if info.reset else None, info.remaining) == (delay, 0)
+    assert [n.header for n in info.notes] == (["x-ratelimit-reset"] if unit == "rfc3339"
+                                              or delay == MAX_HINT_SECONDS else [])
