@@ -9,6 +9,7 @@ HTTP-dates and RFC 3339 timestamps. Each test kills mutants of the general parse
 from __future__ import annotations
 
 import calendar
+import importlib
 import math
 from email.utils import formatdate
 
@@ -213,6 +214,7 @@ def test_an_http_date_names_its_header_and_an_empty_count_its_own() -> None:
     notes = parse_rate_limit_headers({"x-ratelimit-remaining": "", "x-ratelimit-limit": "5"},
                                      NOW).notes
     assert [(n.header, n.value) for n in notes] == [("x-ratelimit-remaining", "")]
+    assert all(n.reason for n in notes)
 
 
 # ------------------------------------------------ the provider's Date and the IETF RateLimit fields
@@ -483,3 +485,118 @@ def test_a_plain_vendor_reset_is_read_in_its_unit_from_a_tuple(unit: str, value:
     assert (info.reset.delay if info.reset else None, info.remaining) == (delay, 0)
     assert [n.header for n in info.notes] == (["x-ratelimit-reset"] if unit == "rfc3339"
                                               or delay == MAX_HINT_SECONDS else [])
+
+
+# Several families in one response: the most restrictive binds, the others fill its gaps ----
+
+GITHUB_AND_IETF = {
+    "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4000", "x-ratelimit-used": "1000",
+    "x-ratelimit-resource": "core", "x-ratelimit-reset": str(int(NOW) + 600),
+    "ratelimit-limit": "100", "ratelimit-remaining": "0", "ratelimit-reset": "30",
+    "ratelimit-policy": "100;w=60",
+}
+
+
+def test_an_exhausted_family_binds_and_the_others_fill_in_what_it_does_not_say() -> None:
+    info = parse_rate_limit_headers(GITHUB_AND_IETF, NOW)
+    # the IETF quota is spent: its limit, remaining and reset; GitHub's used and resource,
+    # which the IETF fields do not give; the IETF policy's window
+    assert (info.limit, info.remaining, info.used, info.window, info.resource) == (
+        100, 0, 1000, 60.0, "core")
+    assert info.reset == Hint(30.0, "ratelimit-reset", "30")
+
+
+def test_of_two_exhausted_families_the_one_with_the_latest_reset_binds() -> None:
+    # GitHub's family names no reset, the IETF one resets in half a second: a family without
+    # a reset ranks below any reset, so the IETF limit is the one reported
+    info = parse_rate_limit_headers({"x-ratelimit-limit": "50", "x-ratelimit-remaining": "0",
+                                     "ratelimit-limit": "100", "ratelimit-remaining": "0",
+                                     "ratelimit-reset": "0.5"}, NOW)
+    assert (info.limit, info.remaining) == (100, 0)
+    assert info.reset == Hint(0.5, "ratelimit-reset", "0.5")
+
+
+def test_with_none_exhausted_the_smallest_remaining_binds_with_its_own_limit() -> None:
+    info = parse_rate_limit_headers({"x-ratelimit-limit": "50", "x-ratelimit-remaining": "40",
+                                     "ratelimit-limit": "100", "ratelimit-remaining": "7",
+                                     "ratelimit-reset": "30"}, NOW)
+    assert (info.limit, info.remaining) == (100, 7)
+
+
+# The IETF separate fields (-01..-06) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("ratelimit-limit", (30, None, None)),
+    ("ratelimit-remaining", (None, 30, None)),
+    ("ratelimit-reset", (None, None, 30.0)),
+])
+def test_each_separate_ietf_field_is_read_on_its_own(name: str,
+                                                     expected: tuple[object, ...]) -> None:
+    info = parse_rate_limit_headers({name: "30"}, NOW)
+    assert (info.limit, info.remaining, None if info.reset is None else info.reset.delay) == (
+        expected)
+
+
+def test_separate_ietf_remaining_over_its_limit_names_both_fields() -> None:
+    info = parse_rate_limit_headers({"ratelimit-limit": "10", "ratelimit-remaining": "20",
+                                     "ratelimit-reset": "5"}, NOW)
+    assert [c.fields for c in info.conflicts] == [("ratelimit-remaining", "ratelimit-limit")]
+
+
+def test_separate_ietf_fields_take_the_window_of_the_policy_with_their_limit() -> None:
+    # the second policy's quota is the limit: its window, not the first windowed policy's
+    info = parse_rate_limit_headers({"ratelimit-limit": "100", "ratelimit-remaining": "20",
+                                     "ratelimit-reset": "5",
+                                     "ratelimit-policy": "10;w=1, 100;w=60"}, NOW)
+    assert info.window == 60.0
+
+
+def test_a_malformed_ietf_policy_is_a_note_with_its_reason() -> None:
+    info = parse_rate_limit_headers({"ratelimit-limit": "100", "ratelimit-remaining": "20",
+                                     "ratelimit-reset": "5", "ratelimit-policy": "??"}, NOW)
+    assert [(n.header, n.value) for n in info.notes] == [("ratelimit-policy", "??")]
+    assert all(n.reason for n in info.notes)
+
+
+# The fast reader's reach and its fallbacks ------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["x-ratelimit-", "x-rate-limit-"])
+def test_each_plain_vendor_family_is_read_without_the_general_reader(
+        prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    headers_module = importlib.import_module("retrybudget.core.headers")
+    general = headers_module._parse_general
+    calls: list[object] = []
+    monkeypatch.setattr(headers_module, "_parse_general",
+                        lambda *a: (calls.append(a), general(*a))[1])
+    headers = ((f"{prefix}limit", "900"), (f"{prefix}remaining", "899"))
+    info = parse_rate_limit_headers(headers, NOW)
+    assert (info.limit, info.remaining, calls) == (900, 899, [])
+
+
+def test_a_tuple_holding_an_item_that_is_no_pair_is_read_by_the_general_reader() -> None:
+    headers = (("x-ratelimit-limit", "5"), ("x-ratelimit-remaining", "2"), ("a", "b", "c"))
+    info = parse_rate_limit_headers(headers, NOW)  # type: ignore[arg-type]
+    assert (type(info), info.limit, info.remaining) == (RateLimitInfo, 5, 2)
+
+
+def test_without_the_provider_clock_a_skewed_date_changes_nothing() -> None:
+    headers = {"date": formatdate(NOW + 100, usegmt=True),
+               "x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 60)}
+    info = parse_rate_limit_headers(headers, NOW, HeaderRules(provider_clock=False))
+    assert info.reset is not None
+    assert info.reset.delay == 60.0
+    assert SKEW_EVIDENCE not in [name for name, _ in info.evidence]
+
+
+class _Hostile:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_value_whose_text_cannot_be_read_is_an_empty_value() -> None:
+    info = parse_rate_limit_headers({"x-ratelimit-remaining": _Hostile(),  # type: ignore[dict-item]
+                                     "x-ratelimit-limit": "5"}, NOW)
+    assert [(n.header, n.value) for n in info.notes] == [("x-ratelimit-remaining", "")]
+    assert info.limit == 5
