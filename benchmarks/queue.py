@@ -7,9 +7,9 @@
 2. **Four processes against the sandbox's rate limit**: ``retrybudget fetch --queue redis://``
    run as 4 processes, each in its own working directory with its own copy of the input,
    drain one job of ``--job-ops`` GETs against the sandbox provider (fixed windows of
-   ``--limit`` requests per second; ``--style retry-after``, the default, sends no quota
-   headers, only a 429 with ``Retry-After`` over the limit, so the fleet learns the limit
-   from 429s alone; ``--style github`` sends ``x-ratelimit-*`` on every answer), sharing the
+   ``--limit`` requests per second; ``--style github``, the sandbox's default and this
+   benchmark's, sends ``x-ratelimit-*`` on every answer; ``--style retry-after`` sends no
+   quota headers, only a 429 with ``Retry-After`` over the limit), sharing the
    coordinator through the same Redis. Each operation's deadline is short (``--deadline``),
    so a gate or pacing wait that does not fit ends it ``rate_limited`` at the slot the
    coordinator offered and the queue defers it to that ``retry_at``. Reported, with the
@@ -129,7 +129,7 @@ def throughput(name: str, queue: Any, ops: int) -> dict[str, Any]:
 
 
 def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: float,
-               processes: int, workers: int, style: str = "retry-after") -> dict[str, Any]:
+               processes: int, workers: int, style: str = "github") -> dict[str, Any]:
     """``processes`` fetch processes drain one job through Redis against a limited sandbox."""
     from retrybudget.queue import RedisQueue
     from retrybudget.sandbox import RateLimit, SandboxConfig, serve_in_thread
@@ -285,9 +285,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="each operation's deadline (a longer gate wait defers it)")
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--workers", type=int, default=4, help="threads per process")
-    parser.add_argument("--style", default="retry-after",
-                        help="how the sandbox signals its limit: retry-after (no quota headers, "
-                             "a 429 with Retry-After over it) or a quota-header style (github)")
+    parser.add_argument("--style", default="github",
+                        help="how the sandbox signals its limit: github (its default: quota "
+                             "headers on every answer) or retry-after (no quota headers, a 429 "
+                             "with Retry-After over it)")
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))

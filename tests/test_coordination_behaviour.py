@@ -389,6 +389,34 @@ def test_a_fresh_key_lets_a_probe_go_and_holds_the_rest_until_an_answer_names_th
     assert late.retry_at is not None  # held by the count until its reset
 
 
+def test_before_a_window_rolled_over_the_held_ask_again_a_lower_bound_of_its_length_apart(
+    backend: Backend,
+) -> None:
+    """The probe went at 0 and was counted in the window ending at the named reset (2 s
+    later), so that window lasts at least 2 s: beyond the release at the reset, the next
+    quota's workers ask again 2 s after it, the next 4 s after it, not all one spread
+    after it (their asking again would come at once)."""
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    probe = c.acquire(KEY, 1)
+    assert probe.wait == 0
+    c.learn(KEY, low_quota(0, 2.0, limit=4), probe.lease)  # the window is used up until 2 s
+    held = [c.acquire(KEY, 1).wait for _ in range(10)]
+    assert held[:4] == [approx(backend, 2.0)] * 4  # released by quota at the reset
+    assert held[4:8] == [approx(backend, 4.0)] * 4  # ask again one lower bound later
+    assert held[8:] == [approx(backend, 6.0)] * 2
+
+
+def test_a_first_answer_naming_no_window_bounds_no_window_length(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    probe = c.acquire(KEY, 1)
+    c.learn(KEY, seen(200), probe.lease)  # the first answer: no quota headers
+    backend.sleep(1.0)
+    c.learn(KEY, low_quota(0, 2.0, limit=4), None)  # the first named window comes later
+    held = [c.acquire(KEY, 1).wait for _ in range(6)]
+    assert held[:4] == [approx(backend, 2.0)] * 4
+    assert held[4:] == [approx(backend, 2.05)] * 2  # one spread: ask again once answered
+
+
 def test_an_answer_without_quota_headers_ends_the_first_window(backend: Backend) -> None:
     c = backend.one()
     probe = c.acquire(KEY, 1)

@@ -131,6 +131,31 @@ def test_without_a_quota_or_a_window_the_next_worker_asks_again_after_the_spread
     assert release_slot(Schedule(), 100.0, 2, 0.5, 3) == (100.5, 4)
 
 
+def test_before_any_roll_the_first_request_to_the_reset_bounds_the_window_from_below() -> None:
+    s = Schedule(first=97.0, reset_at=100.0)
+    assert [release_slot(s, 100.0, 2, 0.5, booked)[0] for booked in range(5)] == [
+        100.0, 100.0, 103.0, 103.0, 106.0]
+    assert release_slot(Schedule(first=99.9, reset_at=100.0), 100.0, 2, 0.5, 2)[0] == 100.5
+    # after a roll, at a gate that is not the reset, or with no first request: one spread
+    assert release_slot(Schedule(first=97.0, reset_at=100.0, rolled_at=99.0), 100.0, 2, 0.5,
+                        2)[0] == 100.5
+    assert release_slot(Schedule(first=97.0, reset_at=90.0), 100.0, 2, 0.5, 2)[0] == 100.5
+    assert release_slot(Schedule(reset_at=100.0), 100.0, 2, 0.5, 2)[0] == 100.5
+
+
+def test_the_first_acquire_before_any_answer_is_remembered_and_kept_by_a_window() -> None:
+    gate = GateConfig(spread=0.5)
+    _, s = plan_slot(Schedule(), 10.0, gate, PacingConfig())
+    assert s.first == 10.0
+    _, s = plan_slot(s, 11.0, gate, PacingConfig())
+    assert s.first == 10.0
+    named = Throttle(remaining=0, limit=4, reset=2.0)
+    assert learn(s, named, 11.0, gate).first == 10.0
+    assert learn(s, Throttle(), 11.0, gate).first == NEVER  # the first answer names no window
+    _, late = plan_slot(Schedule(answered=True), 12.0, gate, PacingConfig())
+    assert late.first == NEVER  # an answer came first: no probe of this window
+
+
 def test_a_release_counts_the_slots_another_naming_of_its_reset_booked() -> None:
     """Slots booked from half a window before the release on belong to it: a reset named
     again 10 ms later does not book its windows twice."""

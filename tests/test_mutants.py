@@ -118,6 +118,15 @@ MUTANTS = [
         (POLICY + "test_backoff_without_jitter_is_base_times_multiplier_to_the_retry_capped",
          POLICY + "test_full_jitter_is_the_sample_share_of_the_capped_delay"),
     ),
+    # before any roll, the held beyond the first release all asked again one spread later:
+    # a job queue deferred them to one instant and leased them late (the release by quota)
+    Mutant(
+        "first-window-bound-ignored", "coordination/_logic.py",
+        "return at + (count // quota) * max(at - s.first, spread), count + 1  # a lower bound",
+        "return at + max(spread, EPSILON * 2), count + 1  # a lower bound",
+        ("tests/test_coordination_exact.py::"
+         "test_before_any_roll_the_first_request_to_the_reset_bounds_the_window_from_below",),
+    ),
 ]
 
 

@@ -136,6 +136,10 @@ class Schedule:
         window: the window's length, learned from two resets in a row (None: unknown).
         answered: whether an answer to a request under this key has come back (until then
             the key is in its first window: :func:`quota_hold` lets only probes go).
+        first: the instant of the key's first acquire (its first request, the probe, went
+            then), kept when the first answer names a quota window: until a window has
+            rolled over, the named reset less this is a lower bound of the window's length
+            (:func:`release_slot`).
     """
 
     gate: float = NEVER
@@ -152,6 +156,7 @@ class Schedule:
     rolled_at: float = NEVER
     window: float | None = None
     answered: bool = False
+    first: float = NEVER
 
 
 def gate_delay(throttle: Throttle, streak: int, since_gate: float,
@@ -210,8 +215,9 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     the requests in flight. Any response, quota headers or not, ends the key's first window
     (``answered``).
     """
-    if not s.answered:
-        s = evolve(s, answered=True)
+    if not s.answered:  # a first answer that names no quota window: `first` bounds none
+        observed = throttle.remaining is not None and (throttle.reset or 0) > 0
+        s = evolve(s, answered=True, first=s.first if observed else NEVER)
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         closes = now + delay
@@ -320,16 +326,24 @@ def release_slot(s: Schedule, at: float, quota: int, spread: float,
     ``booked``: the reserved slots from :func:`booked_from` on, the workers this release
     (or one planned from another naming of its reset) has already placed, in its window or
     later ones. The first ``quota`` get ``at``; the next ``quota`` the window after it, and
-    so on, when the window's length is known; else ``at + spread`` (ask again once the
-    release is answered). Counting the slots still reserved, not the workers ever placed,
-    books each window once however often the reset is named, and a worker that asks again
-    is not counted twice.
+    so on, when the window's length is known. Before any window has rolled over, the time
+    from the key's first request to ``at``, when ``at`` is the named reset, is a lower
+    bound of that length (the request
+    was counted in the window ending at ``at``): the next ``quota`` ask again that long
+    after ``at`` (at least ``spread``), the next twice that, and so on, so a worker booked
+    early only asks again, and the held workers do not all ask again at one instant. With
+    neither, ``at + spread`` (ask again once the release is answered). Counting the slots
+    still reserved, not the workers ever placed, books each window once however often the
+    reset is named, and a worker that asks again is not counted twice.
     """
     count = booked
     if count < quota:
         return at, count + 1
     if s.window is not None and quota > 0:
         return at + (count // quota) * s.window, count + 1
+    if (quota > 0 and s.rolled_at == NEVER and s.first != NEVER and at - s.first > EPSILON
+            and s.reset_at is not None and abs(at - s.reset_at) <= EPSILON):
+        return at + (count // quota) * max(at - s.first, spread), count + 1  # a lower bound
     return at + max(spread, EPSILON * 2), count + 1
 
 
@@ -372,6 +386,8 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     pacing interval apart (never paced past the reset); with neither, the slot is now. A
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     """
+    if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
+        s = evolve(s, first=now)
     gated = now < s.gate
     hold = quota_hold(s, now, pacing, in_flight, gate.spread)
     held = gated or hold is not None

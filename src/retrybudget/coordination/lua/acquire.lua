@@ -42,7 +42,7 @@ if me ~= '' then
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'window', 'answered'})
+                       'window', 'answered', 'rolled_at', 'first'})
 if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
     and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
   s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
@@ -80,6 +80,12 @@ redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
 local due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
 if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or its place kept below
 if #due == 0 or NOW < gate or hold ~= nil then
+  -- plan_slot: the key's first acquire, before any answer (its probe went then)
+  local first = instant(s.first)
+  if first == nil and s.answered == nil then
+    first = NOW
+    redis.call('HSET', state, 'first', fmt(NOW))
+  end
   -- pacing_interval
   local interval = 0
   if pacing and remaining ~= nil and reset_at ~= nil and NOW < reset_at then
@@ -122,6 +128,12 @@ if #due == 0 or NOW < gate or hold ~= nil then
           slot = at
         elseif window ~= nil and release_quota > 0 then
           slot = at + math.floor(booked / release_quota) * window
+        elseif release_quota > 0 and instant(s.rolled_at) == nil and first ~= nil
+            and at - first > EPSILON
+            and reset_at ~= nil and math.abs(at - reset_at) <= EPSILON then
+          -- before any window rolled over: the first request to the named reset is a lower
+          -- bound of the window's length
+          slot = at + math.floor(booked / release_quota) * math.max(at - first, spread)
         else
           slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
         end

@@ -24,7 +24,11 @@ end
 local observed = remaining >= 0 and reset > 0
 if made then  -- _logic.learn: any answer ends the first window
   typed(state, 'hash')
-  if redis.call('HSETNX', state, 'answered', '1') == 1 then extend(state, IDLE + 1) end
+  if redis.call('HSETNX', state, 'answered', '1') == 1 then
+    extend(state, IDLE + 1)
+    -- the first answer names no quota window: the first acquire bounds none
+    if not observed then redis.call('HDEL', state, 'first') end
+  end
 end
 if not throttled and not observed then
   return 1
