@@ -215,9 +215,11 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     the requests in flight. Any response, quota headers or not, ends the key's first window
     (``answered``).
     """
+    remaining, limit = throttle.remaining, throttle.limit
+    # the quota window the response names (learn.lua's `observed`): its reset, else None
+    named = throttle.reset if remaining is not None and (throttle.reset or 0) > 0 else None
     if not s.answered:  # a first answer that names no quota window: `first` bounds none
-        observed = throttle.remaining is not None and (throttle.reset or 0) > 0
-        s = evolve(s, answered=True, first=s.first if observed else NEVER)
+        s = evolve(s, answered=True, first=s.first if named is not None else NEVER)
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         closes = now + delay
@@ -226,10 +228,9 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
                 and now < s.reset_at and abs(closes - s.reset_at) < 1.0):
             closes = min(closes, s.reset_at)  # the reset named again: the earlier is closer
         s = evolve(s, gate=max(s.gate, closes), streak=streak)
-    remaining, limit = throttle.remaining, throttle.limit
-    if remaining is not None and throttle.reset is not None and throttle.reset > 0:
+    if named is not None and remaining is not None:
         s = rolled(s, now, in_flight + answered)
-        reset_at = now + throttle.reset
+        reset_at = now + named
         same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
         if same and s.reset_at is not None:  # one reset named twice: the earlier is closer
             reset_at = min(reset_at, s.reset_at)
@@ -328,10 +329,10 @@ def release_slot(s: Schedule, at: float, quota: int, spread: float,
     later ones. The first ``quota`` get ``at``; the next ``quota`` the window after it, and
     so on, when the window's length is known. Before any window has rolled over, the time
     from the key's first request to ``at``, when ``at`` is the named reset, is a lower
-    bound of that length (the request
-    was counted in the window ending at ``at``): the next ``quota`` ask again that long
-    after ``at`` (at least ``spread``), the next twice that, and so on, so a worker booked
-    early only asks again, and the held workers do not all ask again at one instant. With
+    bound of that length (the request was counted in the window ending at ``at``): the
+    next ``quota`` ask again that long after ``at`` (at least ``spread``), the next twice
+    that, and so on, so a worker booked early only asks again, and the held workers do not
+    all ask again at one instant. With
     neither, ``at + spread`` (ask again once the release is answered). Counting the slots
     still reserved, not the workers ever placed, books each window once however often the
     reset is named, and a worker that asks again is not counted twice.
