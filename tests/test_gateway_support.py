@@ -10,8 +10,11 @@ the provider saw for it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -120,6 +123,21 @@ class Scripted:
     def url(self, path: str) -> str:
         """A URL on the gateway."""
         return self.server.url(path)
+
+    def audited(self, operation_id: str, within: float = 10.0) -> dict[str, Any]:
+        """The audit record of ``operation_id`` (the gateway writes it on a worker thread, so
+        this polls, for at most ``within`` seconds; the gateway needs an ``audit_path``)."""
+        path = self.config.audit_path
+        assert path is not None, "this gateway keeps no audit"
+        ends = time.monotonic() + within
+        while True:
+            with contextlib.suppress(FileNotFoundError):
+                for line in Path(path).read_text(encoding="utf-8").splitlines():
+                    record: dict[str, Any] = json.loads(line)
+                    if record["operation_id"] == operation_id:
+                        return record
+            assert time.monotonic() < ends, f"no audit record for {operation_id} in {within} s"
+            time.sleep(0.01)
 
     def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
         """Rows from the gateway's database, read on a connection of our own."""
