@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import signal
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,6 +22,13 @@ settings.register_profile(  # make mutation: many short runs, each property stil
     "quick", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# A shell without job control starts background commands with Ctrl-C ignored, and an ignored
+# signal stays ignored across exec: the command-line processes the tests start would never see
+# the SIGINT a Ctrl-C test sends. Catching it here (as Python does by default) gives them the
+# default disposition a terminal's user has.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
