@@ -8,13 +8,15 @@ number of tasks), for comparison.
 
 Reported per backend: windows over the limit (must be 0), wall time against the ideal (the end
 of the window in which a provider serving 50 per window from the first request's window would
-serve the last operation), Redis round trips per attempt (client commands counted with
-``INFO commandstats``: EVAL/EVALSHA/SCRIPT and connection set-up; the commands the scripts run
-inside Redis are counted apart as "Redis operations"), the same split by operation (the scripts
-each operation ran, counted in the client: operations admitted at once, operations held by a
-wait, and all; the server's count also holds the connections' set-up and the warm-up), the
-waits the coordinator answered per held operation, and the time spent in coordinator calls
-per operation (p50/p99; attempts per operation beside it), which is what coordination adds.
+serve the last operation), Redis round trips per attempt (each process's coordinator counts
+them in its ``stats()``: the async calls its tasks make in one turn of the event loop share one
+pipeline, one round trip), the scripts Redis ran per attempt (client commands counted with
+``INFO commandstats``: EVAL/EVALSHA/SCRIPT and connection set-up, one per script however it was
+sent; the commands the scripts run inside Redis are counted apart as "Redis operations"), the
+scripts split by operation (counted in the client: operations admitted at once, operations held
+by a wait, and all), the waits the coordinator answered per held operation, and the time spent
+in coordinator calls per operation (p50/p99; attempts per operation beside it), which is what
+coordination adds. ``--no-pipeline`` sends every call on its own.
 
 Bounded: every operation has a 120 s deadline and 3 attempts, every process a time limit.
 
@@ -51,11 +53,11 @@ from storm_services import redis_server, sandbox
 LIMIT, WINDOW = 50, 1
 CLIENT_COMMANDS = ("cmdstat_eval", "cmdstat_evalsha", "cmdstat_script", "cmdstat_client",
                    "cmdstat_hello", "cmdstat_ping", "cmdstat_select")
-"""Commands a client sends itself: one round trip each (nothing here is pipelined)."""
+"""Commands a client sends itself (one each per script call, pipelined or not)."""
 
 
 class Counted(RedisCoordinator):
-    """A RedisCoordinator that counts the scripts it runs (one round trip each), per task."""
+    """A RedisCoordinator that counts the scripts it runs, per task."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,7 +105,7 @@ class Timed(Coordinator):
 
 
 async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tasks: int,
-                 ) -> tuple[list[float], list[bool], list[tuple[int, int, int]]]:
+                 ) -> tuple[list[float], list[bool], list[tuple[int, int, int]], int]:
     coordinator = make()
     timed = Timed(coordinator)
     policy = Policy(name="scale", max_attempts=3, deadline=120.0)
@@ -112,8 +114,10 @@ async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tas
     queue = list(reversed(tags))
     oks: list[bool] = []
     failures: Counter[str] = Counter()
+    trips_before = 0
     if isinstance(coordinator, RedisCoordinator):
         await coordinator.aadmit("scale-warm-up")  # connect and load the scripts first
+        trips_before = coordinator.stats().round_trips
         if isinstance(coordinator, Counted):
             coordinator.trips.clear()
     async with httpx.AsyncClient(transport=transport, timeout=10.0, limits=limits) as client:
@@ -131,18 +135,20 @@ async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tas
                 oks.append(answer.status_code == 200)
 
         await asyncio.gather(*(worker() for _ in range(tasks)))
+    trips = coordinator.stats().round_trips - trips_before
     if isinstance(coordinator, RedisCoordinator):
         await coordinator.aclose()
         coordinator.close()
     if failures:
         print(f"operations that did not end ok: {dict(failures)}", flush=True)
-    return timed.spent, oks, timed.ops
+    return timed.spent, oks, timed.ops, trips
 
 
 def _process(base_url: str, run_id: str, redis_url: str, tags: list[int], tasks: int,
-             barrier: Any, results: Any) -> None:
+             pipeline: bool, barrier: Any, results: Any) -> None:
     def make() -> Coordinator:
-        return Counted(redis_url, prefix=f"scale:{run_id}:", socket_timeout=2.0)
+        return Counted(redis_url, prefix=f"scale:{run_id}:", socket_timeout=2.0,
+                       pipeline=pipeline)
 
     barrier.wait(60)
     results.put(asyncio.run(_tasks(base_url, run_id, make, tags, tasks)))
@@ -163,7 +169,8 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
+def run(backend: str, processes: int, tasks: int, ops: int, pipeline: bool = True,
+        ) -> dict[str, Any]:
     """One backend's figures against its own fresh sandbox (and redis-server)."""
     run_id = f"scale-{backend}"
     options = ["--limit", str(LIMIT), "--window", str(WINDOW), "--rentals", "10000000",
@@ -172,9 +179,9 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
         before = _commands(url)
         started = time.monotonic()
         if backend == "memory":
-            spent, oks, ops_seen = asyncio.run(_tasks(provider.base_url, run_id,
-                                            MemoryCoordinator, list(range(1, ops + 1)),
-                                            processes * tasks))
+            spent, oks, ops_seen, trips = asyncio.run(_tasks(
+                provider.base_url, run_id, MemoryCoordinator, list(range(1, ops + 1)),
+                processes * tasks))
         else:
             context = multiprocessing.get_context("spawn")
             barrier = context.Barrier(processes + 1)
@@ -183,18 +190,20 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
             children = [context.Process(
                 target=_process, daemon=True,
                 args=(provider.base_url, run_id, url,
-                      list(range(p * share + 1, (p + 1) * share + 1)), tasks, barrier, results))
+                      list(range(p * share + 1, (p + 1) * share + 1)), tasks, pipeline,
+                      barrier, results))
                 for p in range(processes)]
             for child in children:
                 child.start()
             barrier.wait(60)
             started = time.monotonic()
-            spent, oks, ops_seen = [], [], []
+            spent, oks, ops_seen, trips = [], [], [], 0
             for _ in children:
-                child_spent, child_oks, child_ops = results.get(timeout=600)
+                child_spent, child_oks, child_ops, child_trips = results.get(timeout=600)
                 spent += child_spent
                 oks += child_oks
                 ops_seen += child_ops
+                trips += child_trips
             for child in children:
                 child.join(30)
         ended = time.monotonic()
@@ -206,13 +215,13 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
     ideal = ideal_wall(first, ops, Sizes(limit=LIMIT, window=WINDOW)) - (
         started + (time.time() - time.monotonic()))
     attempts = len(records)
-    round_trips = after[0] - before[0]
-    inside = (after[1] - before[1]) - round_trips
+    scripts = after[0] - before[0]
+    inside = (after[1] - before[1]) - scripts
     per_op = spent  # coordination time per operation; attempts/op is reported beside it
     at_once = [o for o in ops_seen if o[2] == 0]
     held = [o for o in ops_seen if o[2] > 0]
 
-    def trips_per_attempt(group: list[tuple[int, int, int]]) -> float:
+    def scripts_per_attempt(group: list[tuple[int, int, int]]) -> float:
         tried = sum(o[0] for o in group)
         return round(sum(o[1] for o in group) / tried, 3) if tried else 0.0
     return {
@@ -226,11 +235,12 @@ def run(backend: str, processes: int, tasks: int, ops: int) -> dict[str, Any]:
             1 for r in records if r["status"] in (403, 429)),
         "wall": round(ended - started, 3), "ideal": round(ideal, 3),
         "wall_ratio": round((ended - started) / ideal, 4),
-        "round_trips_per_attempt": round(round_trips / attempts, 3),
+        "round_trips_per_attempt": round(trips / attempts, 3),
+        "scripts_per_attempt": round(scripts / attempts, 3),
         "held_ops": len(held),
-        "trips_at_once": trips_per_attempt(at_once),
-        "trips_held": trips_per_attempt(held),
-        "trips_all": trips_per_attempt(ops_seen),
+        "scripts_at_once": scripts_per_attempt(at_once),
+        "scripts_held": scripts_per_attempt(held),
+        "scripts_all": scripts_per_attempt(ops_seen),
         "waits_per_held_op": round(sum(o[2] for o in held) / len(held), 2) if held else 0.0,
         "redis_ops_per_attempt": round(inside / attempts, 2),
         "attempts_per_op": round(attempts / ops, 3),
@@ -248,19 +258,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--backends", choices=("both", "redis"), default="both",
                         help="redis: leave out the memory comparison")
+    parser.add_argument("--no-pipeline", action="store_true",
+                        help="every Redis call on its own round trip (RedisCoordinator(pipeline=False))")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a Redis target is missed")
     args = parser.parse_args(argv)
     if args.processes < 1 or args.tasks < 1 or args.ops < args.processes:
         parser.error("processes and tasks must be positive, ops at least processes")
-    rows = [run("redis", args.processes, args.tasks, args.ops)]
+    rows = [run("redis", args.processes, args.tasks, args.ops, not args.no_pipeline)]
     if args.backends == "both":
         rows.append(run("memory", args.processes, args.tasks, args.ops))
     columns = ("backend", "processes", "tasks", "ok", "attempts", "over_limit_windows",
                "busiest", "rejections", "wall", "ideal", "wall_ratio",
-               "attempts_per_op", "round_trips_per_attempt", "held_ops", "trips_at_once",
-               "trips_held", "trips_all", "waits_per_held_op", "redis_ops_per_attempt",
+               "attempts_per_op", "round_trips_per_attempt", "scripts_per_attempt",
+               "held_ops", "scripts_at_once",
+               "scripts_held", "scripts_all", "waits_per_held_op", "redis_ops_per_attempt",
                "added_p50_ms", "added_p99_ms")
     print("| " + " | ".join(columns) + " |")
     print("|" + "|".join("---" for _ in columns) + "|")

@@ -507,7 +507,8 @@ CLIENT_COMMANDS = ("cmdstat_eval", "cmdstat_evalsha", "cmdstat_script", "cmdstat
 
 
 def commands(server: RedisServer) -> int:
-    """Commands clients have sent the server so far: its round trips (no pipelining here)."""
+    """Commands clients have sent the server so far (a pipeline of several is one round trip;
+    the operations these tests run one after the other send none)."""
     raw = redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2.0)
     stats = raw.info("commandstats")
     raw.close()
@@ -680,4 +681,107 @@ def test_callers_wait_for_the_try_under_way_instead_of_spending_the_window_local
     run_threads(8, call)
     assert not c.degraded
     assert c.fallbacks == before  # every one of the 8 was answered by Redis
+    c.close()
+
+
+# Pipelining: the async calls of one loop turn share one round trip -------------------------------
+
+
+def evalshas(server: RedisServer) -> int:
+    """Scripts run by hash on the server so far (each call of a pipeline is one)."""
+    raw = redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2.0)
+    stats = raw.info("commandstats")
+    raw.close()
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+CAPPED = CoordinationConfig(concurrency=ConcurrencyConfig(limit=10))
+"""Ten in flight: which of forty simultaneous callers got a place shows each reply's owner."""
+QUOTA = {"ratelimit-limit": "1000", "ratelimit-remaining": "900", "ratelimit-reset": "30"}
+"""A provider far from its quota: the gate is open, only the cap holds callers."""
+CLOSED = "closed.example.com"
+"""A key whose gate a 429 closed: its callers in the same pipeline are told to wait."""
+
+
+async def forty_at_once(c: RedisCoordinator,
+                        flushed: RedisServer | None = None) -> tuple[int, int, int, int]:
+    """Forty acquires for :data:`KEY` and ten for :data:`CLOSED` started in one loop turn once
+    the quota is known (the scripts flushed from ``flushed`` first, when given): each reply is
+    its own caller's; (leases, waits, calls for KEY, round trips) of :data:`KEY`'s callers."""
+    await c.alearn(KEY, seen(200, QUOTA), None)  # connects, and the gate is open
+    await c.aacquire("warm-up", 1)  # the acquire script is loaded
+    if flushed is not None:
+        raw = flushed.client()
+        raw.script_flush()  # gone, as after a restart
+        raw.close()
+    await c.alearn(CLOSED, throttled(300), None)  # and another key's gate is closed
+    before = c.stats()
+    keys = [KEY if i % 5 else CLOSED for i in range(50)]  # every fifth caller asks CLOSED
+    answers = await asyncio.gather(*(c.aacquire(key, 1) for key in keys))
+    after = c.stats()
+    permits = [p for key, p in zip(keys, answers, strict=True) if key == KEY]
+    assert all(p.reason is WaitReason.GATE and p.wait > 0 and p.lease is None
+               for key, p in zip(keys, answers, strict=True) if key == CLOSED)
+    leases = {p.lease for p in permits if p.lease}
+    assert all((p.lease is None) == (p.wait > 0) for p in permits)
+    return (len(leases), sum(p.wait > 0 for p in permits), after.calls - before.calls - 10,
+            after.round_trips - before.round_trips)
+
+
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "one-by-one"])
+async def test_the_calls_one_loop_turn_makes_share_one_round_trip(
+    redis_server: RedisServer, pipeline: bool,
+) -> None:
+    c = coordinator(redis_server, config=CAPPED, socket_timeout=2.0, pipeline=pipeline)
+    scripts_before = evalshas(redis_server)
+    leases, waits, calls, trips = await forty_at_once(c)
+    assert (leases, waits, calls) == (10, 30, 40)  # each script atomic, each reply its caller's
+    assert trips == (1 if pipeline else 50)
+    assert evalshas(redis_server) - scripts_before >= 50  # the server still ran every script
+    assert c.fallbacks == 0
+    await c.aclose()
+    c.close()
+
+
+async def test_a_caller_cancelled_before_its_turn_is_sent_is_left_out(
+    redis_server: RedisServer,
+) -> None:
+    c = coordinator(redis_server, config=CAPPED, socket_timeout=2.0)
+    await c.alearn(KEY, seen(200, QUOTA), None)
+    before = c.stats().calls
+    tasks = [asyncio.create_task(c.aacquire(KEY, 1)) for _ in range(5)]
+    await asyncio.sleep(0)  # every task has queued its call; the pipeline goes next turn
+    tasks[2].cancel()
+    answers = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(answers[2], asyncio.CancelledError)
+    assert c.stats().calls - before == 4  # its lease was never taken
+    held = await asyncio.gather(*(c.aacquire(KEY, 1) for _ in range(6)))
+    assert sum(1 for p in held if p.lease) == 6  # 4 + 6 = the cap: nothing taken for it
+    await c.aclose()
+    c.close()
+
+
+async def test_every_caller_of_a_pipeline_whose_redis_died_is_answered_locally(
+    own_redis: RedisServer,
+) -> None:
+    c = coordinator(own_redis, config=CAPPED, socket_timeout=1.0)
+    await c.alearn(KEY, seen(200, QUOTA), None)
+    own_redis.stop()
+    permits = await asyncio.gather(*(c.aacquire(KEY, 1) for _ in range(20)))
+    assert c.degraded
+    assert c.fallbacks == 20
+    assert sum(1 for p in permits if p.lease) == 10  # the local cap, no error, no hang
+    await c.aclose()
+    c.close()
+
+
+async def test_scripts_flushed_from_redis_are_loaded_again_for_a_pipeline(
+    redis_server: RedisServer,
+) -> None:
+    c = coordinator(redis_server, config=CAPPED, socket_timeout=2.0)
+    leases, waits, calls, trips = await forty_at_once(c, flushed=redis_server)
+    assert (leases, waits, calls) == (10, 30, 40)
+    assert trips == 3  # refused unknown, the script loaded once, all fifty sent again
+    assert c.fallbacks == 0
+    await c.aclose()
     c.close()

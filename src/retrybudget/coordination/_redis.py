@@ -12,6 +12,12 @@ and tries Redis again every ``retry_interval`` seconds.
 
 The ``admit`` and ``finish`` scripts also say which state the breaker entered, if any, so the
 coordinator that saw a transition reports it to its events objects.
+
+The async calls that one event loop's tasks make in the same turn of the loop go to Redis in one
+pipeline (one round trip; each script stays atomic on its own), as ioredis' auto-pipelining does:
+a process whose tasks wake together (workers released at one instant, answers that arrive
+together) pays one round trip for all of them. A caller cancelled before its turn's pipeline
+is sent is left out of it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import redis.asyncio
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript, Script
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from .._clock import SYSTEM_CLOCK, Clock
@@ -176,6 +183,90 @@ class _Call(Generic[T]):
     refusal: T | None = None
 
 
+class _Pipeline:
+    """The async calls one event loop's tasks make in one turn of the loop, sent together.
+
+    The first call of a turn starts the sender task; it runs once the tasks already woken in
+    that turn have run, takes every call queued by then and sends them in one pipeline (one on
+    its own as the plain script call). A script Redis no longer has (``NOSCRIPT``: flushed, or a
+    restarted server) is sent again by its script object, which loads it.
+    """
+
+    __slots__ = ("client", "pending", "scripts", "sending", "tally")
+
+    def __init__(self, client: redis.asyncio.Redis, scripts: dict[str, AsyncScript],
+                 tally: Tally) -> None:
+        self.client = client
+        self.scripts = scripts
+        self.tally = tally
+        self.pending: list[tuple[_Call[Any], asyncio.Future[object]]] = []
+        self.sending: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak refs
+
+    def submit(self, call: _Call[Any]) -> asyncio.Future[object]:
+        """Queue ``call`` for this turn's pipeline; the future gets its raw reply or error."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+        if not self.pending:
+            task = loop.create_task(self._send())
+            self.sending.add(task)
+            task.add_done_callback(self.sending.discard)
+        self.pending.append((call, future))
+        return future
+
+    async def _send(self) -> None:
+        batch, self.pending = self.pending, []
+        live = [(call, future) for call, future in batch if not future.done()]
+        if not live:
+            return
+        try:
+            replies = await self._replies([call for call, _ in live])
+        except BaseException as exc:
+            for _, future in live:
+                if not future.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        future.cancel()
+                    else:
+                        future.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for (_, future), reply in zip(live, replies, strict=True):
+            if not future.done():
+                if isinstance(reply, BaseException):
+                    future.set_exception(reply)
+                else:
+                    future.set_result(reply)
+
+    async def _replies(self, calls: list[_Call[Any]]) -> list[object]:
+        self.tally.add("calls", len(calls))
+        if len(calls) == 1:
+            self.tally.add("round_trips")
+            call = calls[0]
+            return [await self.scripts[str(call.script)](keys=call.keys, args=call.args)]
+        replies = await self._pipelined(calls)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:  # load each script once, then send those calls again together
+            try:
+                for name in dict.fromkeys(str(calls[i].script) for i in missing):
+                    self.tally.add("round_trips")
+                    await self.client.script_load(self.scripts[name].script)
+                again = await self._pipelined([calls[i] for i in missing])
+            except _ERRORS as exc:
+                again = [exc] * len(missing)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies
+
+    async def _pipelined(self, calls: list[_Call[Any]]) -> list[object]:
+        """The replies (an error in place of a failed script's) of ``calls`` in one pipeline."""
+        self.tally.add("round_trips")
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.evalsha(self.scripts[str(call.script)].sha, len(call.keys), *call.keys,
+                         *call.args)
+        return list(await pipe.execute(raise_on_error=False))
+
+
 class RedisCoordinator(Coordinator):
     """Coordinates every worker that shares one Redis server.
 
@@ -198,6 +289,8 @@ class RedisCoordinator(Coordinator):
         retry_interval: seconds between attempts to get back to Redis while unavailable.
         max_connections: connections per client made from ``url`` (callers beyond it wait
             for a free one, at most ``max(1, 4 * socket_timeout)`` seconds).
+        pipeline: the async calls one event loop's tasks make in the same turn of the loop go
+            to Redis together, in one pipeline (one round trip); False: one round trip per call.
         events: objects told of what this coordinator sees (see
             :class:`~retrybudget.observe.CoordinatorEvents`; a
             :class:`~retrybudget.observe.PrometheusHook` for one): ``breaker_transition(key,
@@ -223,6 +316,7 @@ class RedisCoordinator(Coordinator):
         socket_timeout: float = 0.25,
         retry_interval: float = 1.0,
         max_connections: int = 64,
+        pipeline: bool = True,
         events: Sequence[object] = (),
     ) -> None:
         if url is None and client is None and async_client is None:
@@ -264,6 +358,9 @@ class RedisCoordinator(Coordinator):
         self._per_loop: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, tuple[redis.asyncio.Redis, dict[str, AsyncScript]]
         ] = weakref.WeakKeyDictionary()
+        self.pipeline = bool(pipeline)
+        self._pipelines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pipeline] = (
+            weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
         self._degraded = False
         self._retry_at = 0.0
@@ -403,6 +500,8 @@ class RedisCoordinator(Coordinator):
         if call.script is None or not self._should_try():
             return self._without_redis(call)
         try:
+            self._tally.add("calls")
+            self._tally.add("round_trips")
             raw = self._scripts[call.script](keys=call.keys, args=call.args)
         except _ERRORS as exc:
             return self._failed(call, exc)
@@ -414,11 +513,29 @@ class RedisCoordinator(Coordinator):
             return await asyncio.to_thread(self._run, call)
         if call.script is None or not self._should_try():
             return self._without_redis(call)
+        pipeline = self._pipeline(scripts) if self.pipeline else None
         try:
-            raw = await scripts[call.script](keys=call.keys, args=call.args)
+            if pipeline is not None:
+                raw = await pipeline.submit(call)
+            else:
+                self._tally.add("calls")
+                self._tally.add("round_trips")
+                raw = await scripts[call.script](keys=call.keys, args=call.args)
         except _ERRORS as exc:
             return self._failed(call, exc)
         return self._read(call, raw)
+
+    def _pipeline(self, scripts: dict[str, AsyncScript]) -> _Pipeline | None:
+        """The running loop's pipeline, or None for a client that takes none (a cluster)."""
+        loop = asyncio.get_running_loop()
+        found = self._pipelines.get(loop)
+        if found is None or found.scripts is not scripts:
+            entry = self._per_loop.get(loop)
+            client = self._async_client if entry is None else entry[0]
+            if not isinstance(client, redis.asyncio.Redis):
+                return None
+            found = self._pipelines[loop] = _Pipeline(client, scripts, self._tally)
+        return found
 
     def _scripts_for_loop(self) -> dict[str, AsyncScript] | None:
         if self._async_client is not None:
@@ -443,7 +560,9 @@ class RedisCoordinator(Coordinator):
 
     async def aclose(self) -> None:
         """Close the async client this coordinator made for the running event loop."""
-        entry = self._per_loop.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        self._pipelines.pop(loop, None)
+        entry = self._per_loop.pop(loop, None)
         if entry is not None:
             await entry[0].aclose()
 

@@ -27,6 +27,9 @@ class CoordinationStats:
         retries_allowed: retries the retry budget allowed.
         retries_refused: retries the retry budget refused.
         fallbacks: calls answered without the shared store (Redis down or slow).
+        calls: calls sent to the shared store (Redis scripts; a merged call counts once).
+        round_trips: round trips to the shared store: one per sync call, one per pipeline of
+            the async calls an event loop made in one turn.
         degraded: whether the shared store is unavailable right now.
     """
 
@@ -40,6 +43,8 @@ class CoordinationStats:
     retries_allowed: int = 0
     retries_refused: int = 0
     fallbacks: int = 0
+    calls: int = 0
+    round_trips: int = 0
     degraded: bool = False
 
 
