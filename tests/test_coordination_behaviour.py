@@ -366,12 +366,14 @@ def test_a_used_up_window_holds_until_the_earliest_naming_of_its_reset(backend: 
     assert permit.wait == approx(backend, 0.5)  # the slots planned on 0.5 stay ahead of it
 
 
-def test_a_holder_back_for_its_slot_while_the_key_holds_keeps_its_place(
+def test_a_holder_back_for_its_slot_while_the_key_holds_gets_the_first_window_with_room(
     backend: Backend,
 ) -> None:
+    """Its own window while that has room (it keeps its place there), never one already
+    booked full: holders crowding one window would all come back again at the next."""
     c = backend.one()
     c.learn(KEY, low_quota(0, 0.2, limit=2), None)  # used up until the reset (0.2 s)
-    held = [c.acquire(KEY, 1) for _ in range(3)]  # two at the reset, one a spread later
+    held = [c.acquire(KEY, 1) for _ in range(4)]  # two at the reset, two a spread later
     assert all(p.wait > 0 for p in held)
     backend.sleep(0.2)
     sent = [c.acquire(KEY, 1) for _ in range(2)]  # the window opens: two slots claimed
@@ -382,11 +384,15 @@ def test_a_holder_back_for_its_slot_while_the_key_holds_keeps_its_place(
     def slot() -> float:
         return clock.monotonic() + c.acquire(KEY, 1).wait
 
-    ahead = [slot(), slot()]  # newcomers: booked at the next reset
-    backend.sleep(0.05)  # the third held worker's slot falls due; the count still holds
-    back, newcomer = slot(), slot()
-    assert abs(back - ahead[0]) < 0.5  # it keeps its place in the next window
-    assert newcomer - back > 0.5  # a newcomer goes behind: the window after
+    ahead = slot()  # a newcomer: booked at the next reset
+    backend.sleep(0.05)  # the other two held workers' slots fall due; the count still holds
+    back = slot()
+    assert abs(back - ahead) < 0.5  # the next window has room: it keeps its place there
+    again = slot()  # the second one back: the next window is booked full now
+    assert 0.5 < again - back < 1.5  # the window after it
+    newcomer = slot()
+    assert abs(newcomer - again) < 0.5  # which has room for one more
+    assert slot() - again > 0.5  # and then not
 
 
 def test_a_fresh_key_lets_a_probe_go_and_holds_the_rest_until_an_answer_names_the_quota(

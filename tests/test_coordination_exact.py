@@ -7,6 +7,9 @@ behavioural suites let through (``docs/mutation.md``).
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
+
 from retrybudget import WaitReason
 from retrybudget.coordination import BreakerConfig, GateConfig, PacingConfig, RetryBudgetConfig
 from retrybudget.coordination._logic import (
@@ -116,31 +119,58 @@ def test_a_pacing_permit_names_the_reset_even_when_it_is_under_a_second() -> Non
 # Releasing held workers by quota --------------------------------------------------------------
 
 
+def booked_in_turn(s: Schedule, at: float, quota: int, spread: float, n: int,
+                   reserved: Sequence[float] = ()) -> list[float]:
+    """The slots of ``n`` held workers booked one after the other in the release at ``at``
+    (each slot reserved before the next worker asks), besides ``reserved``."""
+    held = sorted(reserved)
+    slots = []
+    for _ in range(n):
+        slot, _ = release_slot(s, at, quota, spread, held)
+        bisect.insort(held, slot)
+        slots.append(slot)
+    return slots
+
+
 def test_held_workers_are_released_quota_by_quota_one_window_apart() -> None:
     s = Schedule(window=60.0)
-    slots = [release_slot(s, 100.0, 2, 0.5, booked)[0] for booked in range(5)]
-    assert slots == [100.0, 100.0, 160.0, 160.0, 220.0]
+    assert booked_in_turn(s, 100.0, 2, 0.5, 5) == [100.0, 100.0, 160.0, 160.0, 220.0]
 
 
 def test_a_quota_of_one_releases_one_worker_per_window() -> None:
-    assert release_slot(Schedule(window=60.0), 100.0, 1, 0.5, 1) == (160.0, 2)
+    assert release_slot(Schedule(window=60.0), 100.0, 1, 0.5, [100.0]) == (160.0, 2)
+
+
+def test_the_first_window_short_of_its_quota_is_filled_before_a_later_one() -> None:
+    """Asks again that crowd the release's own window do not push every later window's
+    bookings further out: the first window short of its quota gets the next worker."""
+    s = Schedule(window=1.0)
+    crowded = [100.05] * 5  # asks again, all in the release's window (quota 2)
+    assert booked_in_turn(s, 100.0, 2, 0.05, 5, crowded) == [101.0, 101.0, 102.0, 102.0,
+                                                             103.0]
+    gap = [100.0, 100.0, 101.0, 102.0, 102.0]  # a worker booked into 101 went elsewhere
+    assert release_slot(s, 100.0, 2, 0.05, gap) == (101.0, 6)
+    assert release_slot(s, 100.0, 2, 0.05, [99.4, 100.0]) == (100.0, 2)  # 99.4: not its
+    assert release_slot(s, 100.0, 2, 0.05, [100.0, 100.0, 100.49, 101.0]) == (101.0, 5)
+    assert release_slot(s, 100.0, 2, 0.05, [100.0, 100.0, 100.5, 101.0]) == (102.0, 5)
 
 
 def test_without_a_quota_or_a_window_the_next_worker_asks_again_after_the_spread() -> None:
-    assert release_slot(Schedule(window=60.0), 100.0, 0, 0.5, 0) == (100.5, 1)
-    assert release_slot(Schedule(), 100.0, 2, 0.5, 3) == (100.5, 4)
+    assert release_slot(Schedule(window=60.0), 100.0, 0, 0.5, []) == (100.5, 1)
+    assert release_slot(Schedule(), 100.0, 2, 0.5, [100.0] * 3) == (100.5, 4)
+    assert release_slot(Schedule(), 100.0, 2, 0.5, [100.0]) == (100.0, 2)
 
 
 def test_before_any_roll_the_first_request_to_the_reset_bounds_the_window_from_below() -> None:
     s = Schedule(first=97.0, reset_at=100.0)
-    assert [release_slot(s, 100.0, 2, 0.5, booked)[0] for booked in range(5)] == [
-        100.0, 100.0, 103.0, 103.0, 106.0]
-    assert release_slot(Schedule(first=99.9, reset_at=100.0), 100.0, 2, 0.5, 2)[0] == 100.5
+    assert booked_in_turn(s, 100.0, 2, 0.5, 5) == [100.0, 100.0, 103.0, 103.0, 106.0]
+    two = [100.0, 100.0]
+    assert release_slot(Schedule(first=99.9, reset_at=100.0), 100.0, 2, 0.5, two)[0] == 100.5
     # after a roll, at a gate that is not the reset, or with no first request: one spread
     assert release_slot(Schedule(first=97.0, reset_at=100.0, rolled_at=99.0), 100.0, 2, 0.5,
-                        2)[0] == 100.5
-    assert release_slot(Schedule(first=97.0, reset_at=90.0), 100.0, 2, 0.5, 2)[0] == 100.5
-    assert release_slot(Schedule(reset_at=100.0), 100.0, 2, 0.5, 2)[0] == 100.5
+                        two)[0] == 100.5
+    assert release_slot(Schedule(first=97.0, reset_at=90.0), 100.0, 2, 0.5, two)[0] == 100.5
+    assert release_slot(Schedule(reset_at=100.0), 100.0, 2, 0.5, two)[0] == 100.5
 
 
 def test_the_first_acquire_before_any_answer_is_remembered_and_kept_by_a_window() -> None:
@@ -197,14 +227,17 @@ def test_a_window_used_up_closes_the_gate_at_the_earliest_naming_of_its_reset() 
     assert learn(passed, last, 100.0, GateConfig()).gate == 101.05  # not a known reset
 
 
-def test_a_due_slot_the_key_holds_keeps_its_place_at_the_release() -> None:
+def test_a_due_slot_the_key_holds_is_booked_into_the_first_window_with_room() -> None:
+    """Its holder (its own slot popped) keeps its place while its window has room, and is
+    never put over a window already booked full."""
     s = Schedule(window=1.0, limit=2, quota=0, reset_at=100.01, gate=NEVER)
-    reserved = [100.01, 100.01, 101.01, 101.01]  # every place of two windows booked
-    slot, _ = plan_slot(s, 100.0, GateConfig(spread=0.05), PacingConfig(), 0, reserved,
-                        due=True)
-    assert slot == 100.01  # not behind the others: it was booked for this window
-    slot, _ = plan_slot(s, 100.0, GateConfig(spread=0.05), PacingConfig(), 0, reserved)
-    assert slot == 102.01  # a newcomer goes behind them
+    gate = GateConfig(spread=0.05)
+    slot, _ = plan_slot(s, 100.0, gate, PacingConfig(), 0, [100.01, 101.01, 101.01])
+    assert slot == 100.01  # the place it left in this window
+    slot, _ = plan_slot(s, 100.0, gate, PacingConfig(), 0, [100.01, 100.01, 101.01])
+    assert slot == 101.01  # this window is full: the next has room
+    slot, _ = plan_slot(s, 100.0, gate, PacingConfig(), 0, [100.01, 100.01, 101.01, 101.01])
+    assert slot == 102.01  # both full
 
 
 # The retry budget's slices ----------------------------------------------------------------------

@@ -122,10 +122,19 @@ MUTANTS = [
     # a job queue deferred them to one instant and leased them late (the release by quota)
     Mutant(
         "first-window-bound-ignored", "coordination/_logic.py",
-        "return at + (count // quota) * max(at - s.first, spread), count + 1  # a lower bound",
-        "return at + max(spread, EPSILON * 2), count + 1  # a lower bound",
+        "step = max(at - s.first, spread)  # a lower bound of the window's length",
+        "step = None  # a lower bound of the window's length",
         ("tests/test_coordination_exact.py::"
          "test_before_any_roll_the_first_request_to_the_reset_bounds_the_window_from_below",),
+    ),
+    # the reservations from the release on counted as one line: asks again crowding the
+    # release's window push every later booking out, and a window is left with none
+    Mutant(
+        "release-books-one-line", "coordination/_logic.py",
+        "    windows = 0\n",
+        "    return at + (booked // quota) * step, booked + 1\n    windows = 0\n",
+        ("tests/test_coordination_exact.py::"
+         "test_the_first_window_short_of_its_quota_is_filled_before_a_later_one",),
     ),
 ]
 

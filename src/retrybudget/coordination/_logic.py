@@ -321,31 +321,41 @@ def booked_from(s: Schedule, at: float) -> float:
 
 
 def release_slot(s: Schedule, at: float, quota: int, spread: float,
-                 booked: int = 0) -> tuple[float, int]:
+                 reserved: Sequence[float] = ()) -> tuple[float, int]:
     """The slot of one more held worker in the release at ``at``: ``(slot, released)``.
 
-    ``booked``: the reserved slots from :func:`booked_from` on, the workers this release
-    (or one planned from another naming of its reset) has already placed, in its window or
-    later ones. The first ``quota`` get ``at``; the next ``quota`` the window after it, and
-    so on, when the window's length is known. Before any window has rolled over, the time
-    from the key's first request to ``at``, when ``at`` is the named reset, is a lower
-    bound of that length (the request was counted in the window ending at ``at``): the
-    next ``quota`` ask again that long after ``at`` (at least ``spread``), the next twice
-    that, and so on, so a worker booked early only asks again, and the held workers do not
-    all ask again at one instant. With
-    neither, ``at + spread`` (ask again once the release is answered). Counting the slots
-    still reserved, not the workers ever placed, books each window once however often the
-    reset is named, and a worker that asks again is not counted twice.
+    ``reserved``: the reserved slots, ascending; those from :func:`booked_from` on are the
+    workers this release (or one planned from another naming of its reset) has already
+    placed, in its window or later ones. The worker gets the first window from ``at`` on that
+    holds fewer than ``quota`` of them: ``at`` itself, else the window after it, and so on,
+    when the window's length is known. Before any window has rolled over, the time from the
+    key's first request to ``at``, when ``at`` is the named reset, is a lower bound of that
+    length (the request was counted in the window ending at ``at``), and the windows are
+    counted that far apart (at least ``spread``), so a worker booked early only asks again,
+    and the held workers do not all ask again at one instant. With neither, ``at`` while
+    fewer than ``quota`` are booked, else ``at + spread`` (ask again once the release is
+    answered). Counting the slots still reserved, not the workers ever placed, books each
+    window once however often the reset is named, and a worker that asks again is not
+    counted twice. Counting each window on its own, not the reservations from ``at`` on as
+    one line, lets a window short of its quota (its workers went elsewhere, or the slots
+    were asks again, all in the window before) be filled before a later one is started.
     """
-    count = booked
-    if count < quota:
-        return at, count + 1
+    start = bisect.bisect_left(reserved, booked_from(s, at))
+    booked = len(reserved) - start
+    step = None
     if s.window is not None and quota > 0:
-        return at + (count // quota) * s.window, count + 1
-    if (quota > 0 and s.rolled_at == NEVER and s.first != NEVER and at - s.first > EPSILON
+        step = s.window
+    elif (quota > 0 and s.rolled_at == NEVER and s.first != NEVER and at - s.first > EPSILON
             and s.reset_at is not None and abs(at - s.reset_at) <= EPSILON):
-        return at + (count // quota) * max(at - s.first, spread), count + 1  # a lower bound
-    return at + max(spread, EPSILON * 2), count + 1
+        step = max(at - s.first, spread)  # a lower bound of the window's length
+    if step is None:
+        return (at if booked < quota else at + max(spread, EPSILON * 2)), booked + 1
+    windows = 0
+    while True:  # ends: each window passed holds quota > 0 of the finitely many reserved
+        end = bisect.bisect_left(reserved, at + (windows + 0.5) * step, start)
+        if end - start < quota:
+            return at + windows * step, booked + 1
+        windows, start = windows + 1, end
 
 
 def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> float:
@@ -367,8 +377,7 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
 
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
-              in_flight: int = 0, reserved: Sequence[float] = (),
-              due: bool = False) -> tuple[float, Schedule]:
+              in_flight: int = 0, reserved: Sequence[float] = ()) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
@@ -376,11 +385,13 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     first that many held workers all get ``at`` itself (a release by quota); the next that
     many the window after it once the window's length is known, and so on (else ``at +
     spread``: ask again once the release is answered). ``reserved``: the reserved slots,
-    ascending (those a release has booked count, :func:`release_slot`). ``due``: a reserved
-    slot is due now (the caller pops it: its holder came back for it) but the key holds; in
-    a release by quota its holder keeps its place at ``at``, ahead of the workers booked
-    after it (a gate an answer closed names the reset a little later than the slot, or the
-    window's count went to others). When the quota is unknown, held workers get slots
+    ascending (those a release has booked count, :func:`release_slot`). A holder back for
+    its reserved slot (the caller popped it) while the key holds (a gate an answer closed
+    names the reset a little later than the slot, or the window's count went to others) is
+    booked as any held worker: at ``at`` while that window has room, so it keeps its place
+    there, else in the first window after with room (never one already booked full: holders
+    crowding one window would all come back at the next). When the quota is unknown, held
+    workers get slots
     ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
     newcomers during it queue behind it without prolonging it. Otherwise slots are the
@@ -398,11 +409,8 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset
             return at, evolve(s, tail=max(s.tail, at))
         quota = release_quota(s, at)
-        if quota is not None and due:
-            return at, evolve(s, tail=max(s.tail, at))
         if quota is not None:
-            booked = len(reserved) - bisect.bisect_left(reserved, booked_from(s, at))
-            slot, count = release_slot(s, at, quota, gate.spread, booked)
+            slot, count = release_slot(s, at, quota, gate.spread, reserved)
             return slot, evolve(s, tail=max(s.tail, slot), release=at, released=count)
     herding = held or s.herd > now
     spacing = max(interval, gate.spread) if herding else interval

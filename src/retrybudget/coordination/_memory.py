@@ -161,9 +161,8 @@ class MemoryCoordinator(Coordinator):
             else:
                 gate = k.schedule.gate
                 if due:
-                    slots.popleft()  # its holder came back: plan_slot keeps its place
-                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
-                                             due)
+                    slots.popleft()  # its holder came back: plan_slot books it again
+                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots)
                 if slot > now + EPSILON:
                     if slots and slot < slots[-1]:
                         bisect.insort(slots, slot)  # a release by quota before later slots

@@ -1,7 +1,7 @@
 -- MemoryCoordinator.acquire: the concurrency cap, rolled, then claim a due slot (unless
--- quota_hold) or plan_slot (a release by quota when the window's quota is known; a due slot
--- the key does not let go keeps its place there); a request that goes is sent (counted) and
--- holds a lease.
+-- quota_hold) or plan_slot (a release by quota when the window's quota is known, into the
+-- first window with room; a due slot the key does not let go is booked so again); a request
+-- that goes is sent (counted) and holds a lease.
 -- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
 -- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, probes (requests a
 -- key no answer has come back for lets go; 0: off), this coordinator's
@@ -78,7 +78,7 @@ end
 typed(slots, 'zset')
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
 local due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
-if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or its place kept below
+if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or booked again below
 if #due == 0 or NOW < gate or hold ~= nil then
   -- plan_slot: the key's first acquire, before any answer (its probe went then)
   local first = instant(s.first)
@@ -114,26 +114,37 @@ if #due == 0 or NOW < gate or hold ~= nil then
       -- release_quota: a window reset by `at` admits its limit, else what its count allows
       local release_quota = size
       if reset_at ~= nil and at < reset_at - EPSILON then release_quota = quota end
-      if release_quota ~= nil and #due > 0 then
-        slot, herded = at, false  -- its holder came back: it keeps its place at `at`
-      elseif release_quota ~= nil then
+      if release_quota ~= nil then
         local window = finite(s.window)
         if window ~= nil and (window <= 0 or window > HORIZON) then window = nil end
         -- booked_from: the slots already booked, from half a window before `at` on
         local from = at - EPSILON
         if window ~= nil then from = at - window / 2 end
         local booked = redis.call('ZCOUNT', slots, fmt(from), '+inf')
-        -- release_slot: the quota at `at`, the next quota a window later, ...
-        if booked < release_quota then
-          slot = at
-        elseif window ~= nil and release_quota > 0 then
-          slot = at + math.floor(booked / release_quota) * window
+        -- release_slot: the first window from `at` on that holds fewer than its quota
+        local step = nil
+        if window ~= nil and release_quota > 0 then
+          step = window
         elseif release_quota > 0 and instant(s.rolled_at) == nil and first ~= nil
             and at - first > EPSILON
             and reset_at ~= nil and math.abs(at - reset_at) <= EPSILON then
           -- before any window rolled over: the first request to the named reset is a lower
           -- bound of the window's length
-          slot = at + math.floor(booked / release_quota) * math.max(at - first, spread)
+          step = math.max(at - first, spread)
+        end
+        if step ~= nil then
+          local windows, lo, left = 0, from, booked
+          while true do  -- each window passed holds release_quota > 0 of the booked
+            local hi = at + (windows + 0.5) * step
+            local n = redis.call('ZCOUNT', slots, fmt(lo), '(' .. fmt(hi))
+            if n < release_quota or left <= 0 then
+              slot = at + windows * step
+              break
+            end
+            windows, lo, left = windows + 1, hi, left - n
+          end
+        elseif booked < release_quota then
+          slot = at
         else
           slot = at + math.max(spread, EPSILON * 2)  -- ask again once the release is answered
         end
