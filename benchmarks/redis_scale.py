@@ -16,14 +16,17 @@ sent; the commands the scripts run inside Redis are counted apart as "Redis oper
 scripts split by operation (counted in the client: operations admitted at once, operations held
 by a wait, and all), the waits the coordinator answered per held operation, and the time spent
 in coordinator calls per operation (p50/p99; attempts per operation beside it), which is what
-coordination adds. ``--no-pipeline`` sends every call on its own.
+coordination adds. ``--no-pipeline`` sends every call on its own; ``--dump FILE`` writes every
+admit and acquire answer of the Redis run and the provider's request log, to see which
+windows were booked and how (how the empty windows of an earlier version were found).
 
 Bounded: every operation has a 120 s deadline and 3 attempts, every process a time limit.
 
 Usage::
 
     python benchmarks/redis_scale.py [--processes 8] [--tasks 50] [--ops 2000]
-                                     [--backends both|redis] [--json OUT] [--check]
+                                     [--backends both|redis] [--no-pipeline] [--json OUT]
+                                     [--dump FILE] [--check]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import asyncio
 import json
 import math
 import multiprocessing
+import os
 import statistics
 import time
 from collections import Counter
@@ -79,6 +83,7 @@ class Timed(Coordinator):
         self.inner = inner
         self.spent: list[float] = []  # per operation
         self.ops: list[tuple[int, int, int]] = []  # per operation: attempts, round trips, waits
+        self.answers: list[tuple[float, str, str, float, str, bool]] = []  # for --dump
         self._current: dict[object, list[float]] = {}
 
     async def ahandle(self, action: Any) -> object:
@@ -93,6 +98,11 @@ class Timed(Coordinator):
             sums = self._current.setdefault(task, [0.0, 0, 0])
             sums[0] += time.perf_counter() - start
             name = type(action).__name__
+            if name in ("Admit", "Acquire"):  # wall instant, task, action, wait, reason, lease
+                self.answers.append((round(time.time(), 6), f"{os.getpid()}:{id(task)}", name,
+                                     float(getattr(answer, "wait", 0.0)),
+                                     str(getattr(answer, "reason", "")),
+                                     bool(getattr(answer, "lease", None))))
             if name == "Acquire" and getattr(answer, "wait", 0) > 0:
                 sums[2] += 1
             elif name == "Acquire":
@@ -105,7 +115,7 @@ class Timed(Coordinator):
 
 
 async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tasks: int,
-                 ) -> tuple[list[float], list[bool], list[tuple[int, int, int]], int]:
+                 ) -> tuple[list[float], list[bool], list[tuple[int, int, int]], int, list[Any]]:
     coordinator = make()
     timed = Timed(coordinator)
     policy = Policy(name="scale", max_attempts=3, deadline=120.0)
@@ -141,7 +151,7 @@ async def _tasks(base_url: str, run_id: str, make: Any, tags: Sequence[int], tas
         coordinator.close()
     if failures:
         print(f"operations that did not end ok: {dict(failures)}", flush=True)
-    return timed.spent, oks, timed.ops, trips
+    return timed.spent, oks, timed.ops, trips, timed.answers
 
 
 def _process(base_url: str, run_id: str, redis_url: str, tags: list[int], tasks: int,
@@ -170,7 +180,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def run(backend: str, processes: int, tasks: int, ops: int, pipeline: bool = True,
-        ) -> dict[str, Any]:
+        dump: Path | None = None) -> dict[str, Any]:
     """One backend's figures against its own fresh sandbox (and redis-server)."""
     run_id = f"scale-{backend}"
     options = ["--limit", str(LIMIT), "--window", str(WINDOW), "--rentals", "10000000",
@@ -179,7 +189,7 @@ def run(backend: str, processes: int, tasks: int, ops: int, pipeline: bool = Tru
         before = _commands(url)
         started = time.monotonic()
         if backend == "memory":
-            spent, oks, ops_seen, trips = asyncio.run(_tasks(
+            spent, oks, ops_seen, trips, answers = asyncio.run(_tasks(
                 provider.base_url, run_id, MemoryCoordinator, list(range(1, ops + 1)),
                 processes * tasks))
         else:
@@ -197,19 +207,25 @@ def run(backend: str, processes: int, tasks: int, ops: int, pipeline: bool = Tru
                 child.start()
             barrier.wait(60)
             started = time.monotonic()
-            spent, oks, ops_seen, trips = [], [], [], 0
+            spent, oks, ops_seen, trips, answers = [], [], [], 0, []
             for _ in children:
-                child_spent, child_oks, child_ops, child_trips = results.get(timeout=600)
-                spent += child_spent
-                oks += child_oks
-                ops_seen += child_ops
-                trips += child_trips
+                child = results.get(timeout=600)
+                spent += child[0]
+                oks += child[1]
+                ops_seen += child[2]
+                trips += child[3]
+                answers += child[4]
             for child in children:
                 child.join(30)
         ended = time.monotonic()
         after = _commands(url)
         stats = provider.stats(run_id)
     records = stats["requests"]
+    if dump is not None:
+        dump.write_text(json.dumps({
+            "answers": sorted(answers),  # [wall, task, action, wait, reason, lease]
+            "requests": [[r["arrival"], r["status"]] for r in records],
+        }) + "\n", encoding="utf-8")
     windows = Counter(math.floor(r["arrival"] / WINDOW) for r in records)
     first = min(r["arrival"] for r in records)
     ideal = ideal_wall(first, ops, Sizes(limit=LIMIT, window=WINDOW)) - (
@@ -261,12 +277,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-pipeline", action="store_true",
                         help="every Redis call on its own round trip (RedisCoordinator(pipeline=False))")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--dump", type=Path, help=(
+        "write the Redis run's every admit and acquire answer (wall instant, task, action, "
+        "wait, reason, lease) and the provider's request log (arrival, status) to this file"))
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when a Redis target is missed")
     args = parser.parse_args(argv)
     if args.processes < 1 or args.tasks < 1 or args.ops < args.processes:
         parser.error("processes and tasks must be positive, ops at least processes")
-    rows = [run("redis", args.processes, args.tasks, args.ops, not args.no_pipeline)]
+    rows = [run("redis", args.processes, args.tasks, args.ops, not args.no_pipeline, args.dump)]
     if args.backends == "both":
         rows.append(run("memory", args.processes, args.tasks, args.ops))
     columns = ("backend", "processes", "tasks", "ok", "attempts", "over_limit_windows",
