@@ -366,20 +366,6 @@ def test_a_used_up_window_holds_until_the_earliest_naming_of_its_reset(backend: 
     assert permit.wait == approx(backend, 0.5)  # the slots planned on 0.5 stay ahead of it
 
 
-def test_a_late_naming_of_the_window_that_rolled_over_leaves_the_new_windows_count_alone(
-    backend: Backend,
-) -> None:
-    """An answer read just before a reset and learned after it names that reset late: the
-    window that has begun keeps its own count, instead of taking the old window's as its own
-    and rolling over a second time at that late instant."""
-    c = backend.one()
-    probe = c.acquire(KEY, 1)  # the key's first request: it bounds the window from below
-    c.learn(KEY, low_quota(0, 0.3, limit=4), probe.lease)  # used up until 0.3 s
-    backend.sleep(0.35)  # the provider's window rolled over at 0.3 s
-    c.learn(KEY, low_quota(1, 0.05, limit=4), None)  # read 0.05 s before it, learned now
-    assert goes(c, KEY, 6) == 4  # the new window's quota, not the old one's last place
-
-
 def test_a_holder_back_for_its_slot_while_the_key_holds_gets_the_first_window_with_room(
     backend: Backend,
 ) -> None:

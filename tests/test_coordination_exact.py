@@ -27,7 +27,6 @@ from retrybudget.coordination._logic import (
     breaker_finish,
     budget_deposit,
     budget_withdraw,
-    late_naming,
     learn,
     permit_of,
     plan_slot,
@@ -196,34 +195,6 @@ def test_a_release_counts_the_slots_another_naming_of_its_reset_booked() -> None
     assert slot == 101.01  # the second window's last place: booked once
     assert booked_from(s, 100.01) == 99.51
     assert booked_from(Schedule(), 100.0) == 100.0 - EPSILON
-
-
-def test_a_reset_named_within_half_a_window_of_the_roll_is_the_rolled_windows() -> None:
-    s = Schedule(rolled_at=100.0, window=1.0)
-    assert late_naming(s, 100.3)
-    assert not late_naming(s, 100.5)  # half a window on: the new window's
-    assert late_naming(Schedule(rolled_at=100.0, first=99.2), 100.39)  # the first's bound
-    assert not late_naming(Schedule(rolled_at=100.0, first=99.2), 100.4)
-    assert not late_naming(Schedule(rolled_at=100.0), 100.01)  # no length known: no guard
-    assert not late_naming(Schedule(window=1.0), 100.3)  # nothing rolled over yet
-
-
-def test_a_late_naming_after_the_roll_leaves_the_new_windows_count_alone() -> None:
-    """Read 50 ms before the reset, learned 100 ms after it: it names the reset the count
-    rolled over at, 50 ms late. Its count (none left) is not the new window's, which keeps the
-    limit less what is in flight, and ends a window's length after the last."""
-    gate = GateConfig(spread=0.05)
-    s = Schedule(limit=4, remaining=0, quota=0, used=4, reset_at=100.0, window=1.0,
-                 answered=True)
-    late = Throttle(remaining=0, limit=4, reset=0.05)
-    after = learn(s, late, 100.1, gate, in_flight=1)
-    assert (after.quota, after.used, after.rolled_at) == (3, 1, 100.0)
-    assert after.reset_at == 101.0  # a window after the reset it rolled over at
-    assert after.window == 1.0  # not 0.15
-    renamed = learn(s, Throttle(remaining=0, limit=2, reset=0.05), 100.1, gate, in_flight=1)
-    assert renamed.limit == 2  # a new limit is learned, whichever window names it
-    fresh = learn(s, Throttle(remaining=3, limit=4, reset=0.95), 100.1, gate, in_flight=1)
-    assert (fresh.reset_at, fresh.remaining) == (101.05, 3)  # the new window's own naming
 
 
 def test_the_windows_length_follows_the_closest_naming_of_its_reset() -> None:

@@ -181,12 +181,6 @@ quotas = st.lists(
 @example(  # a reset 10 us after now: the slot at it is now, and so is the new window
     [(0.0, 1, 0.0, 1.0, 0, 0), (0.0, 1, 1.0, 1.0, 0, 0), (0.0, 1, 1.0, 1.0, 0, 0),
      (0.0, 1, 1.0, 1.0, 0, 0), (0.0, 1, 0.0, 2.00001, 0, 0), (2.0, 1, 1.0, 1.0, 1, 0)], 0.0)
-@example(  # a late naming after a roll with the window known: the next reset a window on
-    [(0.0, 1, 0.0, 1.0, 0, 0), (0.0, 1, 0.0, 1.0, 0, 0), (0.0, 1, 1.0, 1.0, 0, 0),
-     (0.0, 1, 1.0, 0.5, 0, 0), (1.0, 1, 1.0, 1.0, 0, 0), (1.0, 1, 1.0, 0.5, 1, 1)], 0.0)
-@example(  # what looks like a late naming but names a new limit: learned
-    [(0.0, 1, 0.0, 1.0, 0, 0), (0.0, 1, 0.0, 0.5, 0, 0), (0.0, 1, 1.0, 1.0, 0, 0),
-     (0.0, 1, 1.0, 1.0, 0, 0), (1.0, 2, 1.0, 1.0, 0, 0), (1.0, 1, 1.0, 0.5, 2, 0)], 0.0)
 def test_a_window_never_admits_more_than_its_quota(steps, spread) -> None:
     """For any sequence of learned quotas: the requests that go now never exceed the count,
     and the workers released at one instant never exceed the quota of the window open then."""

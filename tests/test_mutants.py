@@ -127,17 +127,6 @@ MUTANTS = [
         ("tests/test_coordination_exact.py::"
          "test_before_any_roll_the_first_request_to_the_reset_bounds_the_window_from_below",),
     ),
-    # a late naming of the window the count rolled over from taken for the new window's: it
-    # holds the new window to that late instant, then rolls it over a second time
-    Mutant(
-        "late-naming-taken-as-new", "coordination/_logic.py",
-        "    return span is not None and reset_at < s.rolled_at + span / 2",
-        "    return False",
-        ("tests/test_coordination_exact.py::"
-         "test_a_late_naming_after_the_roll_leaves_the_new_windows_count_alone",
-         "tests/test_coordination_behaviour.py::"
-         "test_a_late_naming_of_the_window_that_rolled_over_leaves_the_new_windows_count_alone"),
-    ),
     # the reservations from the release on counted as one line: asks again crowding the
     # release's window push every later booking out, and a window is left with none
     Mutant(

@@ -51,7 +51,6 @@ __all__ = [
     "plan_slot",
     "quota_hold",
     "booked_from",
-    "late_naming",
     "release_quota",
     "release_slot",
     "rolled",
@@ -232,11 +231,6 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     if named is not None and remaining is not None:
         s = rolled(s, now, in_flight + answered)
         reset_at = now + named
-        if late_naming(s, reset_at) and limit == s.limit:  # that window, named late (a new
-            # limit is news, whichever window it is named with)
-            if s.reset_at is None and s.window is not None:  # this one ends a window later
-                return evolve(s, reset_at=s.rolled_at + s.window)
-            return s
         same = s.reset_at is not None and abs(reset_at - s.reset_at) < 1.0
         if same and s.reset_at is not None:  # one reset named twice: the earlier is closer
             reset_at = min(reset_at, s.reset_at)
@@ -254,27 +248,6 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
         s = evolve(s, remaining=remaining, limit=limit, reset_at=reset_at,
                     quota=max(limit - used, 0), used=used)
     return s
-
-
-def late_naming(s: Schedule, reset_at: float) -> bool:
-    """Whether a reset named at ``reset_at`` is the one the count rolled over at, named late.
-
-    An answer is learned a while after it was read (its request's end, the finish the last
-    one waits for, a loaded event loop, the trip to Redis), and the reset it names, relative
-    to when it was read, lands that much later. Within half a window after the reset the
-    count rolled over at (the window's length, else, before two resets have shown it, the
-    lower bound from the key's first request to that reset), a naming is that window's: taken
-    for the new one's, its count would hold the new window and, at that late instant, roll it
-    over a second time, letting a second quota go in one provider window. :func:`learn` leaves
-    the count alone; with the window's length known, a new window whose reset no answer has
-    named yet ends that long after the last.
-    """
-    if s.rolled_at == NEVER:
-        return False
-    span = s.window
-    if span is None and s.first != NEVER and s.rolled_at > s.first:
-        span = s.rolled_at - s.first
-    return span is not None and reset_at < s.rolled_at + span / 2
 
 
 def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:

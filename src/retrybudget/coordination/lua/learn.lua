@@ -35,7 +35,7 @@ if not throttled and not observed then
 end
 
 local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'rolled_at', 'window', 'first'})
+                       'rolled_at'})
 local far = NOW
 if throttled then
   local gate = instant(s.gate) or NEVER
@@ -61,30 +61,9 @@ if throttled then
   typed(slots, 'zset')
   redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
 end
-local late, in_flight = false, 0
 if observed then
-  in_flight = live_leases(leases)
+  local in_flight = live_leases(leases)
   rolled(state, s, in_flight + answered)
-  -- late_naming: within half a window after the reset the count rolled over at, a naming is
-  -- that window's, learned late (the window's length, else the first request's lower bound)
-  local rolled_at = instant(s.rolled_at)
-  local span = finite(s.window)
-  if span ~= nil and (span <= 0 or span > HORIZON) then span = nil end
-  local first = instant(s.first)
-  if span == nil and rolled_at ~= nil and first ~= nil and rolled_at > first then
-    span = rolled_at - first
-  end
-  local size = count(s.limit, 1e15)
-  local same_limit = (quota < 0 and size == nil) or (size ~= nil and quota == size)
-  late = rolled_at ~= nil and span ~= nil and NOW + reset < rolled_at + span / 2 and same_limit
-  local window = finite(s.window)
-  if late and instant(s.reset_at) == nil and window ~= nil and window > 0 and window <= HORIZON then
-    -- the count is left alone; this window ends a window's length after the last
-    redis.call('HSET', state, 'reset_at', fmt(rolled_at + window))
-    far = math.max(far, rolled_at + window)
-  end
-end
-if observed and not late then
   local reset_at = NOW + reset
   local known = count(s.remaining, 1e15)
   local known_at = instant(s.reset_at)
