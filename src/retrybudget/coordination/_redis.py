@@ -188,8 +188,9 @@ class _Pipeline:
 
     The first call of a turn starts the sender task; it runs once the tasks already woken in
     that turn have run, takes every call queued by then and sends them in one pipeline (one on
-    its own as the plain script call). A script Redis no longer has (``NOSCRIPT``: flushed, or a
-    restarted server) is sent again by its script object, which loads it.
+    its own as the plain script call, whose script object loads its script if need be). Scripts
+    Redis no longer has (``NOSCRIPT``: flushed, or a restarted server) are loaded once each, and
+    the calls that needed them sent again together.
     """
 
     __slots__ = ("client", "pending", "scripts", "sending", "tally")
@@ -238,11 +239,11 @@ class _Pipeline:
                     future.set_result(reply)
 
     async def _replies(self, calls: list[_Call[Any]]) -> list[object]:
-        self.tally.add("calls", len(calls))
         if len(calls) == 1:
-            self.tally.add("round_trips")
+            self.tally.sent()
             call = calls[0]
             return [await self.scripts[str(call.script)](keys=call.keys, args=call.args)]
+        self.tally.add("calls", len(calls))
         replies = await self._pipelined(calls)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:  # load each script once, then send those calls again together
@@ -500,8 +501,7 @@ class RedisCoordinator(Coordinator):
         if call.script is None or not self._should_try():
             return self._without_redis(call)
         try:
-            self._tally.add("calls")
-            self._tally.add("round_trips")
+            self._tally.sent()
             raw = self._scripts[call.script](keys=call.keys, args=call.args)
         except _ERRORS as exc:
             return self._failed(call, exc)
@@ -518,8 +518,7 @@ class RedisCoordinator(Coordinator):
             if pipeline is not None:
                 raw = await pipeline.submit(call)
             else:
-                self._tally.add("calls")
-                self._tally.add("round_trips")
+                self._tally.sent()
                 raw = await scripts[call.script](keys=call.keys, args=call.args)
         except _ERRORS as exc:
             return self._failed(call, exc)

@@ -69,6 +69,12 @@ class Tally:
         with self._lock:
             self._counts[name] += n
 
+    def sent(self, calls: int = 1) -> None:
+        """Count ``calls`` sent to the shared store in one round trip (one lock taken)."""
+        with self._lock:
+            self._counts["calls"] += calls
+            self._counts["round_trips"] += 1
+
     def admission(self, admission: Admission) -> Admission:
         """Count an admission and return it."""
         if not admission.allowed:
