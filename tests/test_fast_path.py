@@ -235,19 +235,17 @@ def test_run_fast_path_matches_the_generic_flow(
 
 @given(policy=policies(), now=st.floats(0, 1e6, allow_nan=False),
        later=st.floats(0, 200, allow_nan=False))
-def test_the_fast_paths_fresh_state_plans_as_the_real_one(
+def test_the_fast_paths_first_plan_is_the_real_ones(
     policy: rb.Policy, now: float, later: float
 ) -> None:
-    from retrybudget._drivers import _fresh
+    """The fast path plans its first attempt without a state: as a fresh state plans it."""
     from retrybudget.core.decide import plan_attempt
     from retrybudget.core.state import OperationState
 
-    real = OperationState.start(policy, "id", now)
-    fresh = _fresh(policy, now)
-    for name in ("started", "deadline_at", "has_idempotency_key", "attempts", "history", "waits",
-                 "rate_limit_streak", "backoffs", "retry_at", "conflicts"):
-        assert getattr(fresh, name) == getattr(real, name)
-    assert plan_attempt(policy, fresh, now + later) == plan_attempt(policy, real, now + later)
+    readings = iter((now, now + later))
+    begun = rb.Retrier(policy=policy)._begin(lambda: next(readings))
+    assert begun[2:] == (now, now + later, plan_attempt(
+        policy, OperationState.start(policy, "id", now), now + later))
 
 
 # The transports' quick first attempt ------------------------------------------------------
@@ -277,7 +275,8 @@ quick_steps = st.tuples(
     st.sampled_from([200, 200, 201, 204, 301, 304, 404, 429, 500, 503, "connect", "read", "bug"]),
     st.sampled_from([{}, {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999",
                           "x-ratelimit-reset": "1800000600"},
-                     {"retry-after": "1"}, {"x-ratelimit-remaining": "0"}]),
+                     {"retry-after": "1"}, {"x-ratelimit-remaining": "0"},
+                     {"x-ratelimit-limit": "10", "x-ratelimit-remaining": "50"}]),  # a conflict
     st.sampled_from([0.0, 0.01, 2.0]))
 
 
@@ -388,6 +387,9 @@ def test_the_transports_quick_first_attempt_matches_the_full_path(
     assert fast_r.random.getstate() == slow_r.random.getstate()
     if quick_before is not None:
         reached("quick", "quick first attempt")
+        if got[0].ok and got[0].attempts == 1 and any(
+                shape is not None for _key, shape in (fast._shapes or {}).values()):
+            reached("quick", "handed over unread")
         if got[0].attempts > 1 or not got[0].ok:
             reached("quick", "went on in the flow")  # from the quick attempt, never resent
 
@@ -395,7 +397,36 @@ def test_the_transports_quick_first_attempt_matches_the_full_path(
 def test_the_quick_property_reached_its_checks() -> None:
     from strategies import assert_reached
 
-    assert_reached("quick", ("quick first attempt", "went on in the flow"))
+    assert_reached("quick", ("quick first attempt", "went on in the flow", "handed over unread"))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("headers", [
+    {"x-ratelimit-limit": "10", "x-ratelimit-remaining": "50"},  # remaining above the limit
+    {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1800000600"},  # spent, on a 200
+    {"retry-after": "120"},
+])
+def test_a_success_handed_over_unread_has_the_full_paths_evidence(
+        headers: dict[str, str], asynchronous: bool) -> None:
+    """A 2xx known ok before its headers are read: its conflicts, evidence and detail, read
+    later, are the full path's (which classifies it at once)."""
+    steps = [(200, headers, 0.01)]
+    (fast, _fi, _fr), (slow, _si, _sr) = _quick_twins(
+        rb.Policy(profile="github"), 100.0, 1, False, steps, asynchronous)
+
+    def send(transport: Any) -> Any:
+        request = httpx.Request("GET", "https://api.github.com/repos/o/r")
+        if asynchronous:
+            return asyncio.run(transport.handle_async_request(request))
+        return transport.handle_request(request)
+
+    got, want = _ending(lambda: send(fast)), _ending(lambda: send(slow))
+    assert any(shape is not None for _key, shape in (fast._shapes or {}).values())
+    _same_ending(got, want)
+    assert got[0].detail == "ok"
+    assert got[0].history[0].evidence == want[0].history[0].evidence != ()
+    if "x-ratelimit-limit" in headers:
+        assert got[0].conflicts and got[0].conflicts == want[0].conflicts
 
 
 # The coordinated first attempt ------------------------------------------------------------

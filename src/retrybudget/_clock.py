@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock", "monotonic_reader"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock", "monotonic_reader", "wall_reader"]
 
 
 @runtime_checkable
@@ -70,6 +70,11 @@ SYSTEM_CLOCK: Clock = SystemClock()
 def monotonic_reader(clock: Clock) -> Callable[[], float]:
     """The function that reads ``clock``'s monotonic time (the system's own, for the real clock)."""
     return time.monotonic if type(clock) is SystemClock else clock.monotonic
+
+
+def wall_reader(clock: Clock) -> Callable[[], float]:
+    """The function that reads ``clock``'s wall time (the system's own, for the real clock)."""
+    return time.time if type(clock) is SystemClock else clock.wall
 
 
 class FakeClock:

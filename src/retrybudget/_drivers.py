@@ -46,7 +46,7 @@ from .core.classify import (
     ResponseSeen,
     classify,
 )
-from .core.decide import Retry, Stop, decide, plan_attempt, plan_wait
+from .core.decide import Retry, Stop, decide, plan_attempt, plan_next, plan_wait
 from .core.flow import FlowGen, operation_flow
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
@@ -253,37 +253,6 @@ class _Described(Protocol):
     def key(self) -> str: ...
     @property
     def job_id(self) -> str | None: ...
-
-
-class _Fresh(OperationState):
-    """The state of an operation before its first attempt, for :func:`plan_attempt` (fast).
-
-    What :meth:`OperationState.start` builds, as far as planning the first attempt reads it:
-    its start and deadline, and every counter at its start value (no attempt, wait or
-    provider-named time yet). Its id and method are not set: a plan does not read them.
-    """
-
-    __slots__ = ()
-    has_idempotency_key = False
-    attempts = 0
-    history = ()
-    waits = ()
-    rate_limit_streak = 0
-    backoffs = 0
-    retry_at = None
-    conflicts = ()
-
-
-_set_started = vars(OperationState)["started"].__set__
-_set_deadline = vars(OperationState)["deadline_at"].__set__
-
-
-def _fresh(policy: Policy, now: float) -> OperationState:
-    """A :class:`_Fresh` state started at ``now`` (its deadline as ``OperationState.start``'s)."""
-    state = object.__new__(_Fresh)
-    _set_started(state, now)
-    _set_deadline(state, None if policy.deadline is None else now + policy.deadline)
-    return state
 
 
 def _next_action(flow: FlowGen, reply: object, pending: Action | None) -> Action | Outcome[object]:
@@ -568,7 +537,9 @@ class Retrier:
         prefix, number = ids.prefix, next(ids.counter)
         t0 = monotonic()
         t1 = monotonic()
-        return prefix, number, t0, t1, plan_attempt(self.policy, _fresh(self.policy, t0), t1)
+        deadline = self.policy.deadline  # the plan of a fresh state (OperationState.start's)
+        return prefix, number, t0, t1, plan_next(
+            self.policy, 0, None if deadline is None else t0 + deadline - t1, None)
 
     def _unplanned(self, begun: _Begun, request: RequestInfo) -> FlowGen:
         """The generic flow of an operation whose first attempt the plan refused."""
@@ -607,7 +578,7 @@ class Retrier:
             seen = found
         self.random.random()  # the flow draws one sample per decision
         return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, result.value, seen,
-                         request, self.policy, result.payload))
+                         request.method, request.key, request.job_id, self.policy, result.payload))
 
     def _replayed(self, op_id: str, request: RequestInfo, readings: list[float],
                   walls: list[float]) -> FlowGen:
@@ -664,7 +635,7 @@ class Retrier:
         prefix, number, req, _state, readings, _walls, _replies = first
         t0, _ta, t1, t2 = readings
         return first_ok((prefix, number, t0, t1, t2, self.clock.monotonic(), plan, result.value,
-                         classified, req, self.policy, result.payload))
+                         classified, req.method, req.key, req.job_id, self.policy, result.payload))
 
     def _coordinated_flow(self, first: _CoordinatedFirst, replies: list[object],
                           ) -> tuple[FlowGen, Action]:
@@ -810,14 +781,11 @@ class Retrier:
         # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
         # operation (the same clock readings, plan and sample), with the answer worked out once
         # for a plain success; anything else goes on in the generic flow from those readings.
-        ids = _operation_id
-        prefix, number = ids.prefix, next(ids.counter)
         monotonic, policy = fast.monotonic, self.policy
-        t0 = monotonic()
-        t1 = monotonic()
-        plan = plan_attempt(policy, _fresh(policy, t0), t1)
+        begun = self._begin(monotonic)
+        prefix, number, t0, t1, plan = begun
         if isinstance(plan, Stop):
-            flow = self._unplanned((prefix, number, t0, t1, plan), self._request)
+            flow = self._unplanned(begun, self._request)
             return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
@@ -832,8 +800,10 @@ class Retrier:
             if fast.plain and type(value) in _PLAIN_TYPES:
                 t2 = monotonic()
                 self.random.random()  # the flow draws one sample per decision
+                request = self._request
                 return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
-                                 fast.classified, self._request, policy, None))
+                                 fast.classified, request.method, request.key, request.job_id,
+                                 policy, None))
             result = AttemptResult(self._interpreter.value(value), value, None)
         ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
                             fast.classified)

@@ -39,6 +39,7 @@ __all__ = [
     "aiohttp_failure_kind",
     "evidence",
     "httpx_evidence",
+    "httpx_evidence_of",
     "httpx_failure_kind",
     "method_of",
     "observe_error",
@@ -123,9 +124,14 @@ def _httpx_name(raw: bytes) -> str:
 def httpx_evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
     """The classifier's headers of an httpx response (each raw name classified once, bounded
     cache; decodes only the few values the classifier reads)."""
+    return httpx_evidence_of(response.headers.raw)
+
+
+def httpx_evidence_of(pairs: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    """:func:`httpx_evidence` of raw ``(name, value)`` header pairs."""
     names = _NAMES
     out = []
-    for raw, value in response.headers.raw:
+    for raw, value in pairs:
         name = names.get(raw)
         if name is None:
             name = _httpx_name(raw)

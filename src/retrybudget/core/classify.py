@@ -36,6 +36,7 @@ __all__ = [
     "Observation",
     "ResponseSeen",
     "classify",
+    "ok_unread",
 ]
 
 MESSAGE_LIMIT = BODY_LIMIT
@@ -198,8 +199,22 @@ def _matches(patterns: Iterable[str], message: str) -> bool:
     return bool(message) and any(_pattern(p).search(message) for p in patterns)
 
 
-_PLAIN_OK = {status: Classified(Kind.OK, "ok", status) for status in range(200, 300)}
+OK_DETAIL = "ok"
+"""The detail of a 2xx read as ``ok``: the same whatever its headers (conflicting evidence
+is recorded in ``conflicts``), so a success is known ok before its headers are read."""
+
+_PLAIN_OK = {status: Classified(Kind.OK, OK_DETAIL, status) for status in range(200, 300)}
 """The classification of a header-less 2xx, per status: frozen values, made once."""
+
+
+def ok_unread(profile: Profile) -> bool:
+    """Whether every 2xx whose body nobody reads classifies as ``ok`` under ``profile``, with
+    :data:`OK_DETAIL` whatever its headers (they add only evidence): the profile names no 2xx
+    among its failure statuses. The first-attempt fast path then knows such a success ok
+    before it reads the headers."""
+    failures = (profile.rate_limited | profile.conditional_rate_limited | profile.not_found
+                | profile.rejected | profile.transient)
+    return not any(200 <= status < 300 for status in failures)
 
 
 def classify(profile: Profile, observation: Observation, now_wall: float) -> Classified:
@@ -246,7 +261,7 @@ def classify(profile: Profile, observation: Observation, now_wall: float) -> Cla
             and not signals and not (message and profile.graphql_cost)):
         if rate is NO_RATE_LIMIT_INFO:
             return _PLAIN_OK[status]
-        return Classified(Kind.OK, "ok", status, rate)
+        return Classified(Kind.OK, OK_DETAIL, status, rate)
     rate = _with_body(profile, rate, headers, signals, message)
     kind, detail, scope, extra = _read_status(profile, observation, status, rate, message, signals)
     if kind is Kind.RATE_LIMITED and (profile.scope_headers or signals):
@@ -430,7 +445,7 @@ def _read_status(
         if observation.payload_error:
             detail = f"{status}: invalid payload ({observation.payload_error})"
             return Kind.INVALID_PAYLOAD, detail, "", ()
-        return Kind.OK, f"{status}: ok", "", ()
+        return Kind.OK, OK_DETAIL, "", ()
     if status in profile.ok:
         return Kind.OK, f"{status}: ok", "", ()
     return Kind.UNEXPECTED, f"{status}: outside the {profile.name} contract", "", ()

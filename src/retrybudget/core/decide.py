@@ -33,6 +33,7 @@ __all__ = [
     "draws_on_retry_budget",
     "plan_acquire",
     "plan_attempt",
+    "plan_next",
     "plan_wait",
     "rate_limit_wait",
     "retry_refused",
@@ -238,11 +239,17 @@ def draws_on_retry_budget(kind: Kind) -> bool:
 
 def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | Stop | None:
     """Before an attempt: its timeout (clipped to what is left), None for no limit, or a Stop."""
-    if state.attempts >= policy.max_attempts:
-        return Stop(Reason.EXHAUSTED, state.retry_at, "no attempts left")
-    remaining = state.remaining(now)
+    return plan_next(policy, state.attempts, state.remaining(now), state.retry_at)
+
+
+def plan_next(policy: Policy, attempts: int, remaining: float | None,
+              retry_at: float | None) -> float | Stop | None:
+    """:func:`plan_attempt` of a state with ``attempts`` made, ``remaining`` seconds left
+    (None: no deadline) and ``retry_at`` named (the first attempt's plan reads no state)."""
+    if attempts >= policy.max_attempts:
+        return Stop(Reason.EXHAUSTED, retry_at, "no attempts left")
     if remaining is not None and remaining < max(policy.min_attempt_time, 1e-9):
-        return Stop(Reason.DEADLINE, state.retry_at, "no time left for another attempt")
+        return Stop(Reason.DEADLINE, retry_at, "no time left for another attempt")
     cap = policy.attempt_timeout
     if remaining is None:
         return cap

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._values import fast_init
-from .classify import Classified, Kind
+from .classify import OK_DETAIL, Classified, Kind, ResponseSeen, classify
 from .policy import Policy
 
 __all__ = [
@@ -226,15 +227,18 @@ class _FirstOk(Outcome[T]):
     """An :class:`Outcome` of an operation that succeeded at its first attempt, built lazily.
 
     The first-attempt fast path knows such an outcome from a handful of values; this holds
-    them and works out each field when it is read, its one :class:`AttemptRecord` included.
-    It reads as an ``Outcome`` in every way: the same fields and values, equal to the
-    ``Outcome`` the generic flow builds, the same ``repr``, and ``dataclasses.replace``,
-    ``copy`` and ``pickle`` give a plain ``Outcome``. Built with :func:`first_ok` only.
+    them and works out each field when it is read, its one :class:`AttemptRecord` included
+    (and, for a 2xx whose headers were not read yet, its classification: see
+    :data:`Unread`). It reads as an ``Outcome`` in every way: the same fields and values,
+    equal to the ``Outcome`` the generic flow builds, the same ``repr``, and
+    ``dataclasses.replace``, ``copy`` and ``pickle`` give a plain ``Outcome``. Built with
+    :func:`first_ok` only.
     """
 
-    __slots__ = ("_at",)
+    __slots__ = ("_at", "_seen")
 
     _at: FirstAttempt
+    _seen: Classified
 
     reason = Reason.OK
     attempts = 1
@@ -244,6 +248,19 @@ class _FirstOk(Outcome[T]):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # replace() makes an Outcome
         return Outcome(*args, **kwargs)
+
+    def _classified(self) -> Classified:
+        """The first attempt's classification (an unread 2xx's worked out once, when read)."""
+        seen = self._at[8]
+        if isinstance(seen, Classified):
+            return seen
+        try:
+            return self._seen
+        except AttributeError:
+            status, read, raw, wall = seen
+            found = classify(self._at[12].profile, ResponseSeen(status, read(raw)), wall)
+            _set_seen(self, found)
+            return found
 
     @property
     def operation_id(self) -> str:
@@ -265,47 +282,52 @@ class _FirstOk(Outcome[T]):
 
     @property
     def payload(self) -> object | None:
-        payload: object | None = self._at[11]
+        payload: object | None = self._at[13]
         return payload
 
     @property
     def history(self) -> tuple[AttemptRecord, ...]:
-        _prefix, _n, t0, t1, t2, _t3, plan, _value, seen, _request, _policy, _payload = self._at
+        at = self._at
+        t0, t1, t2 = at[2], at[3], at[4]
+        seen = self._classified()
         return (AttemptRecord(
             number=1, started=t1 - t0, elapsed=t2 - t1, status=seen.status, error=None,
             kind=seen.kind, decision="stop", detail=seen.detail, evidence=seen.rate.evidence,
-            timeout=plan, sent=seen.sent,
+            timeout=at[6], sent=seen.sent,
         ),)
 
     @property
     def detail(self) -> str:
-        return self._at[8].detail
+        seen = self._at[8]
+        return seen.detail if isinstance(seen, Classified) else OK_DETAIL
 
     @property
     def conflicts(self) -> tuple[str, ...]:
-        return self._at[8].conflicts
+        return self._classified().conflicts
 
     @property
     def key(self) -> str:
-        return self._at[9].key
+        return self._at[10]
 
     @property
     def method(self) -> str | None:
-        return self._at[9].method
+        return self._at[9]
 
     @property
     def job_id(self) -> str | None:
-        return self._at[9].job_id
+        return self._at[11]
 
     @property
     def policy(self) -> Policy | None:
-        return self._at[10]
+        return self._at[12]
 
     def stats(self) -> dict[str, object]:
         """The per-operation counters as plain JSON-ready data (straight from the readings)."""
-        prefix, number, t0, _t1, _t2, t3, _plan, _value, seen, request, policy, _payload = self._at
-        return _stats(operation_id(prefix, number), request.job_id, policy, request.key,
-                      request.method, 1, 0, Reason.OK, None, t3 - t0, (), seen.detail)
+        at = self._at
+        seen = at[8]
+        return _stats(operation_id(at[0], at[1]), at[11], at[12], at[10], at[9], 1, 0,
+                      Reason.OK, None, at[5] - at[2], (),
+                      seen.detail if isinstance(seen, Classified) else OK_DETAIL)
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, f) for f in _COMPARED)
@@ -360,26 +382,25 @@ _FirstOk.__name__ = _FirstOk.__qualname__ = Outcome.__qualname__  # its repr is 
 _COMPARED = tuple(f.name for f in dataclasses.fields(Outcome) if f.compare)
 
 
-class _Request(Protocol):
-    """What an outcome reads of the operation's request (a ``RequestInfo``)."""
+Unread = tuple[int, Callable[[Any], "tuple[tuple[str, str], ...]"], Any, float]
+"""A 2xx response read as ``ok`` before its headers are: its status, the reader of the
+classifier's headers, what it reads them from (a snapshot of the response's) and the wall
+time it came. Any 2xx whose body nobody reads classifies as ``ok`` with detail
+:data:`OK_DETAIL` under a profile that names no 2xx among its failures (see
+:func:`~retrybudget.core.classify.ok_unread`); its headers add only evidence (the rate
+limits, any conflict), worked out by :func:`classify` when first read."""
 
-    @property
-    def key(self) -> str: ...
-    @property
-    def method(self) -> str | None: ...
-    @property
-    def job_id(self) -> str | None: ...
-
-
-FirstAttempt = tuple[str, int, float, float, float, float, "float | None", Any, Classified,
-                     _Request, "Policy | None", Any]
+FirstAttempt = tuple[str, int, float, float, float, float, "float | None", Any,
+                     "Classified | Unread", "str | None", str, "str | None", Policy, Any]
 """What a first-attempt success is built from: the operation id's prefix and number; the
 flow's four monotonic readings (start, attempt start, attempt end, end); the attempt's
 timeout; the value returned; its classification (of kind ``ok``, with the decision's detail,
-no retry time); the request (key, method, job id), the policy and the validator's payload."""
+no retry time) or a 2xx not read yet (:data:`Unread`); the request's method, key and job
+id; the policy and the validator's payload."""
 
 _new = object.__new__
 _set_at = vars(_FirstOk)["_at"].__set__
+_set_seen = vars(_FirstOk)["_seen"].__set__
 
 
 def operation_id(prefix: str, number: int) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from .._clock import SYSTEM_CLOCK, Clock
+from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from .._drivers import Retrier, validated
 from .._native import EVIDENCE, evidence
 from ..core.actions import Attempt, AttemptResult, RequestInfo
@@ -235,20 +235,21 @@ class Deadline:
         timeout: the attempt's timeout (already clipped to the operation's deadline).
     """
 
-    __slots__ = ("alarms", "clock", "end")
+    __slots__ = ("alarms", "clock", "end", "now")
 
     def __init__(self, clock: Clock, timeout: float) -> None:
         self.clock = clock
-        self.end = clock.monotonic() + timeout
+        self.now = monotonic_reader(clock)  # read at every socket operation: the plain reader
+        self.end = self.now() + timeout
         self.alarms: list[Alarm] = []
 
     def remaining(self) -> float:
         """Seconds left until the attempt's end (negative once it has passed)."""
-        return self.end - self.clock.monotonic()
+        return self.end - self.now()
 
     def clip(self, timeout: float | None) -> float:
         """``timeout`` cut to what is left; raises :class:`TimeoutError` once nothing is."""
-        left = self.remaining()
+        left = self.end - self.now()  # remaining(), read at every socket operation
         if left <= 0:
             raise TimeoutError("the attempt's deadline passed")
         return left if timeout is None or timeout > left else timeout

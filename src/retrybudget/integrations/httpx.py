@@ -50,17 +50,18 @@ import httpcore
 import httpx
 
 from .. import errors
-from .._clock import Clock
+from .._clock import Clock, monotonic_reader, wall_reader
 from .._drivers import PLAIN_OK, Begun, Retrier
 from .._native import httpx_evidence as _evidence
+from .._native import httpx_evidence_of
 from .._native import httpx_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult, RequestInfo
-from ..core.classify import ResponseSeen
+from ..core.classify import ResponseSeen, ok_unread
 from ..core.decide import Stop
 from ..core.flow import FlowGen
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import Outcome, Reason, first_ok
 from ..core.policy import Policy
-from ..observe._logging import log_hooks
+from ..observe._logging import LOGGER, log_hooks
 from ._common import (
     _DEADLINE,
     JOB_ID,
@@ -100,6 +101,23 @@ T = TypeVar("T", httpx.BaseTransport, httpx.AsyncBaseTransport)
 R = TypeVar("R")
 
 _TIMEOUTS = ("connect", "read", "write", "pool")
+_INFO = 20  # logging.INFO: the level at which the default log hook prints
+
+# httpx's own structures, read where they save work on every request: a URL's parsed parts
+# (a provider key per scheme, host and port, without the URL's text) and a response's header
+# list (copied as it came: the outcome reads its evidence later). Either missing (another
+# httpx): the public API, by the generic path.
+_PROBE = httpx.Response(200, headers=[("a", "b")], request=httpx.Request("GET", "http://a"))
+_INTERNALS = (isinstance(getattr(_PROBE.headers, "_list", None), list)
+              and hasattr(getattr(_PROBE.request.url, "_uri_reference", None), "host"))
+del _PROBE
+_SHAPES_MAX = 256
+"""How many hosts a transport remembers the key and quick shape of (then it starts again)."""
+
+
+def _evidence_later(headers: list[tuple[bytes, bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers of a response's header list copied when it came."""
+    return httpx_evidence_of([(raw, value) for raw, _lower, value in headers])
 
 
 class TransportRateLimited(errors.RateLimited, httpx.TransportError):
@@ -158,7 +176,7 @@ def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
     """A socket operation's timeout cut to the running attempt's end; ``error`` once it passed."""
-    deadline = current_deadline()
+    deadline = _DEADLINE.get()  # current_deadline(), read at every socket operation
     if deadline is None:
         return timeout
     try:
@@ -318,7 +336,10 @@ def _clipped(extensions: dict[str, Any], limit: float | None) -> dict[str, Any]:
     given = extensions.get("timeout")
     if not given:
         return {**extensions, "timeout": dict.fromkeys(_TIMEOUTS, limit)}
-    if all((value := given.get(name)) is not None and value <= limit for name in _TIMEOUTS):
+    connect, read, write, pool = (given.get("connect"), given.get("read"), given.get("write"),
+                                  given.get("pool"))  # _TIMEOUTS, without a generator
+    if (connect is not None and connect <= limit and read is not None and read <= limit
+            and write is not None and write <= limit and pool is not None and pool <= limit):
         return extensions  # the caller's timeouts fit already
     clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
                for name in _TIMEOUTS}
@@ -377,6 +398,55 @@ class _Base(Generic[T]):
                               errors=ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key
+        self._shapes: dict[tuple[str, str, int | None], tuple[str, _Unread | None]] | None = (
+            {} if _INTERNALS else None)
+
+    def _shape_of(self, request: httpx.Request) -> tuple[str, _Unread | None]:
+        """The default key of a request's host and the shape its 2xx is handed over unread in
+        (None: the generic path's), remembered per scheme, host and port (they read no more).
+
+        Unread: a quick first attempt (see :meth:`_quick`) under the retrier of the host's
+        profile (``profile="auto"``: picked by host) that reads every 2xx nobody reads the body
+        of as ``ok`` whatever its headers (:func:`~retrybudget.core.classify.ok_unread`), with
+        the classifier's own headers: such a success is handed over with its outcome built
+        from the readings, its headers read only when its evidence is (``Outcome.history``,
+        ``conflicts``).
+        """
+        url = str(request.url)
+        engine = self._engine
+        retrier, methods = engine.quick, engine.quick_methods
+        if retrier is None and engine.quick_routed:
+            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
+        shape: _Unread | None = None
+        if (retrier is not None and engine.headers is _evidence
+                and ok_unread(retrier.policy.profile)):
+            clock = retrier.clock
+            shape = (retrier, methods, monotonic_reader(clock), wall_reader(clock),
+                     retrier.random.random, retrier.job_id)
+        shapes = self._shapes
+        assert shapes is not None  # noqa: S101 - read only where httpx's URL parts are
+        if len(shapes) >= _SHAPES_MAX:
+            shapes.clear()
+        ref = request.url._uri_reference
+        found = shapes[(ref.scheme, ref.host, ref.port)] = (key_of_url(url), shape)
+        return found
+
+    def _unread_of(self, request: httpx.Request) -> tuple[_Unread, str] | None:
+        """The shape a request's 2xx is handed over unread in, and the request's key; or None:
+        the request takes :meth:`_handle`'s path (a logger that prints sees every step; a
+        payload validator reads every 2xx)."""
+        shapes = self._shapes
+        if shapes is None:
+            return None
+        ref = request.url._uri_reference
+        key, unread = shapes.get((ref.scheme, ref.host, ref.port)) or self._shape_of(request)
+        method = request.method
+        extensions = request.extensions
+        if (unread is None or method not in unread[1] or LOGGER.isEnabledFor(_INFO)
+                or (VALIDATOR in extensions and extensions[VALIDATOR] is not None
+                    and method != "HEAD")):
+            return None
+        return unread, key if self._key is None else self._key(request)
 
     @property
     def retrier(self) -> Retrier:
@@ -453,6 +523,11 @@ class _Base(Generic[T]):
         return op, retrier._after_first(ended[0], op.info, ended[1], ended[2]), result
 
 
+_Unread = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
+                Callable[[], float], "str | None"]
+"""A transport's quick first attempt handed over unread: its retrier and methods, the clock's
+monotonic and wall readers, the random draw and the retrier's job id."""
+
 _GoOn = tuple[_Operation, FlowGen, AttemptResult]
 """A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
 
@@ -464,6 +539,25 @@ operation and result."""
 
 def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Response:
     """A plain first success handed over (the caller's request extensions were never changed)."""
+    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+    return response
+
+
+def _handed_unread(request: httpx.Request, response: httpx.Response, unread: _Unread, key: str,
+                   begun: Begun, plan: float | None) -> httpx.Response:
+    """A 2xx of a quick first attempt handed over unread: its outcome built from the readings
+    (the flow's own readings, plan and draw), its headers copied to be read when its evidence
+    is."""
+    retrier, _methods, monotonic, wall, draw, job_id = unread
+    prefix, number, t0, t1, _plan = begun  # its plan narrowed to the attempt's timeout
+    t2 = monotonic()
+    seen = (response.status_code, _evidence_later, [*response.headers._list], wall())
+    draw()  # the flow draws one sample per decision
+    extensions = request.extensions
+    given = extensions.get(JOB_ID) if extensions else None
+    outcome = first_ok((prefix, number, t0, t1, t2, monotonic(), plan, response, seen,
+                        request.method, key, job_id if given is None else given,
+                        retrier.policy, None))
     response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
     return response
 
@@ -489,31 +583,65 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
+        quick = self._unread_of(request)
+        if quick is None:
+            return self._handle(request)
+        # The quick first attempt of _handle, a 2xx handed over unread.
+        unread, key = quick
+        retrier = unread[0]
+        begun = retrier._begin(unread[2])
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            return self._planless(request, retrier, key, begun)
+        # httpx's own transport reads every socket against the attempt's end; no other
+        # transport reads it (it gets the clipped timeouts).
+        bound = self._sockets_bounded
+        if bound:
+            deadline = None if plan is None else Deadline(self._engine.clock, plan)
+            token = _DEADLINE.set(deadline)
+        try:
+            sent = self._first(request, key, plan)
+        finally:
+            if bound:
+                _DEADLINE.reset(token)
+                if deadline is not None and deadline.alarms:
+                    deadline.release()
+        response = sent[0]
+        if sent[1] is not None or response is None:  # no 2xx: the flow's if it goes on
+            return self._go_on(request, retrier, key, begun, sent)
+        return _handed_unread(request, response, unread, key, begun, plan)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        """Run the request as one operation (a quick first attempt when it may take one)."""
         quick = self._quick(request)
         if quick is None:
             full = self._start(request)
             return full.hand_over(full.retrier.run(partial(self._attempt, full), full.info))
         # A quick first attempt: sent with its timeouts and deadline, no Operation built
         # unless the answer is not a plain success (then the flow goes on from it).
-        retrier = quick[0]
+        retrier, key = quick
         begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
         plan = begun[4]
         if isinstance(plan, Stop):
-            full = self._start(request, quick[1])
-            flow = retrier._unplanned(begun, full.info)
-            return full.hand_over(retrier._drive(flow, partial(self._attempt, full), None))
-        deadline = None if plan is None else Deadline(self._engine.clock, plan)
-        token = _DEADLINE.set(deadline)
-        try:
-            response, op, result = self._first(request, quick[1], plan)
-        finally:
-            _DEADLINE.reset(token)
-            if deadline is not None and deadline.alarms:
-                deadline.release()
-        ended = self._ended(quick, request, begun, response, op, result)
+            return self._planless(request, retrier, key, begun)
+        with bounded(None if plan is None else Deadline(self._engine.clock, plan)):
+            sent = self._first(request, key, plan)
+        return self._go_on(request, retrier, key, begun, sent)
+
+    def _planless(self, request: httpx.Request, retrier: Retrier, key: str,
+                  begun: Begun) -> httpx.Response:
+        """A quick first attempt the plan refused: the generic flow ends the operation."""
+        full = self._start(request, key)
+        flow = retrier._unplanned(begun, full.info)
+        return full.hand_over(retrier._drive(flow, partial(self._attempt, full), None))
+
+    def _go_on(self, request: httpx.Request, retrier: Retrier, key: str, begun: Begun,
+               sent: _Sent) -> httpx.Response:
+        """After a quick first attempt: its plain success handed over, or the flow gone on."""
+        ended = self._ended((retrier, key), request, begun, *sent)
         if isinstance(ended, Outcome):
-            assert response is not None  # noqa: S101 - an ok first attempt has its response
-            return _hand_over(response, ended)
+            assert sent[0] is not None  # noqa: S101 - an ok first attempt has its response
+            return _hand_over(sent[0], ended)
         full, flow, result = ended
         return full.hand_over(retrier._drive(flow, partial(self._attempt, full), result))
 
@@ -521,21 +649,27 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         """Send a quick first attempt (under its deadline): what :meth:`_ended` reads."""
         extensions = request.extensions
         response: httpx.Response | None = None
-        op: _Operation | None = None
         try:
             request.extensions = _clipped(extensions, plan)
             try:
                 response = self._transport.handle_request(request)
             finally:
                 request.extensions = extensions
-            if 200 <= response.status_code < 300:
-                return response, None, None  # no 2xx body is read: its headers say the rest
+        except Exception as exc:
             op = self._start(request, key)
+            return response, op, op.failed(exc)
+        if 200 <= response.status_code < 300:
+            return response, None, None  # no 2xx body is read: its headers say the rest
+        return self._other(request, key, plan, response)
+
+    def _other(self, request: httpx.Request, key: str, plan: float | None,
+               response: httpx.Response) -> _Sent:
+        """A quick first attempt answered with no 2xx: its body read if the profile reads it."""
+        op = self._start(request, key)
+        try:
             body = response.read() if op.wants_body(response, Attempt(1, plan)) else None
             return response, op, op.seen(response, body)
         except Exception as exc:
-            if op is None:
-                op = self._start(request, key)
             return response, op, op.failed(exc)
 
     def _attempt(self, op: _Operation, attempt: Attempt) -> AttemptResult:
@@ -571,43 +705,55 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
-        quick = self._quick(request)
-        if quick is None:
-            full = self._start(request)
-            return full.hand_over(await full.retrier.arun(partial(self._attempt, full), full.info))
+        unread = self._unread_of(request)
+        if unread is None:
+            quick = self._quick(request)
+            if quick is None:
+                full = self._start(request)
+                return full.hand_over(await full.retrier.arun(partial(self._attempt, full),
+                                                              full.info))
+            retrier, key = quick
+            monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]
+        else:
+            retrier, monotonic, key = unread[0][0], unread[0][2], unread[1]
         # A quick first attempt, as in RetryTransport.handle_request.
-        retrier = quick[0]
-        begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
+        begun = retrier._begin(monotonic)
         plan = begun[4]
         if isinstance(plan, Stop):
-            full = self._start(request, quick[1])
+            full = self._start(request, key)
             flow = retrier._unplanned(begun, full.info)
             return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), None))
-        if plan is None:
-            response, op, result = await self._first(request, quick[1], plan)
-        elif self._sockets_bounded:
-            deadline = _Cut(self._engine.clock, plan)
-            extensions = request.extensions
-            sent = await self._within(self._first(request, quick[1], plan), deadline, _sent)
-            if sent is None:  # cut at the attempt's end: the caller's extensions are put back
-                request.extensions = extensions
-                op = self._start(request, quick[1])
-                sent = None, op, op.failed(deadline.error(request))
-            response, op, result = sent
-        else:
-            sent = None
-            with anyio.move_on_after(plan):
-                sent = await self._first(request, quick[1], plan)
-            if sent is None:  # cancelled at the attempt's end
-                op = self._start(request, quick[1])
-                sent = None, op, op.failed(_deadline_error(request))
-            response, op, result = sent
-        ended = self._ended(quick, request, begun, response, op, result)
+        sent = await self._bounded_first(request, key, plan)
+        response = sent[0]
+        if unread is not None and sent[1] is None and response is not None:
+            return _handed_unread(request, response, unread[0], key, begun, plan)
+        ended = self._ended((retrier, key), request, begun, *sent)
         if isinstance(ended, Outcome):
             assert response is not None  # noqa: S101 - an ok first attempt has its response
             return _hand_over(response, ended)
         full, flow, result = ended
         return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), result))
+
+    async def _bounded_first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
+        """A quick first attempt sent and ended by its attempt's end: what :meth:`_ended` reads."""
+        if plan is None:
+            return await self._first(request, key, plan)
+        if self._sockets_bounded:
+            deadline = _Cut(self._engine.clock, plan)
+            extensions = request.extensions
+            sent = await self._within(self._first(request, key, plan), deadline, _sent)
+            if sent is None:  # cut at the attempt's end: the caller's extensions are put back
+                request.extensions = extensions
+                op = self._start(request, key)
+                sent = None, op, op.failed(deadline.error(request))
+            return sent
+        cancelled = None
+        with anyio.move_on_after(plan):
+            cancelled = await self._first(request, key, plan)
+        if cancelled is None:  # cancelled at the attempt's end
+            op = self._start(request, key)
+            return None, op, op.failed(_deadline_error(request))
+        return cancelled
 
     async def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
         """Send a quick first attempt: what :meth:`_ended` reads (as the sync transport's)."""
