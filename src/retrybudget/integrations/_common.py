@@ -247,11 +247,11 @@ class Deadline:
         """Seconds left until the attempt's end (negative once it has passed)."""
         return self.end - self.now()
 
-    def clip(self, timeout: float | None) -> float:
-        """``timeout`` cut to what is left; raises :class:`TimeoutError` once nothing is."""
+    def clip(self, timeout: float | None, error: type[Exception] = TimeoutError) -> float:
+        """``timeout`` cut to what is left; raises ``error`` once nothing is."""
         left = self.end - self.now()  # remaining(), read at every socket operation
         if left <= 0:
-            raise TimeoutError("the attempt's deadline passed")
+            raise error("the attempt's deadline passed")
         return left if timeout is None or timeout > left else timeout
 
     def watch(self, action: Callable[[], None]) -> None:

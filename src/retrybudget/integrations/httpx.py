@@ -177,12 +177,7 @@ def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
     """A socket operation's timeout cut to the running attempt's end; ``error`` once it passed."""
     deadline = _DEADLINE.get()  # current_deadline(), read at every socket operation
-    if deadline is None:
-        return timeout
-    try:
-        return deadline.clip(timeout)
-    except TimeoutError as exc:
-        raise error(str(exc)) from None
+    return timeout if deadline is None else deadline.clip(timeout, error)
 
 
 class _BoundedStream(httpcore.NetworkStream):
@@ -196,10 +191,16 @@ class _BoundedStream(httpcore.NetworkStream):
         self._stream = stream
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
+        deadline = _DEADLINE.get()  # _clip(), inline: every read and write reads it
+        if deadline is not None:
+            timeout = deadline.clip(timeout, httpcore.ReadTimeout)
+        return self._stream.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _clip(timeout, httpcore.WriteTimeout))
+        deadline = _DEADLINE.get()
+        if deadline is not None:
+            timeout = deadline.clip(timeout, httpcore.WriteTimeout)
+        self._stream.write(buffer, timeout)
 
     def close(self) -> None:
         self._stream.close()
