@@ -88,7 +88,9 @@ def test_fetch_killed_with_sigkill_resumes_without_loss_or_duplicates(tmp_path: 
 
 
 def test_fetch_defers_rate_limited_operations_to_retry_at_and_runs_them_then(tmp_path: Path) -> None:
-    limit = RateLimit(limit=2, window_s=2, style="retry-after")
+    # A window long enough that the third of four requests lands in it on a loaded machine
+    # too (with 2 s, the first two could take it all: no 429, nothing deferred).
+    limit = RateLimit(limit=2, window_s=5, style="retry-after")
     with serve_in_thread(SandboxConfig(rentals=5, rate_limit=limit)) as sandbox:
         urls = write_urls(tmp_path / "in.txt", [sandbox.url(f"/rentals/{i}/availability")
                                                 for i in range(1, 5)])
