@@ -189,6 +189,8 @@ class _BoundedStream(httpcore.NetworkStream):
 
     def __init__(self, stream: httpcore.NetworkStream) -> None:
         self._stream = stream
+        # httpcore asks these of every exchange: the stream's own, without a frame of ours
+        self.get_extra_info = stream.get_extra_info  # type: ignore[method-assign]
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         deadline = _DEADLINE.get()  # _clip(), inline: every read and write reads it
@@ -209,9 +211,6 @@ class _BoundedStream(httpcore.NetworkStream):
                   timeout: float | None = None) -> httpcore.NetworkStream:
         return _BoundedStream(self._stream.start_tls(
             ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
 
 
 class _BoundedBackend(httpcore.NetworkBackend):
