@@ -229,10 +229,14 @@ def run_requests(base: str, per_round: int, rounds: int, warmup: int) -> None:
         session.mount("http://", adapter)
         sessions[name] = session
 
-    def one(session: requests.Session) -> float:
-        start = time.perf_counter_ns()
+    cpu: dict[str, list[float]] = {name: [] for name in sessions}
+
+    def one(session: requests.Session, name: str | None = None) -> float:
+        start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
         response = session.get(url, timeout=10)
         elapsed = (time.perf_counter_ns() - start) / 1000
+        if name is not None:
+            cpu[name].append((time.thread_time_ns() - start_cpu) / 1000)
         if response.status_code != 200:
             raise SystemExit(f"unexpected status {response.status_code}")
         return elapsed
@@ -247,7 +251,7 @@ def run_requests(base: str, per_round: int, rounds: int, warmup: int) -> None:
         order = names if round_ % 2 == 0 else names[::-1]
         for _ in range(per_round):
             for name in order:
-                samples[name].append(one(sessions[name]))
+                samples[name].append(one(sessions[name], name))
     for session in sessions.values():
         session.close()
     medians = {name: statistics.median(values) for name, values in samples.items()}
@@ -257,6 +261,14 @@ def run_requests(base: str, per_round: int, rounds: int, warmup: int) -> None:
     print(f"{'adapter':<32} {'median µs':>10} {'vs bare':>9} {'overhead µs':>12}")
     for name, value in medians.items():
         print(f"{name:<32} {value:>10.1f} {value / bare:>8.3f}x {value - bare:>12.1f}")
+    cpus = {name: statistics.median(values) for name, values in cpu.items()}
+    bare_cpu = cpus["bare HTTPAdapter"]
+    peer = cpus["HTTPAdapter + urllib3 Retry(3)"] - bare_cpu
+    print("client CPU µs per request (median), over the bare adapter's:")
+    for name, value in cpus.items():
+        over = value - bare_cpu
+        versus = f"  {over / peer:.2f}x urllib3 Retry's" if peer > 0 and name != "bare HTTPAdapter" else ""
+        print(f"  {name:<32} {value:>8.1f} ({value / bare_cpu:.3f}x, +{over:.1f}){versus}")
 
 
 @contextlib.contextmanager
