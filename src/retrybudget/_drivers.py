@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
-from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader
+from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from ._native import method_of, observe_error, stdlib_failure_kind
 from .coordination._base import Coordinator, NoCoordination
 from .core.actions import (
@@ -596,6 +596,11 @@ class Retrier:
         return flow
 
     @functools.cached_property
+    def _readers(self) -> tuple[Callable[[], float], Callable[[], float]]:
+        """The clock's monotonic and wall readers (the system clock's own functions)."""
+        return monotonic_reader(self.clock), wall_reader(self.clock)
+
+    @functools.cached_property
     def _coordinated_first(self) -> bool:
         """Whether :meth:`run` takes the coordinated first-attempt path: an active coordinator,
         no hook, one profile (``profile="auto"`` resolves per request in the flow)."""
@@ -612,9 +617,9 @@ class Retrier:
         """After a coordinated first attempt: its classification when the flow would end the
         operation ok at once, else None. The readings taken (attempt end, wall) go on
         ``first``, and the sample drawn too when the generic flow goes on (it is replayed)."""
-        policy, clock = self.policy, self.clock
+        policy, (monotonic, wall) = self.policy, self._readers
         _prefix, _number, req, state, _readings, walls, _replies = first
-        t2, w2 = clock.monotonic(), clock.wall()
+        t2, w2 = monotonic(), wall()
         state = state.with_method(result.observation.method)
         classified = classify(policy.profile, result.observation, w2)
         sample = self.random.random()
@@ -634,7 +639,7 @@ class Retrier:
         """The outcome of a coordinated first attempt that ended ok (read after the learn)."""
         prefix, number, req, _state, readings, _walls, _replies = first
         t0, _ta, t1, t2 = readings
-        return first_ok((prefix, number, t0, t1, t2, self.clock.monotonic(), plan, result.value,
+        return first_ok((prefix, number, t0, t1, t2, self._readers[0](), plan, result.value,
                          classified, req.method, req.key, req.job_id, self.policy, result.payload))
 
     def _coordinated_flow(self, first: _CoordinatedFirst, replies: list[object],
@@ -656,7 +661,7 @@ class Retrier:
         """A coordinated operation begun as the flow begins it (its id and start reading)."""
         ids = _operation_id
         prefix, number = ids.prefix, next(ids.counter)
-        t0 = self.clock.monotonic()
+        t0 = self._readers[0]()
         state = OperationState.start(self.policy, _format_id(prefix, number), t0,
                                      method=request.method,
                                      has_idempotency_key=request.has_idempotency_key)
@@ -665,14 +670,14 @@ class Retrier:
     def _coordinated_plan(self, first: _CoordinatedFirst, permit: Permit,
                           ) -> float | Stop | Retry | None:
         """After the gate's permit: the first attempt's plan, or the wait or stop it calls for."""
-        clock, state = self.clock, first[3]
-        ta, wa = clock.monotonic(), clock.wall()
+        (monotonic, wall), state = self._readers, first[3]
+        ta, wa = monotonic(), wall()
         first[4].append(ta)
         first[5].append(wa)
         step = plan_wait(self.policy, state, ta, permit.wait, permit.reason, permit.retry_at, wa)
         if step is not None:
             return step
-        t1 = clock.monotonic()
+        t1 = monotonic()
         first[4].append(t1)
         return plan_attempt(self.policy, state, t1)
 

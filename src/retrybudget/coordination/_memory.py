@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from .._clock import SYSTEM_CLOCK, Clock
+from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from ..core.actions import Admission, Permit
 from ..core.outcome import Outcome
 from ..core.throttle import NO_THROTTLE, Throttle
@@ -87,7 +87,7 @@ class MemoryCoordinator(Coordinator):
                  share: bool = False) -> None:
         self.config = config or CoordinationConfig()
         self.share = share
-        self.clock = clock
+        self.clock = clock  # its readers too (the system clock's own functions): read per call
         self.events = tuple(events)
         self._lock = threading.Lock()
         self._keys: dict[str, _Key] = {}
@@ -96,6 +96,17 @@ class MemoryCoordinator(Coordinator):
 
     def __repr__(self) -> str:
         return f"MemoryCoordinator(keys={len(self._keys)})"
+
+    @property
+    def clock(self) -> Clock:
+        """Where time comes from."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self._clock = clock
+        self._now = monotonic_reader(clock)
+        self._wall = wall_reader(clock)
 
     def _key(self, key: str) -> _Key:
         state = self._keys.get(key)
@@ -125,10 +136,10 @@ class MemoryCoordinator(Coordinator):
         with self._lock:
             k = self._key(key)
             before = k.breaker
-            verdict, k.breaker = breaker_admit(before, self.clock.monotonic(), cfg)
+            verdict, k.breaker = breaker_admit(before, self._now(), cfg)
             state = moved(before, k.breaker)
         self._moved(key, state)
-        return self._tally.admission(admission_of(verdict, self.clock.wall()))
+        return self._tally.admission(admission_of(verdict, self._wall()))
 
     def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
         """The concurrency cap, the write spacing, then a slot: claim a reserved one that is
@@ -142,7 +153,7 @@ class MemoryCoordinator(Coordinator):
         cfg = self.config
         cap, pacing = cfg.concurrency, cfg.pacing
         with self._lock:
-            now = self.clock.monotonic()
+            now = self._now()
             k = self._key(key)
             in_flight = self._in_flight(k, now)
             if cap is not None and in_flight >= cap.limit:
@@ -170,7 +181,7 @@ class MemoryCoordinator(Coordinator):
                         slots.append(slot)
                     code = "gate" if now < gate else "pace"
                     reset_in = None if hold is None or k.schedule.reset_at is None else hold - now
-                    permit = permit_of(code, slot - now, gate - now, None, self.clock.wall(),
+                    permit = permit_of(code, slot - now, gate - now, None, self._wall(),
                                        reset_in)
                     return self._tally.permit(permit)
             lease = None
@@ -188,7 +199,7 @@ class MemoryCoordinator(Coordinator):
         key's latest write). What a shared backend answers with when it cannot reach its
         store."""
         with self._lock:
-            now = self.clock.monotonic()
+            now = self._now()
             k = self._key(key)
             wait = write_wait(k.last_write, now, gap)
             if wait <= 0 and gap > 0:
@@ -205,7 +216,7 @@ class MemoryCoordinator(Coordinator):
             k = self._key(key)
             answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
             if facts.informative or (throttle is not None and not k.schedule.answered):
-                now = self.clock.monotonic()
+                now = self._now()
                 k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                    self._in_flight(k, now), answered, self.share)
                 while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
@@ -218,7 +229,7 @@ class MemoryCoordinator(Coordinator):
             k = self._keys.get(key)
             if k is None:
                 return None
-            now = self.clock.monotonic()
+            now = self._now()
             k.schedule = rolled(k.schedule, now, self._in_flight(k, now))
             return k.schedule
 
@@ -233,7 +244,7 @@ class MemoryCoordinator(Coordinator):
             return self._tally.retry(True)
         with self._lock:
             k = self._key(key)
-            allowed, k.budget = budget_withdraw(k.budget, self.clock.monotonic(), cfg)
+            allowed, k.budget = budget_withdraw(k.budget, self._now(), cfg)
         return self._tally.retry(allowed)
 
     def finish(self, key: str, outcome: Outcome[Any], probe: bool) -> None:
@@ -246,7 +257,7 @@ class MemoryCoordinator(Coordinator):
         opened, state = False, None
         with self._lock:
             k = self._key(key)
-            now = self.clock.monotonic()
+            now = self._now()
             if earns and budget is not None:
                 k.budget = budget_deposit(k.budget, now, budget)
             if cfg is not None:
