@@ -58,6 +58,43 @@ async def fast() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
+QUOTA = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4987",
+         "x-ratelimit-reset": "4102444800", "x-ratelimit-used": "13"}
+
+
+@pytest.mark.parametrize("script", [
+    [{**OK, "headers": QUOTA}],
+    [{**OK, "headers": {"x-ratelimit-limit": "10", "x-ratelimit-remaining": "50"}}],  # conflict
+    [{"status": 503}, OK],
+    [{"status": 429, "headers": {"Retry-After": "0"}}, OK],
+    [{"status": 404}],
+    [{"status": 302, "headers": {"Location": "/elsewhere"}}],
+], ids=["quota", "conflict", "503-then-ok", "429-then-ok", "404", "redirect"])
+async def test_the_quick_first_attempt_ends_as_the_generic_path_does(sandbox, script) -> None:
+    """A first attempt sent before the operation is built (a 2xx handed over unread, anything
+    else going on in the flow from it) ends as the generic path ends the same script."""
+    endings = []
+    for quick in (True, False):
+        middleware = RetryMiddleware(policy=FAST.replace(profile="github"))
+        if not quick:
+            middleware._engine.quick = None
+            middleware._engine.quick_routed = False
+        fixture = Fixture(sandbox, *script)
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session, session.get(
+                fixture.url, allow_redirects=False) as response:
+            status = response.status
+        outcome = outcome_of(response)
+        assert outcome is not None
+        assert (middleware._engine.unread_of(fixture.url, "GET") is not None) is quick
+        endings.append((status, len(fixture.requests), outcome.reason, outcome.attempts,
+                        outcome.detail, outcome.conflicts, outcome.key, outcome.method,
+                        [(r.status, r.kind, r.decision, r.detail, r.evidence)
+                         for r in outcome.history], [w.reason for w in outcome.waits],
+                        {k: v for k, v in stats_of(response).items()
+                         if k not in ("operation_id", "elapsed", "waits", "retry_at")}))
+    assert endings[0] == endings[1]
+
+
 async def test_503_then_ok_is_one_operation_with_stats_on_the_response(sandbox, fast) -> None:
     fixture = Fixture(sandbox, {"status": 503}, {"status": 503}, OK)
     async with fast.get(fixture.url) as response:

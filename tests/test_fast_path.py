@@ -430,6 +430,105 @@ def test_a_success_handed_over_unread_has_the_full_paths_evidence(
         assert got[0].conflicts == want[0].conflicts
 
 
+# The requests adapter's quick first attempt -----------------------------------------------
+
+def _scripted_send(self: Any, request: Any, stream: bool = False, timeout: Any = None,
+                   *_args: Any, **_kwargs: Any) -> Any:
+    """``HTTPAdapter.send`` played from the adapter's script (as :class:`_Scripted`)."""
+    import requests
+
+    script: _Scripted = self.script
+    step = script.steps[min(len(script.sent), len(script.steps) - 1)]
+    script.sent.append((request.method, dict(request.headers), timeout))
+    what, headers, took = step
+    script.clock.advance(took)
+    if what == "connect":
+        raise requests.exceptions.ConnectionError("refused")
+    if what == "read":
+        raise requests.exceptions.ReadTimeout("slow")
+    if what == "bug":
+        raise KeyError("bug")
+    response = requests.Response()
+    response.status_code, response.reason, response.url = what, "", request.url
+    response.headers = requests.structures.CaseInsensitiveDict(headers)
+    response._content = b'{"ok": true}'
+    response.request = request
+    return response
+
+
+@given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
+       method=st.sampled_from(["GET", "HEAD", "PUT", "POST"]), keys=st.booleans(),
+       auto=st.booleans(), stream=st.booleans(), timeout=st.sampled_from([None, 0.5, (1, 30)]),
+       steps=st.lists(quick_steps, min_size=1, max_size=4))
+def test_the_adapters_quick_first_attempt_matches_the_full_path(
+    policy: rb.Policy, start: float, seed: int, method: str, keys: bool, auto: bool,
+    stream: bool, timeout: Any, steps: list[tuple[Any, ...]],
+) -> None:
+    """The requests adapter's quick first attempt (a 2xx handed over unread) gives up nothing:
+    the same outcome, stats, sends and timeouts, sleeps and random state as the full path."""
+    from unittest import mock
+
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    from retrybudget.integrations.requests import RetryAdapter
+    from strategies import reached, tried
+
+    tried("adapter")
+    if auto:
+        policy = policy.replace(profile="auto")
+    twins = []
+    for quick in (True, False):
+        clock = FakeClock(monotonic=start)
+        retrier = rb.Retrier(policy=policy, clock=clock, random=random.Random(seed))
+        adapter: Any = RetryAdapter(retrier, generate_idempotency_keys=keys)
+        adapter.script = _Scripted(clock, steps)
+        if not quick:
+            adapter._engine.quick = None
+            adapter._engine.quick_routed = False
+        twins.append(adapter)
+    fast, slow = twins
+    url = "https://api.github.com/repos/octo/demo?page=2"
+
+    def send(adapter: Any) -> Any:
+        request = requests.Request(method, url).prepare()
+        return adapter.send(request, stream=stream, timeout=timeout)
+
+    quick_before = fast._unread_of(requests.Request(method, url).prepare())
+    with mock.patch.object(HTTPAdapter, "send", _scripted_send):
+        got, want = _ending(lambda: send(fast)), _ending(lambda: send(slow))
+    (got_outcome, got_response), (want_outcome, want_response) = got, want
+    assert (got_response is None) == (want_response is None)
+    if got_response is not None:
+        assert got_response.retrybudget == {**want_response.retrybudget,
+                                            "operation_id": got_outcome.operation_id}
+    assert type(got_outcome.error) is type(want_outcome.error)
+    skip = {"operation_id", "error", "value", "last"}
+    assert ({f.name: getattr(got_outcome, f.name) for f in dataclasses.fields(Outcome)
+             if f.name not in skip}
+            == {f.name: getattr(want_outcome, f.name) for f in dataclasses.fields(Outcome)
+                if f.name not in skip})
+    assert len(fast.script.sent) == len(slow.script.sent) == got_outcome.attempts
+    for (m1, h1, t1), (m2, h2, t2) in zip(fast.script.sent, slow.script.sent, strict=True):
+        assert (m1, t1) == (m2, t2)
+        assert h1.keys() == h2.keys()
+    assert fast.retrier.clock.sleeps == slow.retrier.clock.sleeps
+    assert fast.retrier.random.getstate() == slow.retrier.random.getstate()
+    if quick_before is not None:
+        reached("adapter", "quick first attempt")
+        if got_outcome.ok and got_outcome.attempts == 1 and (
+                got_response is not None and 200 <= got_response.status_code < 300):
+            reached("adapter", "handed over unread")
+        if got_outcome.attempts > 1 or not got_outcome.ok:
+            reached("adapter", "went on in the flow")
+
+
+def test_the_adapter_property_reached_its_checks() -> None:
+    from strategies import assert_reached
+
+    assert_reached("adapter", ("quick first attempt", "handed over unread", "went on in the flow"))
+
+
 # The coordinated first attempt ------------------------------------------------------------
 
 _COORDINATED_URLS = st.sampled_from([None, "https://api.github.com/repos/o/r",

@@ -111,6 +111,58 @@ def test_an_async_transport_success_does_none_of_it(calls: Counter[str]) -> None
     assert sum(calls.values()) == 0, calls
 
 
+def test_a_requests_success_does_none_of_it(calls: Counter[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The requests adapter over real loopback HTTP: a success builds no operation, runs no
+    flow and reads no header before its evidence is asked for."""
+    import requests
+
+    from retrybudget.integrations import requests as adapter_module
+    from retrybudget.sandbox import serve_in_thread
+
+    real = adapter_module._Operation
+    monkeypatch.setattr(adapter_module, "_Operation",
+                        lambda *a, **k: (calls.update(["operation"]), real(*a, **k))[1])
+    with serve_in_thread() as sandbox, requests.Session() as session:
+        session.mount("http://", adapter_module.RetryAdapter(rb.Retrier(policy=rb.Policy())))
+        response = session.get(sandbox.url("/rentals/1/availability"), timeout=5)
+        assert response.status_code == 200
+        assert response.retrybudget["outcome"] == "ok"
+        assert sum(calls.values()) == 0, calls
+        assert response.retrybudget_outcome.history[0].status == 200
+        assert calls["history record"] == 1
+        assert session.get(sandbox.url("/rentals/999999/availability"), timeout=5).status_code == 404
+    assert calls["operation"] == 1  # an answer that is no success builds its operation
+
+
+def test_an_aiohttp_success_does_none_of_it(calls: Counter[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The aiohttp middleware over real loopback HTTP: as the requests adapter."""
+    import aiohttp
+
+    from retrybudget.integrations import aiohttp as middleware_module
+    from retrybudget.sandbox import serve_in_thread
+
+    real = middleware_module.Operation
+    monkeypatch.setattr(middleware_module, "Operation",
+                        lambda *a, **k: (calls.update(["operation"]), real(*a, **k))[1])
+
+    async def go(base: str) -> None:
+        middleware = middleware_module.RetryMiddleware(rb.Retrier(policy=rb.Policy()))
+        async with aiohttp.ClientSession(middlewares=(middleware,)) as session:
+            async with session.get(base + "/rentals/1/availability") as response:
+                assert response.status == 200
+            assert response.retrybudget["outcome"] == "ok"  # type: ignore[attr-defined]
+            assert sum(calls.values()) == 0, calls
+            assert response.retrybudget_outcome.history[0].status == 200  # type: ignore[attr-defined]
+            async with session.get(base + "/rentals/999999/availability") as missing:
+                assert missing.status == 404
+
+    with serve_in_thread() as sandbox:
+        asyncio.run(go(sandbox.base_url))
+    assert calls["operation"] == 1  # an answer that is no success builds its operation
+
+
 class GitHubCanned(httpx.BaseTransport):
     """Answers 200 with GitHub's five quota headers, far from the quota, among others."""
 

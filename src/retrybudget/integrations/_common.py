@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import heapq
 import itertools
+import logging
 import re
 import threading
 import uuid
@@ -22,16 +23,17 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader
-from .._drivers import Retrier, validated
+from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
+from .._drivers import Begun, Retrier, validated
 from .._native import EVIDENCE, evidence
 from ..core.actions import Attempt, AttemptResult, RequestInfo
-from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen
+from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import Outcome, Reason, first_ok
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
+from ..observe._logging import LOGGER
 from ..observe._redact import redact_url
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "ErrorTable",
     "Operation",
     "ResponseLike",
+    "Unread",
     "asend_with_outcome",
     "bounded",
     "current_deadline",
@@ -58,6 +61,7 @@ __all__ = [
     "provider_key",
     "send_with_outcome",
     "stats_of",
+    "unread_outcome",
     "watchdog",
 ]
 
@@ -366,6 +370,9 @@ class _Watchdog:
                     alarm.action()
 
 
+_SHAPES_MAX = 256
+"""How many hosts an engine remembers the quick shape of (then it starts again)."""
+
 _ROUTED_MAX = 64
 """The per-profile retriers one engine keeps for ``profile="auto"`` (the profiles it routes to)."""
 
@@ -401,6 +408,7 @@ class Engine:
         "max_attempts",
         "message_statuses",
         "observed",
+        "own_headers",
         "policy",
         "quick",
         "quick_methods",
@@ -409,6 +417,7 @@ class Engine:
         "read_statuses",
         "retrier",
         "routed",
+        "shapes",
     )
 
     def __init__(
@@ -458,8 +467,45 @@ class Engine:
             self.quick = self.retrier
             self.quick_methods = self._quick_methods(self.retrier)
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
-        if len(wanted) > len(EVIDENCE) and not all(n.startswith(EVIDENCE) for n in wanted):
+        self.shapes: dict[str, Unread | None] = {}
+        self.own_headers = len(wanted) > len(EVIDENCE) and not all(
+            n.startswith(EVIDENCE) for n in wanted)
+        if self.own_headers:
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
+
+    def unread_of(self, url: str, method: str) -> tuple[Unread, str] | None:
+        """The shape a request's first-attempt 2xx is handed over unread in and its default
+        key (``scheme://host[:port]``), remembered per key (the shape reads only its host);
+        None for the generic path (a logger that prints sees every step)."""
+        host = key_of_url(url)
+        shapes = self.shapes
+        unread = shapes.get(host)
+        if unread is None and host not in shapes:
+            if len(shapes) >= _SHAPES_MAX:
+                shapes.clear()
+            unread = shapes[host] = self.unread_for(url)
+        if unread is None or method not in unread[1] or LOGGER.isEnabledFor(logging.INFO):
+            return None
+        return unread, host
+
+    def unread_for(self, url: str) -> Unread | None:
+        """The shape a quick first attempt's 2xx of a request to ``url`` is handed over unread
+        in (see :func:`unread_outcome`), or None: the integration's own quick path or the
+        generic one.
+
+        Unread: the retrier of the request's profile (``profile="auto"``: its host's) takes
+        a quick first attempt (see :attr:`quick`), reads every 2xx nobody reads the body of
+        as ``ok`` whatever its headers (:func:`~retrybudget.core.classify.ok_unread`), and
+        the classifier reads only its own headers (no user profile's).
+        """
+        retrier, methods = self.quick, self.quick_methods
+        if retrier is None and self.quick_routed:
+            retrier, methods = self.quick_for(self.policy.profile.resolve(url))
+        if retrier is None or self.own_headers or not ok_unread(retrier.policy.profile):
+            return None
+        clock = retrier.clock
+        return (retrier, methods, monotonic_reader(clock), wall_reader(clock),
+                retrier.random.random, retrier.job_id)
 
     def retrier_for(self, profile: Profile) -> Retrier:
         """The retrier of a request whose profile (``profile="auto"``: its host's) is ``profile``.
@@ -508,6 +554,28 @@ class Engine:
         error = error_for(outcome, base=self.errors)
         cast("Any", error).request = request
         return error
+
+
+Unread = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
+               Callable[[], float], "str | None"]
+"""A request whose first-attempt 2xx is handed over unread (:meth:`Engine.unread_for`): the
+retrier and the methods it sends so, the clock's monotonic and wall readers, the random
+draw and the retrier's job id."""
+
+
+def unread_outcome(unread: Unread, begun: Begun, plan: float | None, response: object,
+                   status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
+                   headers: object, method: str, key: str, job_id: str | None) -> Outcome[object]:
+    """The outcome of a quick first attempt's 2xx handed over unread: built from the readings
+    (the flow's own: the attempt's end, the wall time, the draw, the end), the response's
+    ``headers`` (a copy taken as it came) read by ``read`` when its evidence is."""
+    retrier, _methods, monotonic, wall, draw, default_job = unread
+    prefix, number, t0, t1, _plan = begun  # its plan, narrowed to the attempt's timeout
+    t2 = monotonic()
+    seen = (status, read, headers, wall())
+    draw()  # the flow draws one sample per decision
+    return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, response, seen, method, key,
+                     default_job if job_id is None else job_id, retrier.policy, None))
 
 
 class Described:

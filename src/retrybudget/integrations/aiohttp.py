@@ -50,13 +50,21 @@ from aiohttp import ClientRequest, ClientResponse
 from aiohttp.client_middlewares import ClientHandlerType
 
 from .. import errors
-from .._drivers import Retrier
+from .._drivers import Begun, Retrier
 from .._native import aiohttp_failure_kind as failure_kind
 from .._native import evidence
 from ..core.actions import Attempt, AttemptResult
+from ..core.decide import Stop
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
-from ._common import OUTCOME_ATTRIBUTE, STATS_ATTRIBUTE, Engine, Operation, key_of_url
+from ._common import (
+    OUTCOME_ATTRIBUTE,
+    STATS_ATTRIBUTE,
+    Engine,
+    Operation,
+    key_of_url,
+    unread_outcome,
+)
 
 __all__ = [
     "MiddlewareCircuitOpen",
@@ -150,7 +158,12 @@ class _Read:
 
 
 def _evidence(view: _Read) -> tuple[tuple[str, str], ...]:
-    return evidence([(name.lower(), value) for name, value in view.response.headers.items()])
+    return _evidence_later(view.response.headers)
+
+
+def _evidence_later(headers: Any) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers of a response's (read-only) headers."""
+    return evidence([(name.lower(), value) for name, value in headers.items()])
 
 
 def _default_key(request: ClientRequest) -> str:
@@ -196,10 +209,68 @@ class RetryMiddleware:
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         """Run the request as one operation; return its final response or raise."""
-        op = Operation(self._engine, request.method.upper(), str(request.url), request.headers,
-                       self._key(request))
-        outcome = await op.retrier.arun(partial(self._attempt, op, request, handler),
-                                                  op.info)
+        method = request.method.upper()
+        url = str(request.url)
+        quick = self._engine.unread_of(url, method)
+        if quick is None:
+            return await self._call(request, handler, method, url)
+        # A quick first attempt: sent before the operation is built, and a 2xx handed over
+        # with its outcome built from the readings, its headers read when its evidence is.
+        unread, host = quick
+        key = host if self._key is _default_key else self._key(request)
+        retrier = unread[0]
+        begun = retrier._begin(unread[2])
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            return await self._call(request, handler, method, url, (key, begun, None))
+        op: Operation | None = None
+        try:
+            exchange = self._first(request, handler, method, url, key, plan)
+            response, op, result = await (exchange if plan is None
+                                          else asyncio.wait_for(exchange, plan))
+        except Exception as exc:
+            op = Operation(self._engine, method, url, request.headers, key)
+            result = op.failed(exc)
+        if op is None:
+            outcome = unread_outcome(unread, begun, plan, response, response.status,
+                                     _evidence_later, response.headers, method, key, None)
+            _attach(response, outcome)
+            return response
+        return await self._call(request, handler, method, url, (key, begun, result), op)
+
+    async def _first(self, request: ClientRequest, handler: ClientHandlerType, method: str,
+                     url: str, key: str, plan: float | None,
+                     ) -> tuple[ClientResponse, Operation | None, AttemptResult | None]:
+        """A quick first attempt: a 2xx as it came, any other answer read as an attempt is."""
+        response = await handler(request)
+        if 200 <= response.status < 300:
+            return response, None, None  # no 2xx body is read: its headers say the rest
+        op = Operation(self._engine, method, url, request.headers, key)
+        return response, op, await self._read(op, response, Attempt(1, plan))
+
+    async def _call(self, request: ClientRequest, handler: ClientHandlerType, method: str,
+                    url: str, first: tuple[str, Begun, AttemptResult | None] | None = None,
+                    op: Operation | None = None) -> ClientResponse:
+        """The operation in the generic flow; after a quick ``first`` attempt (its key, its
+        readings and its result: None when its plan refused it), from that attempt on."""
+        if op is None:
+            op = Operation(self._engine, method, url, request.headers,
+                           self._key(request) if first is None else first[0])
+        perform = partial(self._attempt, op, request, handler)
+        retrier = op.retrier
+        if first is None:
+            outcome = await retrier.arun(perform, op.info)
+        elif first[2] is None:  # the plan refused the first attempt
+            outcome = await retrier._adrive(retrier._unplanned(first[1], op.info), perform, None)
+        else:
+            result = first[2]
+            monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]
+            ended = retrier._first_ended(first[1], op.info, monotonic, result)
+            if isinstance(ended, Outcome):
+                outcome = ended
+            else:
+                flow = retrier._after_first(ended[0], op.info, ended[1], ended[2])
+                outcome = await retrier._adrive(flow, perform, result)
         response: ClientResponse = op.finish(outcome, request)
         return response
 
@@ -213,11 +284,15 @@ class RetryMiddleware:
         except Exception as exc:
             return op.failed(exc)
 
-    @staticmethod
-    async def _exchange(op: Operation, request: ClientRequest, handler: ClientHandlerType,
+    @classmethod
+    async def _exchange(cls, op: Operation, request: ClientRequest, handler: ClientHandlerType,
                         attempt: Attempt) -> AttemptResult:
         """One attempt: send, and read the body now when the shared rules want it read."""
-        response = await handler(request)
+        return await cls._read(op, await handler(request), attempt)
+
+    @staticmethod
+    async def _read(op: Operation, response: ClientResponse, attempt: Attempt) -> AttemptResult:
+        """An attempt's response, its body read now when the shared rules want it read."""
         view = _Read(response, response.status)
         body: bytes | None = None
         if op.wants_body(view, attempt):

@@ -50,16 +50,16 @@ import httpcore
 import httpx
 
 from .. import errors
-from .._clock import Clock, monotonic_reader, wall_reader
+from .._clock import Clock
 from .._drivers import PLAIN_OK, Begun, Retrier
 from .._native import httpx_evidence as _evidence
 from .._native import httpx_evidence_of
 from .._native import httpx_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult, RequestInfo
-from ..core.classify import ResponseSeen, ok_unread
+from ..core.classify import ResponseSeen
 from ..core.decide import Stop
 from ..core.flow import FlowGen
-from ..core.outcome import Outcome, Reason, first_ok
+from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ..observe._logging import LOGGER, log_hooks
 from ._common import (
@@ -72,9 +72,11 @@ from ._common import (
     Described,
     Engine,
     Operation,
+    Unread,
     bounded,
     current_deadline,
     key_of_url,
+    unread_outcome,
 )
 
 __all__ = [
@@ -398,40 +400,23 @@ class _Base(Generic[T]):
                               errors=ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key
-        self._shapes: dict[tuple[str, str, int | None], tuple[str, _Unread | None]] | None = (
+        self._shapes: dict[tuple[str, str, int | None], tuple[str, Unread | None]] | None = (
             {} if _INTERNALS else None)
 
-    def _shape_of(self, request: httpx.Request) -> tuple[str, _Unread | None]:
+    def _shape_of(self, request: httpx.Request) -> tuple[str, Unread | None]:
         """The default key of a request's host and the shape its 2xx is handed over unread in
-        (None: the generic path's), remembered per scheme, host and port (they read no more).
-
-        Unread: a quick first attempt (see :meth:`_quick`) under the retrier of the host's
-        profile (``profile="auto"``: picked by host) that reads every 2xx nobody reads the body
-        of as ``ok`` whatever its headers (:func:`~retrybudget.core.classify.ok_unread`), with
-        the classifier's own headers: such a success is handed over with its outcome built
-        from the readings, its headers read only when its evidence is (``Outcome.history``,
-        ``conflicts``).
-        """
+        (:meth:`Engine.unread_for`), remembered per scheme, host and port (they read no more)."""
         url = str(request.url)
-        engine = self._engine
-        retrier, methods = engine.quick, engine.quick_methods
-        if retrier is None and engine.quick_routed:
-            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
-        shape: _Unread | None = None
-        if (retrier is not None and engine.headers is _evidence
-                and ok_unread(retrier.policy.profile)):
-            clock = retrier.clock
-            shape = (retrier, methods, monotonic_reader(clock), wall_reader(clock),
-                     retrier.random.random, retrier.job_id)
         shapes = self._shapes
         assert shapes is not None  # noqa: S101 - read only where httpx's URL parts are
         if len(shapes) >= _SHAPES_MAX:
             shapes.clear()
         ref = request.url._uri_reference
-        found = shapes[(ref.scheme, ref.host, ref.port)] = (key_of_url(url), shape)
+        found = shapes[(ref.scheme, ref.host, ref.port)] = (key_of_url(url),
+                                                            self._engine.unread_for(url))
         return found
 
-    def _unread_of(self, request: httpx.Request) -> tuple[_Unread, str] | None:
+    def _unread_of(self, request: httpx.Request) -> tuple[Unread, str] | None:
         """The shape a request's 2xx is handed over unread in, and the request's key; or None:
         the request takes :meth:`_handle`'s path (a logger that prints sees every step; a
         payload validator reads every 2xx)."""
@@ -523,11 +508,6 @@ class _Base(Generic[T]):
         return op, retrier._after_first(ended[0], op.info, ended[1], ended[2]), result
 
 
-_Unread = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
-                Callable[[], float], "str | None"]
-"""A transport's quick first attempt handed over unread: its retrier and methods, the clock's
-monotonic and wall readers, the random draw and the retrier's job id."""
-
 _GoOn = tuple[_Operation, FlowGen, AttemptResult]
 """A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
 
@@ -543,21 +523,13 @@ def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Resp
     return response
 
 
-def _handed_unread(request: httpx.Request, response: httpx.Response, unread: _Unread, key: str,
+def _handed_unread(request: httpx.Request, response: httpx.Response, unread: Unread, key: str,
                    begun: Begun, plan: float | None) -> httpx.Response:
-    """A 2xx of a quick first attempt handed over unread: its outcome built from the readings
-    (the flow's own readings, plan and draw), its headers copied to be read when its evidence
-    is."""
-    retrier, _methods, monotonic, wall, draw, job_id = unread
-    prefix, number, t0, t1, _plan = begun  # its plan narrowed to the attempt's timeout
-    t2 = monotonic()
-    seen = (response.status_code, _evidence_later, [*response.headers._list], wall())
-    draw()  # the flow draws one sample per decision
+    """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
     extensions = request.extensions
-    given = extensions.get(JOB_ID) if extensions else None
-    outcome = first_ok((prefix, number, t0, t1, t2, monotonic(), plan, response, seen,
-                        request.method, key, job_id if given is None else given,
-                        retrier.policy, None))
+    outcome = unread_outcome(unread, begun, plan, response, response.status_code,
+                             _evidence_later, [*response.headers._list], request.method, key,
+                             extensions.get(JOB_ID) if extensions else None)
     response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
     return response
 

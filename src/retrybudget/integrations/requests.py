@@ -47,10 +47,12 @@ from urllib3 import connection as u3_connection
 from urllib3 import connectionpool as u3_pool
 
 from .. import errors
-from .._drivers import Retrier
+from .._drivers import Begun, Retrier
+from .._native import evidence
 from .._native import requests_evidence as _evidence
 from .._native import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
+from ..core.decide import Stop
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
 from ._common import (
@@ -59,9 +61,11 @@ from ._common import (
     Deadline,
     Engine,
     Operation,
+    Unread,
     bounded,
     current_deadline,
     key_of_url,
+    unread_outcome,
 )
 
 __all__ = [
@@ -141,6 +145,16 @@ def _attach(response: requests.Response, outcome: Outcome[object]) -> None:
 
 def _default_key(request: requests.PreparedRequest) -> str:
     return key_of_url(request.url or "")
+
+
+# A response's headers are copied as they came (the outcome reads its evidence later) from
+# requests' own store of them; another requests without it: the generic path's reading.
+_INTERNALS = isinstance(getattr(requests.structures.CaseInsensitiveDict(), "_store", None), dict)
+
+
+def _evidence_later(store: dict[str, tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers of a response's header store copied when it came."""
+    return evidence([(name, value) for name, (_given, value) in store.items()])
 
 
 def _clip(given: Any, limit: float | None) -> Any:
@@ -227,10 +241,11 @@ class _Operation(Operation):
     __slots__ = ("request", "timeout")
 
     def __init__(
-        self, engine: Engine, request: requests.PreparedRequest, key: KeyFunction, timeout: Any
+        self, engine: Engine, request: requests.PreparedRequest, key: KeyFunction, timeout: Any,
+        known: str | None = None,
     ) -> None:
         super().__init__(engine, (request.method or "GET").upper(), request.url or "",
-                         request.headers, key(request))
+                         request.headers, key(request) if known is None else known)
         self.request = request
         self.timeout = timeout
 
@@ -308,7 +323,66 @@ class RetryAdapter(HTTPAdapter):
         proxies: Mapping[str, str] | None = None,
     ) -> requests.Response:
         """Run the request as one operation; return its final response or raise."""
-        op = _Operation(self._engine, request, self._key, timeout)
+        quick = self._unread_of(request)
+        if quick is None:
+            return self._send(request, stream, timeout, verify, cert, proxies)
+        # A quick first attempt: sent before the operation is built, and a 2xx handed over
+        # with its outcome built from the readings, its headers read when its evidence is.
+        unread, key, method = quick
+        retrier = unread[0]
+        begun = retrier._begin(unread[2])
+        plan = begun[4]
+        if isinstance(plan, Stop):
+            return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
+        deadline = None if plan is None else Deadline(self._engine.clock, plan)
+        op: _Operation | None = None
+        try:
+            with bounded(deadline):
+                response = HTTPAdapter.send(self, request, stream, _clip(timeout, plan), verify,
+                                            cert, proxies)
+                status = response.status_code
+                if not 200 <= status < 300:  # read as the generic path's attempt reads it
+                    op = _Operation(self._engine, request, self._key, timeout, key)
+                    body = response.content if op.wants_body(response, Attempt(1, plan)) else None
+                if not stream:  # the session reads it next: read it inside the budget
+                    response.content  # noqa: B018 - requests caches what it read
+            if op is None:
+                outcome = unread_outcome(unread, begun, plan, response, status, _evidence_later,
+                                         dict(response.headers._store),  # type: ignore[attr-defined]
+                                         method, key, None)
+                response.retrybudget = outcome.stats()  # type: ignore[attr-defined]
+                response.retrybudget_outcome = outcome  # type: ignore[attr-defined]
+                return response
+            result = op.seen(response, body)
+        except Exception as exc:
+            if op is None:
+                op = _Operation(self._engine, request, self._key, timeout, key)
+            result = op.failed(_timed_out(exc, deadline))
+        return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, result),
+                          op)
+
+    def _unread_of(self, request: requests.PreparedRequest) -> tuple[Unread, str, str] | None:
+        """The shape a request's 2xx is handed over unread in (:meth:`Engine.unread_of`), its
+        key and method; or None: the generic path."""
+        if not _INTERNALS:
+            return None
+        method = (request.method or "GET").upper()
+        found = self._engine.unread_of(request.url or "", method)
+        if found is None:
+            return None
+        unread, host = found
+        return unread, host if self._key is _default_key else self._key(request), method
+
+    def _send(self, request: requests.PreparedRequest, stream: bool, timeout: TimeoutValue,
+              verify: bool | str, cert: bytes | str | tuple[bytes | str, bytes | str] | None,
+              proxies: Mapping[str, str] | None,
+              first: tuple[str, Begun, AttemptResult | None] | None = None,
+              op: _Operation | None = None) -> requests.Response:
+        """The operation in the generic flow; after a quick ``first`` attempt (its key, its
+        readings and its result: None when its plan refused it), from that attempt on."""
+        if op is None:
+            op = _Operation(self._engine, request, self._key, timeout,
+                            None if first is None else first[0])
 
         def perform(attempt: Attempt) -> AttemptResult:
             deadline = self._engine.deadline(attempt)
@@ -323,5 +397,17 @@ class RetryAdapter(HTTPAdapter):
             except Exception as exc:
                 return op.failed(_timed_out(exc, deadline))
 
-        final: requests.Response = op.finish(op.retrier.run(perform, op.info), request)
-        return final
+        retrier = op.retrier
+        if first is None:
+            final: requests.Response = op.finish(retrier.run(perform, op.info), request)
+            return final
+        _key, begun, result = first
+        if result is None:  # the plan refused the first attempt
+            flow = retrier._unplanned(begun, op.info)
+            return op.finish(retrier._drive(flow, perform, None), request)  # type: ignore[no-any-return]
+        monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]  # quick
+        ended = retrier._first_ended(begun, op.info, monotonic, result)
+        if isinstance(ended, Outcome):
+            return op.finish(ended, request)  # type: ignore[no-any-return]
+        flow = retrier._after_first(ended[0], op.info, ended[1], ended[2])
+        return op.finish(retrier._drive(flow, perform, result), request)  # type: ignore[no-any-return]
