@@ -42,8 +42,12 @@ lint: $(DEV)
 typecheck: $(DEV)
 	$(BIN)/mypy
 
+# Two workers, each test file whole on one (a file's property and the check that it reached
+# its cases run together). WORKERS=0 runs the suite in this process, one test at a time.
+WORKERS ?= 2
+
 pytest: $(DEV)
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile $(ARGS)
 
 bench: $(DEV)
 	$(BIN)/python benchmarks/overhead.py
