@@ -388,7 +388,7 @@ def test_the_transports_quick_first_attempt_matches_the_full_path(
     if quick_before is not None:
         reached("quick", "quick first attempt")
         if got[0].ok and got[0].attempts == 1 and any(
-                shape is not None for _key, shape in (fast._shapes or {}).values()):
+                shape is not None for _key, shape in fast._engine.shapes.values()):
             reached("quick", "handed over unread")
         if got[0].attempts > 1 or not got[0].ok:
             reached("quick", "went on in the flow")  # from the quick attempt, never resent
@@ -421,7 +421,7 @@ def test_a_success_handed_over_unread_has_the_full_paths_evidence(
         return transport.handle_request(request)
 
     got, want = _ending(lambda: send(fast)), _ending(lambda: send(slow))
-    assert any(shape is not None for _key, shape in (fast._shapes or {}).values())
+    assert any(shape is not None for _key, shape in fast._engine.shapes.values())
     _same_ending(got, want)
     assert got[0].detail == "ok"
     assert got[0].history[0].evidence == want[0].history[0].evidence != ()

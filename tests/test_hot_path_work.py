@@ -308,7 +308,7 @@ def _python_calls(send: Callable[[], object]) -> int:
 
 
 # Calls per plain success over the bare inner transport's own, on a fake clock (measured
-# 32 for each sync shape once a 2xx was handed over unread, 82 async; before: 60, 105, 113,
+# 34 for each sync shape once a 2xx was handed over unread, 84 async; before: 60, 105, 113,
 # and 110 async; before the quick first attempt 100, 144, 150, 146; with a MemoryCoordinator
 # 281, 277 when its first attempt left the generic flow, 361 before).
 CALL_LIMITS = {"default, no rate headers": 36, "github quota headers": 36,

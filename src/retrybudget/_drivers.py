@@ -557,6 +557,16 @@ class Retrier:
             return ended
         return self._after_first(ended[0], request, ended[1], ended[2])
 
+    def _resumed(self, begun: _Begun, request: RequestInfo,
+                 result: AttemptResult | None) -> Outcome[Any] | FlowGen:
+        """After an integration's quick first attempt (its operation built only now): the
+        outcome if it ended ok, else the generic flow to go on in (``result`` None: the plan
+        refused the attempt, and the flow ends the operation)."""
+        if result is None:
+            return self._unplanned(begun, request)
+        monotonic: Callable[[], float] = self._fast_run  # type: ignore[assignment]  # quick
+        return self._after(begun, request, monotonic, result)
+
     def _first_ended(self, begun: _Begun, request: _Described, monotonic: Callable[[], float],
                      result: AttemptResult, known: Classified | None = None,
                      ) -> Outcome[Any] | _Pending:

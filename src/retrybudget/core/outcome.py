@@ -324,10 +324,8 @@ class _FirstOk(Outcome[T]):
     def stats(self) -> dict[str, object]:
         """The per-operation counters as plain JSON-ready data (straight from the readings)."""
         at = self._at
-        seen = at[8]
         return _stats(operation_id(at[0], at[1]), at[11], at[12], at[10], at[9], 1, 0,
-                      Reason.OK, None, at[5] - at[2], (),
-                      seen.detail if isinstance(seen, Classified) else OK_DETAIL)
+                      Reason.OK, None, at[5] - at[2], (), self.detail)
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, f) for f in _COMPARED)

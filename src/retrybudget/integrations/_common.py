@@ -15,11 +15,10 @@ import contextlib
 import contextvars
 import heapq
 import itertools
-import logging
 import re
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
@@ -33,7 +32,7 @@ from ..core.outcome import Outcome, Reason, first_ok
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
-from ..observe._logging import LOGGER
+from ..observe._logging import logs_steps
 from ..observe._redact import redact_url
 
 __all__ = [
@@ -52,7 +51,7 @@ __all__ = [
     "ErrorTable",
     "Operation",
     "ResponseLike",
-    "Unread",
+    "UnreadShape",
     "asend_with_outcome",
     "bounded",
     "current_deadline",
@@ -467,33 +466,38 @@ class Engine:
             self.quick = self.retrier
             self.quick_methods = self._quick_methods(self.retrier)
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
-        self.shapes: dict[str, Unread | None] = {}
+        self.shapes: dict[Hashable, tuple[str, UnreadShape | None]] = {}
         self.own_headers = len(wanted) > len(EVIDENCE) and not all(
             n.startswith(EVIDENCE) for n in wanted)
         if self.own_headers:
             self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
 
-    def unread_of(self, url: str, method: str) -> tuple[Unread, str] | None:
+    def unread_of(self, url: str, method: str) -> tuple[UnreadShape, str] | None:
         """The shape a request's first-attempt 2xx is handed over unread in and its default
-        key (``scheme://host[:port]``), remembered per key (the shape reads only its host);
-        None for the generic path (a logger that prints sees every step)."""
+        key (``scheme://host[:port]``), remembered per key (see :meth:`shape`); None for the
+        generic path (a logger that prints sees every step)."""
         host = key_of_url(url)
-        shapes = self.shapes
-        unread = shapes.get(host)
-        if unread is None and host not in shapes:
-            if len(shapes) >= _SHAPES_MAX:
-                shapes.clear()
-            unread = shapes[host] = self.unread_for(url)
-        if unread is None or method not in unread[1] or LOGGER.isEnabledFor(logging.INFO):
+        key, unread = self.shapes.get(host) or self.shape(host, url)
+        if unread is None or method not in unread[1] or logs_steps():
             return None
-        return unread, host
+        return unread, key
 
-    def unread_for(self, url: str) -> Unread | None:
+    def shape(self, host: Hashable, url: str) -> tuple[str, UnreadShape | None]:
+        """The default key of a request to ``url`` and its :meth:`unread_for` shape, kept in
+        :attr:`shapes` under ``host`` (what names the request's scheme, host and port: both
+        read no more of it); bounded, it starts again when full."""
+        shapes = self.shapes
+        if len(shapes) >= _SHAPES_MAX:
+            shapes.clear()
+        found = shapes[host] = (key_of_url(url), self.unread_for(url))
+        return found
+
+    def unread_for(self, url: str) -> UnreadShape | None:
         """The shape a quick first attempt's 2xx of a request to ``url`` is handed over unread
         in (see :func:`unread_outcome`), or None: the integration's own quick path or the
         generic one.
 
-        Unread: the retrier of the request's profile (``profile="auto"``: its host's) takes
+        UnreadShape: the retrier of the request's profile (``profile="auto"``: its host's) takes
         a quick first attempt (see :attr:`quick`), reads every 2xx nobody reads the body of
         as ``ok`` whatever its headers (:func:`~retrybudget.core.classify.ok_unread`), and
         the classifier reads only its own headers (no user profile's).
@@ -556,14 +560,14 @@ class Engine:
         return error
 
 
-Unread = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
+UnreadShape = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
                Callable[[], float], "str | None"]
 """A request whose first-attempt 2xx is handed over unread (:meth:`Engine.unread_for`): the
 retrier and the methods it sends so, the clock's monotonic and wall readers, the random
 draw and the retrier's job id."""
 
 
-def unread_outcome(unread: Unread, begun: Begun, plan: float | None, response: object,
+def unread_outcome(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
                    status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
                    headers: object, method: str, key: str, job_id: str | None) -> Outcome[object]:
     """The outcome of a quick first attempt's 2xx handed over unread: built from the readings

@@ -260,17 +260,10 @@ class RetryMiddleware:
         retrier = op.retrier
         if first is None:
             outcome = await retrier.arun(perform, op.info)
-        elif first[2] is None:  # the plan refused the first attempt
-            outcome = await retrier._adrive(retrier._unplanned(first[1], op.info), perform, None)
         else:
-            result = first[2]
-            monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]
-            ended = retrier._first_ended(first[1], op.info, monotonic, result)
-            if isinstance(ended, Outcome):
-                outcome = ended
-            else:
-                flow = retrier._after_first(ended[0], op.info, ended[1], ended[2])
-                outcome = await retrier._adrive(flow, perform, result)
+            ended = retrier._resumed(first[1], op.info, first[2])
+            outcome = (ended if isinstance(ended, Outcome)
+                       else await retrier._adrive(ended, perform, first[2]))
         response: ClientResponse = op.finish(outcome, request)
         return response
 

@@ -61,7 +61,7 @@ from ..core.decide import Stop
 from ..core.flow import FlowGen
 from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy
-from ..observe._logging import LOGGER, log_hooks
+from ..observe._logging import log_hooks, logs_steps
 from ._common import (
     _DEADLINE,
     JOB_ID,
@@ -72,7 +72,7 @@ from ._common import (
     Described,
     Engine,
     Operation,
-    Unread,
+    UnreadShape,
     bounded,
     current_deadline,
     key_of_url,
@@ -103,7 +103,6 @@ T = TypeVar("T", httpx.BaseTransport, httpx.AsyncBaseTransport)
 R = TypeVar("R")
 
 _TIMEOUTS = ("connect", "read", "write", "pool")
-_INFO = 20  # logging.INFO: the level at which the default log hook prints
 
 # httpx's own structures, read where they save work on every request: a URL's parsed parts
 # (a provider key per scheme, host and port, without the URL's text) and a response's header
@@ -113,8 +112,6 @@ _PROBE = httpx.Response(200, headers=[("a", "b")], request=httpx.Request("GET", 
 _INTERNALS = (isinstance(getattr(_PROBE.headers, "_list", None), list)
               and hasattr(getattr(_PROBE.request.url, "_uri_reference", None), "host"))
 del _PROBE
-_SHAPES_MAX = 256
-"""How many hosts a transport remembers the key and quick shape of (then it starts again)."""
 
 
 def _evidence_later(headers: list[tuple[bytes, bytes, bytes]]) -> tuple[tuple[str, str], ...]:
@@ -400,34 +397,21 @@ class _Base(Generic[T]):
                               errors=ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
         self._key = key
-        self._shapes: dict[tuple[str, str, int | None], tuple[str, Unread | None]] | None = (
-            {} if _INTERNALS else None)
 
-    def _shape_of(self, request: httpx.Request) -> tuple[str, Unread | None]:
-        """The default key of a request's host and the shape its 2xx is handed over unread in
-        (:meth:`Engine.unread_for`), remembered per scheme, host and port (they read no more)."""
-        url = str(request.url)
-        shapes = self._shapes
-        assert shapes is not None  # noqa: S101 - read only where httpx's URL parts are
-        if len(shapes) >= _SHAPES_MAX:
-            shapes.clear()
-        ref = request.url._uri_reference
-        found = shapes[(ref.scheme, ref.host, ref.port)] = (key_of_url(url),
-                                                            self._engine.unread_for(url))
-        return found
-
-    def _unread_of(self, request: httpx.Request) -> tuple[Unread, str] | None:
+    def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
         """The shape a request's 2xx is handed over unread in, and the request's key; or None:
         the request takes :meth:`_handle`'s path (a logger that prints sees every step; a
         payload validator reads every 2xx)."""
-        shapes = self._shapes
-        if shapes is None:
+        if not _INTERNALS:
             return None
+        # Engine.unread_of's, remembered by httpx's parsed URL parts (no URL text per request)
         ref = request.url._uri_reference
-        key, unread = shapes.get((ref.scheme, ref.host, ref.port)) or self._shape_of(request)
+        host = (ref.scheme, ref.host, ref.port)
+        engine = self._engine
+        key, unread = engine.shapes.get(host) or engine.shape(host, str(request.url))
         method = request.method
         extensions = request.extensions
-        if (unread is None or method not in unread[1] or LOGGER.isEnabledFor(_INFO)
+        if (unread is None or method not in unread[1] or logs_steps()
                 or (VALIDATOR in extensions and extensions[VALIDATOR] is not None
                     and method != "HEAD")):
             return None
@@ -523,7 +507,7 @@ def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Resp
     return response
 
 
-def _handed_unread(request: httpx.Request, response: httpx.Response, unread: Unread, key: str,
+def _handed_unread(request: httpx.Request, response: httpx.Response, unread: UnreadShape, key: str,
                    begun: Begun, plan: float | None) -> httpx.Response:
     """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
     extensions = request.extensions

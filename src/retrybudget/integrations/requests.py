@@ -61,7 +61,7 @@ from ._common import (
     Deadline,
     Engine,
     Operation,
-    Unread,
+    UnreadShape,
     bounded,
     current_deadline,
     key_of_url,
@@ -361,7 +361,7 @@ class RetryAdapter(HTTPAdapter):
         return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, result),
                           op)
 
-    def _unread_of(self, request: requests.PreparedRequest) -> tuple[Unread, str, str] | None:
+    def _unread_of(self, request: requests.PreparedRequest) -> tuple[UnreadShape, str, str] | None:
         """The shape a request's 2xx is handed over unread in (:meth:`Engine.unread_of`), its
         key and method; or None: the generic path."""
         if not _INTERNALS:
@@ -399,15 +399,10 @@ class RetryAdapter(HTTPAdapter):
 
         retrier = op.retrier
         if first is None:
-            final: requests.Response = op.finish(retrier.run(perform, op.info), request)
-            return final
-        _key, begun, result = first
-        if result is None:  # the plan refused the first attempt
-            flow = retrier._unplanned(begun, op.info)
-            return op.finish(retrier._drive(flow, perform, None), request)  # type: ignore[no-any-return]
-        monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]  # quick
-        ended = retrier._first_ended(begun, op.info, monotonic, result)
-        if isinstance(ended, Outcome):
-            return op.finish(ended, request)  # type: ignore[no-any-return]
-        flow = retrier._after_first(ended[0], op.info, ended[1], ended[2])
-        return op.finish(retrier._drive(flow, perform, result), request)  # type: ignore[no-any-return]
+            outcome = retrier.run(perform, op.info)
+        else:
+            ended = retrier._resumed(first[1], op.info, first[2])
+            outcome = (ended if isinstance(ended, Outcome)
+                       else retrier._drive(ended, perform, first[2]))
+        final: requests.Response = op.finish(outcome, request)
+        return final

@@ -12,6 +12,7 @@ Each line also carries its fields as record attributes (``operation_id``, ``atte
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -80,8 +81,14 @@ class LogHook(Hook):
 _DEFAULT = LogHook()
 
 
+logs_steps = functools.partial(LOGGER.isEnabledFor, logging.INFO)
+"""Whether the logger would print an INFO line (the default :class:`LogHook`'s): then every
+operation takes the generic flow, whose every step it logs. A partial: no frame of its own
+on the success path, which asks it per operation."""
+
+
 def log_hooks(hooks: tuple[object, ...]) -> tuple[object, ...]:
     """``hooks`` plus the default :class:`LogHook` when the logger would print an INFO line."""
-    if LOGGER.isEnabledFor(logging.INFO):
+    if logs_steps():
         return (*hooks, _DEFAULT)
     return hooks
