@@ -137,7 +137,7 @@ class HeaderRules:
     """Header names and prefixes whose presence means there is something to read."""
     own: frozenset[str] = field(init=False, repr=False, compare=False)
     """The delay and reset header names these rules add to the evidence."""
-    roles: dict[object, tuple[object, ...]] = field(init=False, repr=False, compare=False)
+    roles: dict[object, tuple[Any, ...]] = field(init=False, repr=False, compare=False)
     """What each header name seen so far is to the fast reader (bounded)."""
     plans: dict[object, Any] = field(init=False, repr=False, compare=False)
     """What each header set seen so far says apart from the time, for the fast reader
@@ -917,12 +917,15 @@ def _shopify(reader: _Reader) -> _Quota | None:
 
 # ------------------------------------------------------------------------- the fast reader
 
-_SKIP: tuple[object, ...] = ("skip",)
+_LIMIT, _REMAINING, _USED, _RESOURCE, _RESET, _DATE_KIND, _SKIP_KIND, _GENERAL_KIND = range(8)
+"""What a header name is to the fast reader (a role's first item): a quota family's limit,
+remaining or used count (the three below ``_RESOURCE``), its resource or its reset; the
+``Date``; nothing to the reader; or a header only the general reader reads."""
+_SKIP: tuple[Any, ...] = (_SKIP_KIND, None)
 """The role of a header name that is nothing to the rate-limit reader."""
-_GENERAL: tuple[object, ...] = ("general",)
+_GENERAL: tuple[Any, ...] = (_GENERAL_KIND, None)
 """The role of a header name only the general reader reads (delays, IETF, Shopify, odd names)."""
-_DATE: tuple[object, ...] = ("date",)
-_LIMIT, _REMAINING, _USED, _RESOURCE, _RESET = range(5)
+_DATE: tuple[Any, ...] = (_DATE_KIND, None)
 _CACHE_MAX = 256
 """Header names (and header sets) one :class:`HeaderRules` remembers; past it, it starts over."""
 _DATES: dict[str, float | None] = {}
@@ -938,8 +941,9 @@ _Plan = tuple["int | None", "int | None", "int | None", "str | None", "_Reset | 
 the provider's ``Date`` (when measured against) and the evidence."""
 
 
-def _role(rules: HeaderRules, name: object) -> tuple[object, ...]:
-    """What header ``name`` is to :func:`_scan` under ``rules``."""
+def _role(rules: HeaderRules, name: object) -> tuple[Any, ...]:
+    """What header ``name`` is to :func:`_scan` under ``rules``: its kind and, for a quota
+    family's header, the family (and a reset's unit)."""
     if type(name) is not str or name != name.strip().lower():
         return _GENERAL
     if name == "date":
@@ -978,11 +982,11 @@ def _read_simple(
     :func:`_parse_general` can read it. The set is scanned once (:func:`_scan`) and
     remembered (:attr:`HeaderRules.plans`); what depends on the time is worked out here."""
     plans = rules.plans
-    plan: _Plan | RateLimitInfo | None
-    try:
-        plan = plans[pairs]
-    except KeyError:
-        plan = _remembered(plans, pairs, lambda: _scan(pairs, rules))
+    plan: _Plan | RateLimitInfo | None = plans.get(pairs, _UNSEEN)
+    if plan is _UNSEEN:  # a set not seen (a provider's counts change on every response)
+        if len(plans) >= _CACHE_MAX:
+            plans.clear()
+        plan = plans[pairs] = _scan(pairs, rules)
     if plan is None or isinstance(plan, RateLimitInfo):
         return plan
     limit, remaining, used, resource, reset, provider_now, evidence = plan
@@ -997,7 +1001,11 @@ def _read_simple(
     if reset is None:
         return RateLimitInfo(None, None, limit, remaining, used, None, resource, (), (), evidence)
     source, text, number, absolute = reset
-    hint, note = _clamp(number - (now_wall + skew) if absolute else number, source, text)
+    delay = number - (now_wall + skew) if absolute else number
+    if 0.0 < delay <= MAX_HINT_SECONDS:  # the common reset: the hint _clamp makes of it
+        return RateLimitInfo(None, Hint(delay, source, text), limit, remaining, used, None,
+                             resource, (), (), evidence)
+    hint, note = _clamp(delay, source, text)
     if hint is None:
         return None
     if note is None:
@@ -1018,72 +1026,54 @@ def _scan(pairs: tuple[object, ...], rules: HeaderRules) -> _Plan | RateLimitInf
     """
     roles = rules.roles
     family: object = None
-    limit = remaining = used = None
-    resource: str | None = None
-    reset: tuple[str, str, object] | None = None
+    found: list[Any] = [None, None, None, None, None]  # by kind: _LIMIT ... _RESET
     date_text: str | None = None
     evidence: list[tuple[str, str]] = []
     for pair in pairs:
         if type(pair) is not tuple:
             return None
         name, value = pair
-        role = roles.get(name)
-        if role is None:
-            role = _remembered(roles, name, lambda: _role(rules, name))  # noqa: B023
-        if role is _SKIP:
+        role = roles.get(name) or _remembered(roles, name, lambda: _role(rules, name))  # noqa: B023
+        kind = role[0]
+        if kind == _SKIP_KIND:
             continue
-        if role is _GENERAL or type(value) is not str or len(value) > MAX_VALUE_CHARS:
+        if type(value) is not str or kind == _GENERAL_KIND:
             return None
-        evidence.append(pair)
-        if role is _DATE:
-            if date_text is not None or value != value.strip():
+        if kind == _DATE_KIND:
+            if date_text is not None or len(value) > MAX_VALUE_CHARS or value != value.strip():
                 return None
             date_text = value
-            continue
-        kind = role[0]
-        if family is None:
-            family = role[1]
-        elif family != role[1]:
-            return None
-        if kind == _RESOURCE:
-            if resource is not None or not value or "," in value or value != value.strip():
-                return None
-            resource = value
-            continue
-        if not (value.isdigit() and value.isascii() and len(value) <= 18):
-            return None
-        if kind == _RESET:
-            if reset is not None:
-                return None
-            reset = (name, value, role[2])
-        elif kind == _LIMIT:
-            if limit is not None:
-                return None
-            limit = int(value)
-        elif kind == _REMAINING:
-            if remaining is not None:
-                return None
-            remaining = int(value)
         else:
-            if used is not None:
+            if role[1] != family:
+                if family is not None:
+                    return None  # a second family: the general reader combines them
+                family = role[1]
+            if found[kind] is not None:
+                return None  # a header repeated
+            if kind == _RESOURCE:
+                if (not value or len(value) > MAX_VALUE_CHARS or "," in value
+                        or value != value.strip()):
+                    return None
+                found[kind] = value
+            elif value.isdigit() and value.isascii() and len(value) <= 18:
+                found[kind] = int(value) if kind != _RESET else (name, value, role[2])
+            else:
                 return None
-            used = int(value)
+        evidence.append(pair)
     if family is None:
         return NO_RATE_LIMIT_INFO
+    return _plan(rules, found, date_text, evidence)
+
+
+def _plan(rules: HeaderRules, found: list[Any], date_text: str | None,
+          evidence: list[tuple[str, str]]) -> _Plan | None:
+    """The plan of a scanned header set (``found``: its limit, remaining, used, resource and
+    reset header): its reset read as an epoch or a delay, the provider's clock when it is
+    measured against; None when only the general reader reads it (remaining above the limit
+    is a conflict it records)."""
+    limit, remaining, used, resource, reset = found
     if limit is not None and remaining is not None and remaining > limit:
         return None
-    return _plan(rules, (limit, remaining, used, resource), reset, date_text, tuple(evidence))
-
-
-def _plan(
-    rules: HeaderRules,
-    counts: tuple[int | None, int | None, int | None, str | None],
-    reset: tuple[str, str, object] | None,
-    date_text: str | None,
-    evidence: tuple[tuple[str, str], ...],
-) -> _Plan | None:
-    """The plan of a scanned header set: its reset read as an epoch or a delay (None when
-    only the general reader reads it), the provider's clock when it is measured against."""
     provider_now: float | None = None
     if date_text is not None and rules.provider_clock:
         provider_now = _remembered(_DATES, date_text, lambda: _http_date(date_text))
@@ -1099,7 +1089,7 @@ def _plan(
             return None
         else:
             plain = (source, text, number / 1000.0 if unit == "ms" else number, False)
-    return (*counts, plain, provider_now, evidence)
+    return limit, remaining, used, resource, plain, provider_now, tuple(evidence)
 
 
 # ----------------------------------------------------------------- IETF structured fields
