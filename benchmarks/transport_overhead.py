@@ -70,11 +70,11 @@ GITHUB_HEADERS = [
     (b"content-type", b"application/json"),
     (b"x-ratelimit-limit", b"5000"),
     (b"x-ratelimit-remaining", b"4987"),
-    (b"x-ratelimit-reset", b"4102444800"),
+    (b"x-ratelimit-reset", str(int(time.time()) + 1800).encode()),
     (b"x-ratelimit-used", b"13"),
     (b"x-ratelimit-resource", b"core"),
 ]
-"""A 200 from GitHub far from its quota: the five quota headers (reset in 2100)."""
+"""A 200 from GitHub far from its quota: the five quota headers (reset in 30 minutes)."""
 
 
 class CannedTransport(httpx.BaseTransport):
@@ -89,6 +89,31 @@ class AsyncCannedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request)
+
+
+class Attaching(httpx.BaseTransport):
+    """A yardstick, not a retry layer: it reads the clock around the send and attaches a
+    2xx's outcome (a tuple of the two readings) to the response, the least any layer that
+    hands an outcome over does. ``holds_response``: the outcome also holds the response, as an
+    outcome whose value is the response does; the response and its outcome then hold each
+    other, and every response is freed by the cycle collector instead of its reference count.
+    """
+
+    def __init__(self, inner: httpx.BaseTransport, *, holds_response: bool) -> None:
+        self._inner = inner
+        self._holds = holds_response
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        start = time.monotonic()
+        response = self._inner.handle_request(request)
+        if 200 <= response.status_code < 300:
+            outcome = ((start, time.monotonic(), response) if self._holds
+                       else (start, time.monotonic()))
+            response.extensions = {**response.extensions, "outcome": outcome}
+        return response
+
+
+FLOORS = ("yardstick: outcome attached", "yardstick: outcome holding its response")
 
 
 def _check_ok(response: httpx.Response) -> None:
@@ -127,6 +152,10 @@ def _print_canned(title: str, samples: dict[str, list[float]], calls: int, round
             ratio = over[name][index] / peer_over
             verdict = "MET" if ratio <= target else "NOT MET"
             print(f"  {name} ({label}): {ratio:.2f}x {peer} (target <= {target}x: {verdict})")
+    if FLOORS[1] in over and over[peer][0] > 0:
+        print(f"  an outcome that holds its response costs at least "
+              f"{over[FLOORS[1]][0] / over[peer][0]:.2f}x {peer} (median; "
+              f"{over[FLOORS[0]][0] / over[peer][0]:.2f}x without the response)")
 
 
 def _ratio(value: float, peer: float) -> str:
@@ -149,6 +178,8 @@ def run_canned(calls: int, rounds: int) -> None:
                                                       retrier=Retrier(policy=Policy())),
         "retrybudget, github + MemoryCoordinator": RetryTransport(CannedTransport(),
                                                                   retrier=_github_retrier()),
+        FLOORS[0]: Attaching(CannedTransport(), holds_response=False),
+        FLOORS[1]: Attaching(CannedTransport(), holds_response=True),
     }
 
     def batch(transport: httpx.BaseTransport, n: int) -> float:
