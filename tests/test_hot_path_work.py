@@ -100,6 +100,26 @@ def test_a_transport_success_does_none_of_it(calls: Counter[str]) -> None:
     assert sum(calls.values()) == 0, calls
 
 
+def test_a_transport_success_nobody_asks_about_builds_no_stats_or_outcome(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stats dict and the outcome of a response handed over are built when first read
+    (httpx's own reads of its extensions build nothing), once."""
+    rb_httpx = importlib.import_module("retrybudget.integrations.httpx")
+    outcome_module = importlib.import_module("retrybudget.core.outcome")
+    built: Counter[str] = Counter()
+    for module, name, label in ((rb_httpx, "first_ok", "outcome"), (outcome_module, "_stats", "stats")):
+        real: Callable[..., Any] = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _r=real, _l=label: built.update([_l]) or _r(*a))
+    transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))
+    with httpx.Client(transport=transport) as client:
+        responses = [client.get(URL) for _ in range(3)]
+    assert [r.http_version for r in responses] == ["HTTP/1.1"] * 3
+    assert built == Counter(), built
+    assert responses[0].extensions["retrybudget"]["attempts"] == 1
+    assert responses[0].extensions["retrybudget.outcome"].ok
+    assert built == Counter({"outcome": 1, "stats": 1}), built
+
+
 def test_an_async_transport_success_does_none_of_it(calls: Counter[str]) -> None:
     async def go() -> httpx.Response:
         transport = AsyncRetryTransport(AsyncCanned(), retrier=rb.Retrier(policy=rb.Policy(),

@@ -28,7 +28,7 @@ from .._native import EVIDENCE, evidence
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
-from ..core.outcome import Outcome, Reason, first_ok
+from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
@@ -60,6 +60,7 @@ __all__ = [
     "provider_key",
     "send_with_outcome",
     "stats_of",
+    "unread_first",
     "unread_outcome",
     "watchdog",
 ]
@@ -567,19 +568,28 @@ retrier and the methods it sends so, the clock's monotonic and wall readers, the
 draw and the retrier's job id."""
 
 
-def unread_outcome(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
-                   status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
-                   headers: object, method: str, key: str, job_id: str | None) -> Outcome[object]:
-    """The outcome of a quick first attempt's 2xx handed over unread: built from the readings
-    (the flow's own: the attempt's end, the wall time, the draw, the end), the response's
-    ``headers`` (a copy taken as it came) read by ``read`` when its evidence is."""
+def unread_first(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
+                 status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
+                 headers: object, method: str, key: str, job_id: str | None) -> FirstAttempt:
+    """What the outcome of a quick first attempt's 2xx handed over unread is built from
+    (:func:`~retrybudget.core.outcome.first_ok`): the readings, taken now (the flow's own: the
+    attempt's end, the wall time, the draw, the end), and the response's ``headers`` (a copy
+    taken as it came) read by ``read`` when its evidence is."""
     retrier, _methods, monotonic, wall, draw, default_job = unread
     prefix, number, t0, t1, _plan = begun  # its plan, narrowed to the attempt's timeout
     t2 = monotonic()
     seen = (status, read, headers, wall())
     draw()  # the flow draws one sample per decision
-    return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, response, seen, method, key,
-                     default_job if job_id is None else job_id, retrier.policy, None))
+    return (prefix, number, t0, t1, t2, monotonic(), plan, response, seen, method, key,
+            default_job if job_id is None else job_id, retrier.policy, None)
+
+
+def unread_outcome(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
+                   status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
+                   headers: object, method: str, key: str, job_id: str | None) -> Outcome[object]:
+    """The outcome of a quick first attempt's 2xx handed over unread (:func:`unread_first`)."""
+    return first_ok(unread_first(unread, begun, plan, response, status, read, headers, method,
+                                 key, job_id))
 
 
 class Described:

@@ -59,7 +59,7 @@ from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
 from ..core.decide import Stop
 from ..core.flow import FlowGen
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy
 from ..observe._logging import log_hooks, logs_steps
 from ._common import (
@@ -76,7 +76,7 @@ from ._common import (
     bounded,
     current_deadline,
     key_of_url,
-    unread_outcome,
+    unread_first,
 )
 
 __all__ = [
@@ -169,8 +169,91 @@ ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
 """The error class the transports raise for each outcome reason (when no response is handed)."""
 
 
+_ENTRIES = (STATS, OUTCOME)
+
+
+class _HandedExtensions(dict[str, Any]):
+    """A handed-over response's extensions, whose two retrybudget entries (the stats dict and
+    the outcome) are built the first time either is read, or the dict is read whole or
+    changed; until then they hold what those are built from.
+
+    A plain dict in everything but its type: every way of reading or changing one (``[]``,
+    ``get``, ``in``, iteration, ``len``, ``keys``/``values``/``items``, ``==``, ``repr``,
+    ``dict()``, ``{**...}``, ``|``, copy and pickle, which make a plain dict) builds them
+    first, so each sees the same entries, in the same order, as a dict built at hand-over.
+    httpx reads only its own entries (``http_version``, ``reason_phrase``), which build
+    nothing: a response nobody asks about costs no stats dict and no outcome.
+    """
+
+    __slots__ = ("_pending",)
+    _pending: Outcome[object] | FirstAttempt | None  # set by _carry, None once built
+
+    def _build(self) -> None:
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            outcome = pending if isinstance(pending, Outcome) else first_ok(pending)
+            dict.__setitem__(self, STATS, outcome.stats())
+            dict.__setitem__(self, OUTCOME, outcome)
+
+    def __missing__(self, key: str) -> Any:
+        if self._pending is not None and key in _ENTRIES:
+            self._build()
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self._pending is not None and key in _ENTRIES:
+            self._build()
+        return dict.get(self, key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if self._pending is not None and key in _ENTRIES:
+            return True
+        return dict.__contains__(self, key)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        self._build()
+        return dict, (dict(self),)
+
+    @classmethod
+    def fromkeys(cls, iterable: Any, value: Any = None) -> dict[Any, Any]:
+        return dict.fromkeys(iterable, value)
+
+
+def _building(name: str) -> Callable[..., Any]:
+    """``dict``'s method ``name``, after the pending entries are built."""
+    method = getattr(dict, name)
+
+    def built(self: _HandedExtensions, /, *args: Any, **kwargs: Any) -> Any:
+        self._build()
+        return method(self, *args, **kwargs)
+
+    built.__name__ = built.__qualname__ = name
+    return built
+
+
+# dict's C code copies and merges a dict whose __iter__ is its own by its storage, anyone
+# else's through keys(): so dict(), {**...}, copy() and | need nothing more than these.
+for _name in ("__iter__", "__reversed__", "__len__", "__eq__", "__ne__", "__repr__", "__ior__",
+              "__setitem__", "__delitem__", "keys", "values", "items", "pop", "popitem",
+              "setdefault", "update", "clear"):
+    setattr(_HandedExtensions, _name, _building(_name))
+
+
+_set_pending = vars(_HandedExtensions)["_pending"].__set__
+
+
+def _carry(response: httpx.Response, pending: Outcome[object] | FirstAttempt) -> None:
+    """Hand ``response`` over with its operation's stats and outcome in its extensions (built
+    when first read: :class:`_HandedExtensions`)."""
+    handed = _HandedExtensions(response.extensions)  # dict's own copy, no frame of ours
+    _set_pending(handed, pending)
+    response.extensions = handed
+
+
 def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
-    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+    _carry(response, outcome)
 
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
@@ -503,7 +586,7 @@ operation and result."""
 
 def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Response:
     """A plain first success handed over (the caller's request extensions were never changed)."""
-    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+    _carry(response, outcome)
     return response
 
 
@@ -511,10 +594,9 @@ def _handed_unread(request: httpx.Request, response: httpx.Response, unread: Unr
                    begun: Begun, plan: float | None) -> httpx.Response:
     """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
     extensions = request.extensions
-    outcome = unread_outcome(unread, begun, plan, response, response.status_code,
-                             _evidence_later, [*response.headers._list], request.method, key,
-                             extensions.get(JOB_ID) if extensions else None)
-    response.extensions = {**response.extensions, STATS: outcome.stats(), OUTCOME: outcome}
+    _carry(response, unread_first(unread, begun, plan, response, response.status_code,
+                                  _evidence_later, [*response.headers._list], request.method,
+                                  key, extensions.get(JOB_ID) if extensions else None))
     return response
 
 
