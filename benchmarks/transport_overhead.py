@@ -78,17 +78,20 @@ GITHUB_HEADERS = [
 
 
 class CannedTransport(httpx.BaseTransport):
-    """An inner transport that answers every request with a canned GitHub 200."""
+    """An inner transport that answers every request with a canned GitHub 200 (with the
+    extensions httpx's own transport gives a response, which its client reads)."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request)
+        return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request,
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": b"OK"})
 
 
 class AsyncCannedTransport(httpx.AsyncBaseTransport):
     """The async twin of :class:`CannedTransport`."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request)
+        return httpx.Response(200, headers=GITHUB_HEADERS, content=b"{}", request=request,
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": b"OK"})
 
 
 class Attaching(httpx.BaseTransport):
