@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import pickle
+import threading
+import time
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -145,3 +148,38 @@ def test_a_response_read_whole_first_has_the_entries_in_their_place() -> None:
     extensions["mine"] = 1  # a change builds them first: they stay before what it adds
     assert list(extensions) == ["http_version", "reason_phrase", STATS, OUTCOME, "mine"]
     assert extensions[STATS]["outcome"] == "ok"
+
+
+def _read_at_once(extensions: dict[str, Any], readers: int) -> list[object]:
+    """The outcome each of ``readers`` threads read from ``extensions``, all started at once
+    (half by ``[]``, half by ``get``); a reader that raised adds nothing."""
+    start = threading.Barrier(readers)
+    seen: list[object] = []
+
+    def read(by_get: bool) -> None:
+        start.wait()
+        seen.append(extensions.get(OUTCOME) if by_get else extensions[OUTCOME])
+
+    threads = [threading.Thread(target=read, args=(n % 2 == 1,)) for n in range(readers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return seen
+
+
+def test_threads_reading_one_response_at_once_see_one_outcome(monkeypatch: pytest.MonkeyPatch,
+                                                              ) -> None:
+    real = rb_httpx.first_ok
+
+    def slow(at: Any) -> rb.Outcome[Any]:
+        time.sleep(0.002)  # widens the window a second reader could slip through
+        return real(at)
+
+    monkeypatch.setattr(rb_httpx, "first_ok", slow)
+    transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))
+    for _ in range(5):
+        seen = _read_at_once(transport.handle_request(httpx.Request("GET", URL)).extensions, 6)
+        assert len(seen) == 6  # no reader found the entries missing
+        assert seen[0] is not None
+        assert all(outcome is seen[0] for outcome in seen)

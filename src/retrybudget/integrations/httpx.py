@@ -41,6 +41,7 @@ errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx err
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -170,6 +171,8 @@ ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
 
 
 _ENTRIES = (STATS, OUTCOME)
+_BUILDING = threading.Lock()
+"""Held while a response's pending entries are built (rarely contended: the first read)."""
 
 
 class _HandedExtensions(dict[str, Any]):
@@ -189,12 +192,15 @@ class _HandedExtensions(dict[str, Any]):
     _pending: Outcome[object] | FirstAttempt | None  # set by _carry, None once built
 
     def _build(self) -> None:
-        pending = self._pending
-        if pending is not None:
-            self._pending = None
-            outcome = pending if isinstance(pending, Outcome) else first_ok(pending)
-            dict.__setitem__(self, STATS, outcome.stats())
-            dict.__setitem__(self, OUTCOME, outcome)
+        if self._pending is None:
+            return
+        with _BUILDING:  # threads reading one response at once see one outcome, built once
+            pending = self._pending
+            if pending is not None:
+                outcome = pending if isinstance(pending, Outcome) else first_ok(pending)
+                dict.__setitem__(self, STATS, outcome.stats())
+                dict.__setitem__(self, OUTCOME, outcome)
+                self._pending = None  # last: a reader that sees None finds both entries
 
     def __missing__(self, key: str) -> Any:
         if self._pending is not None and key in _ENTRIES:
