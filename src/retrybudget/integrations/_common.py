@@ -429,7 +429,7 @@ class Engine:
         redirects_ok: bool = True,
         errors: ErrorTable,
         failure_kind: Callable[[BaseException], FailureKind],
-        attach: Callable[[Any, Outcome[object]], None],
+        attach: Callable[[Any, Outcome[object]], object],
         headers: Callable[[Any], tuple[tuple[str, str], ...]],
     ) -> None:
         retrier = retrier if retrier is not None else Retrier()

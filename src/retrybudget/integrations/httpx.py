@@ -250,16 +250,14 @@ for _name in ("__iter__", "__reversed__", "__len__", "__eq__", "__ne__", "__repr
 _set_pending = vars(_HandedExtensions)["_pending"].__set__
 
 
-def _carry(response: httpx.Response, pending: Outcome[object] | FirstAttempt) -> None:
+def _carry(response: httpx.Response, pending: Outcome[object] | FirstAttempt) -> httpx.Response:
     """Hand ``response`` over with its operation's stats and outcome in its extensions (built
-    when first read: :class:`_HandedExtensions`)."""
+    when first read: :class:`_HandedExtensions`); every hand-over path's (the caller's request
+    extensions were never changed)."""
     handed = _HandedExtensions(response.extensions)  # dict's own copy, no frame of ours
     _set_pending(handed, pending)
     response.extensions = handed
-
-
-def _attach(response: httpx.Response, outcome: Outcome[object]) -> None:
-    _carry(response, outcome)
+    return response
 
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
@@ -483,7 +481,7 @@ class _Base(Generic[T]):
         self._sockets_bounded = _bound_sockets(self._transport)
         self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
                               redirects_ok=redirects_ok,
-                              errors=ERRORS, failure_kind=failure_kind, attach=_attach,
+                              errors=ERRORS, failure_kind=failure_kind, attach=_carry,
                               headers=_evidence)
         self._key = key
 
@@ -590,20 +588,14 @@ operation and result."""
 """A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
 
 
-def _hand_over(response: httpx.Response, outcome: Outcome[object]) -> httpx.Response:
-    """A plain first success handed over (the caller's request extensions were never changed)."""
-    _carry(response, outcome)
-    return response
-
-
 def _handed_unread(request: httpx.Request, response: httpx.Response, unread: UnreadShape, key: str,
                    begun: Begun, plan: float | None) -> httpx.Response:
     """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
     extensions = request.extensions
-    _carry(response, unread_first(unread, begun, plan, response, response.status_code,
-                                  _evidence_later, [*response.headers._list], request.method,
-                                  key, extensions.get(JOB_ID) if extensions else None))
-    return response
+    return _carry(response, unread_first(unread, begun, plan, response, response.status_code,
+                                         _evidence_later, [*response.headers._list],
+                                         request.method, key,
+                                         extensions.get(JOB_ID) if extensions else None))
 
 
 class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
@@ -685,7 +677,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         ended = self._ended((retrier, key), request, begun, *sent)
         if isinstance(ended, Outcome):
             assert sent[0] is not None  # noqa: S101 - an ok first attempt has its response
-            return _hand_over(sent[0], ended)
+            return _carry(sent[0], ended)
         full, flow, result = ended
         return full.hand_over(retrier._drive(flow, partial(self._attempt, full), result))
 
@@ -774,7 +766,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         ended = self._ended((retrier, key), request, begun, *sent)
         if isinstance(ended, Outcome):
             assert response is not None  # noqa: S101 - an ok first attempt has its response
-            return _hand_over(response, ended)
+            return _carry(response, ended)
         full, flow, result = ended
         return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), result))
 
