@@ -3,7 +3,8 @@ another never answers a connect (its accept queue is full, see :func:`full_accep
 
 The path names what each request gets: ``/{part}/{interval_ms}/{size}/{status}[/...]``, where
 ``part`` is ``head`` (every byte of the status line and headers ``interval_ms`` apart, then
-the body at once) or ``body`` (the head at once, then ``size`` body bytes one at a time).
+the body at once), ``body`` (the head at once, then ``size`` body bytes one at a time) or
+``close`` (as ``body``, but the body has no length: the connection's close ends it).
 Anything after the fourth segment is ignored, so a client can put its own path behind it.
 """
 
@@ -37,8 +38,9 @@ def _answer(path: str) -> tuple[bytes, bytes, float]:
     parts = path.split("/")
     part, interval_ms, size, status = parts[1], int(parts[2]), int(parts[3]), int(parts[4])
     body = _PAYLOAD + b"x" * max(0, size - len(_PAYLOAD) - 2) + b'"}'
+    length = "connection: close" if part == "close" else f"content-length: {len(body)}"
     head = (f"HTTP/1.1 {status} Trickle\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode("ascii")
+            f"{length}\r\n\r\n").encode("ascii")
     return (b"", head + body, interval_ms / 1000.0) if part == "head" else (head, body,
                                                                              interval_ms / 1000.0)
 
@@ -108,6 +110,8 @@ class TrickleServer:
                             return
                         conn.sendall(slow[index:index + 1])
                 except OSError:  # the client gave up: the point of the test
+                    return
+                if path.startswith("/close/"):
                     return
 
 
