@@ -16,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
@@ -170,3 +171,53 @@ def test_the_gateway_answers_a_trickled_200_within_its_deadline(
 ) -> None:
     # Attempts are cut at 1 s (attempt_timeout): two trickled attempts fill the 2 s deadline.
     gateway_timed_out(trickle.url("/body/80/120/200"), tmp_path / "g.db")
+
+
+# Rule 13: nothing cuts a sync plain function's attempt; it is only started when it fits.
+HUNG_DEADLINE = 3.0
+HUNG_SLACK = 0.25
+"""The operation ends within this of its deadline: it stops after the first 2.5 s attempt
+(sync) or cuts the second at the deadline (async); the unguarded second attempt, started
+with 0.5 s left, ended 2 s past it."""
+
+
+def _hung_sync(url: str, policy: rb.Policy) -> None:
+    with httpx.Client(timeout=3.0) as client:
+
+        @rb.retrying(policy)
+        def lookup() -> Any:
+            response = client.get(url)
+            response.raise_for_status()
+            return response.json()
+
+        lookup()
+
+
+def _hung_async(url: str, policy: rb.Policy) -> None:
+    async def run() -> None:
+        async with httpx.AsyncClient(timeout=3.0) as client:
+
+            @rb.retrying(policy)
+            async def lookup() -> Any:
+                response = await client.get(url)
+                response.raise_for_status()
+                return response.json()
+
+            await lookup()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_decorated_function_whose_attempts_hang_ends_by_its_deadline(
+    trickle: TrickleServer, driver: str
+) -> None:
+    # Every attempt hangs 2.5 s, then answers 503: httpx's own 3 s timeout never fires.
+    hung = _hung_sync if driver == "sync" else _hung_async
+    started = time.monotonic()
+    with pytest.raises(rb.DeadlineExceeded) as caught:
+        hung(trickle.url("/hang/2500/0/503"), rb.Policy(deadline=HUNG_DEADLINE))
+    elapsed = time.monotonic() - started
+    assert elapsed <= HUNG_DEADLINE + HUNG_SLACK, f"{driver}: {elapsed:.2f} s"
+    # sync: one attempt, no second one to outlast the deadline; async: the second is cut
+    assert caught.value.attempts == (1 if driver == "sync" else 2)

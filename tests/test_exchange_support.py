@@ -4,7 +4,8 @@ another never answers a connect (its accept queue is full, see :func:`full_accep
 The path names what each request gets: ``/{part}/{interval_ms}/{size}/{status}[/...]``, where
 ``part`` is ``head`` (every byte of the status line and headers ``interval_ms`` apart, then
 the body at once), ``body`` (the head at once, then ``size`` body bytes one at a time) or
-``close`` (as ``body``, but the body has no length: the connection's close ends it).
+``close`` (as ``body``, but the body has no length: the connection's close ends it) or
+``hang`` (nothing for ``interval_ms``, then the whole answer at once).
 Anything after the fourth segment is ignored, so a client can put its own path behind it.
 """
 
@@ -104,6 +105,10 @@ class TrickleServer:
                 path = request.split(b" ", 2)[1].decode("ascii")
                 fast, slow, interval = _answer(path)
                 try:
+                    if path.startswith("/hang/"):
+                        if self._stop.wait(interval):
+                            return
+                        fast, slow = fast + slow, b""
                     conn.sendall(fast)
                     for index in range(len(slow)):
                         if self._stop.wait(interval):

@@ -419,6 +419,11 @@ class Retrier:
         return RequestInfo(method=self.method, key=self.key,
                            has_idempotency_key=self.idempotency_key, job_id=self.job_id)
 
+    @functools.cached_property
+    def _called(self) -> RequestInfo:
+        """What a sync plain call is: nothing can cut its attempts (rule 13)."""
+        return dataclasses.replace(self._request, attempts_cut=False)
+
     def _flow(self, request: RequestInfo | None, operation_id: str) -> tuple[FlowGen, RequestInfo]:
         req = request or self._request
         coordinated = not self.coordinator.passive
@@ -789,10 +794,12 @@ class Retrier:
 
         Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
         :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
+        Nothing can cut a call that ignores it, so another attempt is only started when one
+        as long as the longest so far would end by the deadline.
         """
         fast = self._fast
         if fast is None or log_hooks(()):  # a logger that prints sees every step
-            return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs)))
+            return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs), self._called))
         # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
         # operation (the same clock readings, plan and sample), with the answer worked out once
         # for a plain success; anything else goes on in the generic flow from those readings.
@@ -800,7 +807,7 @@ class Retrier:
         begun = self._begin(monotonic)
         prefix, number, t0, t1, plan = begun
         if isinstance(plan, Stop):
-            flow = self._unplanned(begun, self._request)
+            flow = self._unplanned(begun, self._called)
             return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
@@ -820,7 +827,7 @@ class Retrier:
                                  fast.classified, request.method, request.key, request.job_id,
                                  policy, None))
             result = AttemptResult(self._interpreter.value(value), value, None)
-        ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
+        ended = self._after((prefix, number, t0, t1, plan), self._called, monotonic, result,
                             fast.classified)
         if isinstance(ended, Outcome):
             return ended

@@ -40,6 +40,9 @@ class RequestInfo:
         has_idempotency_key: the request carries an idempotency key.
         url: the request URL, already redacted (never a secret).
         job_id: the caller's fixture or job id.
+        attempts_cut: each attempt ends by its timeout (the integrations, ``run``'s perform,
+            ``acall``); False for a sync plain callable, which nothing can cut: the next
+            attempt must then fit what is left at the length of the longest one so far.
     """
 
     method: str | None = None
@@ -47,6 +50,7 @@ class RequestInfo:
     has_idempotency_key: bool = False
     url: str | None = None
     job_id: str | None = None
+    attempts_cut: bool = True
 
 
 # Actions the flow yields --------------------------------------------------------------

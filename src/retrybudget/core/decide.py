@@ -6,6 +6,8 @@ rules 1-8 and 12, hold here:
 
 * a wait is only taken if it ends, with room for another attempt, before the deadline;
   otherwise the operation stops *now* (with ``retry_at`` when the provider named a time);
+* an attempt nothing cuts (a sync plain callable) is only started when one as long as the
+  longest so far would end by the deadline (:func:`attempt_needs`);
 * a rate-limit wait is never shorter than the provider asked;
 * a write is retried only if it was never sent, or carries an idempotency key and the
   policy allows that;
@@ -29,6 +31,7 @@ __all__ = [
     "Decision",
     "Retry",
     "Stop",
+    "attempt_needs",
     "decide",
     "draws_on_retry_budget",
     "plan_acquire",
@@ -91,11 +94,41 @@ _TERMINAL = {
 }
 
 
-def _fits(policy: Policy, state: OperationState, now: float, delay: float) -> bool:
+def attempt_needs(policy: Policy, state: OperationState, took: float = 0.0) -> float:
+    """Seconds of the deadline the next attempt needs left to be started.
+
+    ``min_attempt_time``; when nothing cuts an attempt at its timeout (a sync plain callable:
+    ``state.attempts_cut`` is False), at least the longest attempt of the operation so far,
+    ``took`` (the attempt just made, not yet in the history) included. Its timeout cannot
+    stop such an attempt: a provider that hangs 2.5 s, asked again with 0.5 s left, would
+    keep the operation 2 s past its deadline.
+    """
+    needs = policy.min_attempt_time
+    if state.attempts_cut:
+        return needs
+    for record in state.history:
+        needs = max(needs, record.elapsed)
+    return max(needs, took)
+
+
+def _fits(policy: Policy, state: OperationState, now: float, delay: float,
+          took: float = 0.0) -> bool:
     """A wait fits if another attempt can still start inside the deadline after it."""
     if state.deadline_at is None:
         return True
-    return now + delay + policy.min_attempt_time <= state.deadline_at
+    return now + delay + attempt_needs(policy, state, took) <= state.deadline_at
+
+
+def _waiting(policy: Policy, state: OperationState, now: float, delay: float,
+             took: float) -> str:
+    """What would end past the deadline when a wait does not fit: the wait, or the wait and
+    the attempt after it when only an attempt nothing cuts is what does not fit."""
+    said = f"waiting {delay:.3f}s"
+    if (state.attempts_cut or state.deadline_at is None
+            or now + delay + policy.min_attempt_time > state.deadline_at):
+        return said
+    needs = attempt_needs(policy, state, took)
+    return f"{said} and an attempt as long as the longest so far ({needs:.3f}s; nothing cuts it)"
 
 
 def rate_limit_wait(
@@ -141,6 +174,7 @@ def decide(
     now: float,
     now_wall: float,
     sample: float,
+    took: float = 0.0,
 ) -> Decision:
     """Decide what follows an attempt.
 
@@ -152,6 +186,8 @@ def decide(
         now: monotonic now.
         now_wall: wall-clock now (epoch seconds), to report ``retry_at``.
         sample: a uniform sample in [0, 1) for jitter, drawn once by the caller.
+        took: how long that attempt took (read by :func:`attempt_needs` when nothing cuts
+            the operation's attempts).
 
     Returns:
         :class:`Retry` or :class:`Stop`; never raises for any classification.
@@ -190,10 +226,11 @@ def decide(
                 Reason.RATE_LIMITED, limit_at,
                 f"rate limited; {delay:.3f}s is over the {cap:g}s wait cap{clamped}",
             )
-        if not _fits(policy, state, now, delay):
+        if not _fits(policy, state, now, delay, took):
             return Stop(
                 Reason.RATE_LIMITED, limit_at,
-                f"rate limited; waiting {delay:.3f}s would end past the deadline{clamped}",
+                f"rate limited; {_waiting(policy, state, now, delay, took)} would end past "
+                f"the deadline{clamped}",
             )
         return Retry(delay, reason, source, limit_at, f"rate limited; waiting {delay:.3f}s")
 
@@ -219,9 +256,10 @@ def decide(
         if cap is not None and hint.delay > cap:
             return Stop(Reason.DEADLINE, retry_at,
                         f"the provider's wait is over the wait cap{clamped}")
-    if not _fits(policy, state, now, delay):
+    if not _fits(policy, state, now, delay, took):
         return Stop(Reason.DEADLINE, retry_at,
-                    f"waiting {delay:.3f}s would end past the deadline{clamped}")
+                    f"{_waiting(policy, state, now, delay, took)} would end past the "
+                    f"deadline{clamped}")
     return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
 
 
@@ -239,17 +277,23 @@ def draws_on_retry_budget(kind: Kind) -> bool:
 
 def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | Stop | None:
     """Before an attempt: its timeout (clipped to what is left), None for no limit, or a Stop."""
-    return plan_next(policy, state.attempts, state.remaining(now), state.retry_at)
+    return plan_next(policy, state.attempts, state.remaining(now), state.retry_at,
+                     attempt_needs(policy, state))
 
 
 def plan_next(policy: Policy, attempts: int, remaining: float | None,
-              retry_at: float | None) -> float | Stop | None:
+              retry_at: float | None, needs: float = 0.0) -> float | Stop | None:
     """:func:`plan_attempt` of a state with ``attempts`` made, ``remaining`` seconds left
-    (None: no deadline) and ``retry_at`` named (the first attempt's plan reads no state)."""
+    (None: no deadline), ``retry_at`` named and ``needs`` seconds needed by an attempt nothing
+    cuts (:func:`attempt_needs`; the first attempt's plan reads no state)."""
     if attempts >= policy.max_attempts:
         return Stop(Reason.EXHAUSTED, retry_at, "no attempts left")
     if remaining is not None and remaining < max(policy.min_attempt_time, 1e-9):
         return Stop(Reason.DEADLINE, retry_at, "no time left for another attempt")
+    if remaining is not None and remaining < needs:
+        return Stop(Reason.DEADLINE, retry_at,
+                    f"{remaining:.3f}s left; nothing cuts an attempt and the longest so far "
+                    f"took {needs:.3f}s")
     cap = policy.attempt_timeout
     if remaining is None:
         return cap

@@ -149,6 +149,7 @@ def operation_flow(
     state = OperationState.start(
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,
+        attempts_cut=request.attempts_cut,
     )
     last: AttemptResult | None = None
 
@@ -199,7 +200,7 @@ def operation_flow(
         state = state.with_method(result.observation.method)
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
-        decision = decide(policy, state, classified, now, wall, sample())
+        decision = decide(policy, state, classified, now, wall, sample(), now - started)
         if coordinated:
             yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
                               permit.lease, report and isinstance(decision, Stop))

@@ -34,6 +34,8 @@ class OperationState:
         backoffs: backoff waits taken so far (for the exponential).
         retry_at: the latest wall-clock time the provider named.
         conflicts: disagreeing evidence collected so far.
+        attempts_cut: each attempt ends by its timeout; False when nothing cuts one (a sync
+            plain callable: see :func:`~retrybudget.core.decide.attempt_needs`).
     """
 
     operation_id: str
@@ -48,6 +50,7 @@ class OperationState:
     backoffs: int = 0
     retry_at: float | None = None
     conflicts: tuple[str, ...] = ()
+    attempts_cut: bool = True
 
     @classmethod
     def start(
@@ -58,11 +61,12 @@ class OperationState:
         *,
         method: str | None = None,
         has_idempotency_key: bool = False,
+        attempts_cut: bool = True,
     ) -> OperationState:
         """The state of a new operation starting at monotonic time ``now``."""
         deadline_at = None if policy.deadline is None else now + policy.deadline
         return cls(operation_id=operation_id, method=method, started=now, deadline_at=deadline_at,
-                   has_idempotency_key=has_idempotency_key)
+                   has_idempotency_key=has_idempotency_key, attempts_cut=attempts_cut)
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the deadline (None when there is none)."""
