@@ -13,6 +13,7 @@ close to reach the provider is bounded too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -251,31 +252,25 @@ def test_the_async_transport_leaves_no_connection_open_under_load(
     assert rb.Reason.DEADLINE.value in answered, answered
 
 
-def test_the_sync_transport_leaves_no_connection_open_under_load(
-    provider: CountingProvider,
+@contextlib.contextmanager
+def _sync_client(driver: str) -> Iterator[httpx.Client | requests.Session]:
+    if driver == "httpx":
+        with httpx.Client(transport=RetryTransport(policy=POLICY), timeout=30.0) as client:
+            yield client
+    else:
+        with requests.Session() as session:
+            session.mount("http://", RetryAdapter(policy=POLICY, pool_maxsize=12))
+            yield session
+
+
+@pytest.mark.parametrize("driver", ["httpx", "requests"])
+def test_the_sync_drivers_leave_no_connection_open_under_load(
+    provider: CountingProvider, driver: str
 ) -> None:
-    with httpx.Client(transport=RetryTransport(policy=POLICY), timeout=30.0) as client:
+    with _sync_client(driver) as client:
         def lookup(rental: int) -> object:
             try:
                 return client.get(f"{provider.url()}/rentals/{rental}/a").status_code
-            except rb.RetryBudgetError as exc:
-                return _reason(exc)
-
-        answered = _concurrently(36, 12, lookup)
-        _assert_all_closed(provider)
-    assert 200 in answered, answered
-    assert rb.Reason.DEADLINE.value in answered, answered
-
-
-def test_the_requests_adapter_leaves_no_connection_open_under_load(
-    provider: CountingProvider,
-) -> None:
-    with requests.Session() as session:
-        session.mount("http://", RetryAdapter(policy=POLICY, pool_maxsize=12))
-
-        def lookup(rental: int) -> object:
-            try:
-                return session.get(f"{provider.url()}/rentals/{rental}/a").status_code
             except rb.RetryBudgetError as exc:
                 return _reason(exc)
 
