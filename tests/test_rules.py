@@ -75,11 +75,11 @@ def test_a_provider_wait_past_the_deadline_stops_now_without_sleeping(clock) -> 
 
 
 def test_each_attempt_timeout_is_clipped_to_what_is_left(clock) -> None:
-    script = [{"status": 503, "delay_s": 0.5}, {"status": 503, "delay_s": 5}, OK]
+    script = [{"status": 503, "delay_s": 1.5}, {"status": 503, "delay_s": 5}, OK]
     outcome, _ = run(script, clock, deadline=2.5, attempt_timeout=10.0)
     timeouts = [r.timeout for r in outcome.history]
     assert timeouts[0] == pytest.approx(2.5)
-    assert timeouts[1] == pytest.approx(2.5 - 0.5 - 0.5)
+    assert timeouts[1] == pytest.approx(2.5 - 1.5 - 0.5)
     assert outcome.reason is Reason.DEADLINE
 
 
@@ -415,25 +415,36 @@ def test_an_attempt_that_is_cut_is_still_started_with_less_time(clock) -> None:
     assert [r.timeout for r in outcome.history] == [3.5, 0.5]
 
 
-def test_the_longest_attempt_decides_and_a_coordinator_wait_counts(clock) -> None:
-    policy = Policy(deadline=10.0)
-    state = OperationState.start(policy, "op", 0.0, attempts_cut=False)
+def test_a_plain_call_that_takes_its_timeout_is_cut_by_it(clock) -> None:
+    # ScriptedProvider reads attempt_timeout() and ends by it, as a client given it does
+    script = [{"status": 503, "delay_s": 2.5}] * 3
+    outcome, provider = run(script, clock, deadline=3.2)
+    assert (outcome.reason, provider.count) == (Reason.DEADLINE, 2)
+    assert [r.timeout for r in outcome.history] == pytest.approx([3.2, 0.2])
+    assert outcome.elapsed == pytest.approx(3.2)  # the second attempt ended by its timeout
+
+
+def test_the_longest_unbounded_attempt_decides_and_a_coordinator_wait_counts() -> None:
+    policy = Policy(deadline=10.0, max_attempts=5)
+    state = OperationState.start(policy, "op", 0.0)
     seen = classify(policy.profile, ResponseSeen.of(503, {}), 0.0)
-    for started, elapsed in ((0.0, 4.0), (4.5, 1.0)):
+    for started, elapsed, bounded in ((0.0, 6.0, True), (6.5, 4.0, False), (11.0, 1.0, False)):
         record = AttemptRecord(len(state.history) + 1, started, elapsed, 503, None,
                                Kind.TRANSIENT, "retry", "")
-        state = state.with_attempt(record, seen)
-    assert attempt_needs(policy, state) == 4.0  # the longest, not the last
-    assert attempt_needs(policy, state, took=6.0) == 6.0  # the attempt just made counts
-    # 4.5 s left after a coordinator's wait: the 4 s attempt fits, not with 3.9 s left
-    assert plan_attempt(policy.replace(max_attempts=5), state, 5.5) == pytest.approx(4.5)
-    stop = plan_attempt(policy.replace(max_attempts=5), state, 6.1)
+        state = state.with_attempt(record, seen, bounded)
+    # the longest that nothing could cut, not the last one, nor a longer one its timeout ended
+    assert attempt_needs(policy, state) == 4.0
+    assert attempt_needs(policy, state, took=5.0) == 5.0  # the attempt just made counts
+    state = OperationState(**{**{f: getattr(state, f) for f in state.__slots__},
+                              "deadline_at": 20.0, "attempts": 3})
+    # 4.5 s left after a coordinator's wait: a 4 s attempt fits, not with 3.9 s left
+    assert plan_attempt(policy, state, 15.5) == pytest.approx(4.5)
+    stop = plan_attempt(policy, state, 16.1)
     assert isinstance(stop, Stop)
     assert stop.reason is Reason.DEADLINE
-    cut = OperationState(**{**{f: getattr(state, f) for f in state.__slots__},
-                            "attempts_cut": True})
-    assert attempt_needs(policy, cut) == policy.min_attempt_time
-    assert plan_attempt(policy.replace(max_attempts=5), cut, 6.1) == pytest.approx(3.9)
+    assert "the longest so far took 4.000s" in stop.detail
+    bounded = OperationState.start(policy, "op", 10.0)
+    assert attempt_needs(policy, bounded) == policy.min_attempt_time
 
 
 # decide() directly -------------------------------------------------------------------------

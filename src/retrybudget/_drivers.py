@@ -79,8 +79,20 @@ _ATTEMPT_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
+_TAKEN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "retrybudget_attempt_timeout_taken", default=False)
+"""Whether the running sync attempt took its timeout (read :func:`attempt_timeout`, or got it
+as ``timeout_kwarg``): it can end by it. One that did not can be cut by nothing (rule 13)."""
+
+
 def attempt_timeout() -> float | None:
-    """Inside an attempt: the seconds it may take (clipped to the deadline), or None."""
+    """Inside an attempt: the seconds it may take (clipped to the deadline), or None.
+
+    A sync attempt that reads it is taken to end by it (its client bounds the exchange with
+    it); one that never does is not, and the next attempt of its operation is only started
+    when one as long as the longest of those would still end by the deadline.
+    """
+    _TAKEN.set(True)
     return _ATTEMPT_TIMEOUT.get()
 
 
@@ -418,11 +430,6 @@ class Retrier:
     def _request(self) -> RequestInfo:
         return RequestInfo(method=self.method, key=self.key,
                            has_idempotency_key=self.idempotency_key, job_id=self.job_id)
-
-    @functools.cached_property
-    def _called(self) -> RequestInfo:
-        """What a sync plain call is: nothing can cut its attempts (rule 13)."""
-        return dataclasses.replace(self._request, attempts_cut=False)
 
     def _flow(self, request: RequestInfo | None, operation_id: str) -> tuple[FlowGen, RequestInfo]:
         req = request or self._request
@@ -779,13 +786,16 @@ class Retrier:
 
         def perform(attempt: Attempt) -> AttemptResult:
             token = _ATTEMPT_TIMEOUT.set(attempt.timeout)
+            taken = _TAKEN.set(self.timeout_kwarg is not None)
             try:
                 value = fn(*args, **self._kwargs(kwargs, attempt))
             except Exception as exc:
-                return AttemptResult(interp.error(exc), None, exc)
+                return AttemptResult(interp.error(exc), None, exc, bounded=_TAKEN.get())
             finally:
+                bounded = _TAKEN.get()
+                _TAKEN.reset(taken)
                 _ATTEMPT_TIMEOUT.reset(token)
-            return AttemptResult(interp.value(value), value, None)
+            return AttemptResult(interp.value(value), value, None, bounded=bounded)
 
         return perform
 
@@ -794,12 +804,12 @@ class Retrier:
 
         Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
         :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
-        Nothing can cut a call that ignores it, so another attempt is only started when one
-        as long as the longest so far would end by the deadline.
+        Nothing can cut an attempt that took neither, so another attempt is only started when
+        one as long as the longest of those would end by the deadline.
         """
         fast = self._fast
         if fast is None or log_hooks(()):  # a logger that prints sees every step
-            return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs), self._called))
+            return cast("Outcome[T]", self.run(self._performer(fn, args, kwargs)))
         # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
         # operation (the same clock readings, plan and sample), with the answer worked out once
         # for a plain success; anything else goes on in the generic flow from those readings.
@@ -807,16 +817,20 @@ class Retrier:
         begun = self._begin(monotonic)
         prefix, number, t0, t1, plan = begun
         if isinstance(plan, Stop):
-            flow = self._unplanned(begun, self._called)
+            flow = self._unplanned(begun, self._request)
             return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
+        taken = _TAKEN.set(self.timeout_kwarg is not None)
         try:
             value = fn(*args, **kwargs) if self.timeout_kwarg is None else fn(
                 *args, **{**kwargs, self.timeout_kwarg: plan})
         except Exception as exc:
-            result = AttemptResult(self._interpreter.error(exc), None, exc)
+            result = AttemptResult(self._interpreter.error(exc), None, exc,
+                                   bounded=_TAKEN.get())
         finally:
+            bounded = _TAKEN.get()
+            _TAKEN.reset(taken)
             _ATTEMPT_TIMEOUT.reset(token)
         if result is None:
             if fast.plain and type(value) in _PLAIN_TYPES:
@@ -826,8 +840,8 @@ class Retrier:
                 return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
                                  fast.classified, request.method, request.key, request.job_id,
                                  policy, None))
-            result = AttemptResult(self._interpreter.value(value), value, None)
-        ended = self._after((prefix, number, t0, t1, plan), self._called, monotonic, result,
+            result = AttemptResult(self._interpreter.value(value), value, None, bounded=bounded)
+        ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
                             fast.classified)
         if isinstance(ended, Outcome):
             return ended

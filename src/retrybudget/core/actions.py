@@ -40,9 +40,6 @@ class RequestInfo:
         has_idempotency_key: the request carries an idempotency key.
         url: the request URL, already redacted (never a secret).
         job_id: the caller's fixture or job id.
-        attempts_cut: each attempt ends by its timeout (the integrations, ``run``'s perform,
-            ``acall``); False for a sync plain callable, which nothing can cut: the next
-            attempt must then fit what is left at the length of the longest one so far.
     """
 
     method: str | None = None
@@ -50,7 +47,6 @@ class RequestInfo:
     has_idempotency_key: bool = False
     url: str | None = None
     job_id: str | None = None
-    attempts_cut: bool = True
 
 
 # Actions the flow yields --------------------------------------------------------------
@@ -164,9 +160,15 @@ class AttemptResult:
 
     ``payload`` is what the payload validator returned for a 2xx it passed (the parsed
     payload), None when no validator ran; an ok outcome keeps it as ``Outcome.payload``.
+    ``bounded``: the attempt could be ended by its timeout (the integrations and ``acall``
+    cut every one; a sync plain callable only when it took its timeout, from
+    ``attempt_timeout()`` or ``timeout_kwarg``). False: nothing could have cut it, and the
+    next attempt must fit what is left at its length
+    (:func:`~retrybudget.core.decide.attempt_needs`).
     """
 
     observation: Observation
     value: object = None
     error: BaseException | None = None
     payload: object = None
+    bounded: bool = True

@@ -97,18 +97,13 @@ _TERMINAL = {
 def attempt_needs(policy: Policy, state: OperationState, took: float = 0.0) -> float:
     """Seconds of the deadline the next attempt needs left to be started.
 
-    ``min_attempt_time``; when nothing cuts an attempt at its timeout (a sync plain callable:
-    ``state.attempts_cut`` is False), at least the longest attempt of the operation so far,
-    ``took`` (the attempt just made, not yet in the history) included. Its timeout cannot
-    stop such an attempt: a provider that hangs 2.5 s, asked again with 0.5 s left, would
-    keep the operation 2 s past its deadline.
+    ``min_attempt_time``, and at least the longest attempt so far that nothing could cut at
+    its timeout (a sync plain callable that never took its timeout), ``took`` included: the
+    length of the attempt just made when nothing could cut it (it is not yet in the state).
+    Its timeout cannot stop the next such attempt either: a provider that hangs 2.5 s, asked
+    again with 0.5 s left, would keep the operation 2 s past its deadline.
     """
-    needs = policy.min_attempt_time
-    if state.attempts_cut:
-        return needs
-    for record in state.history:
-        needs = max(needs, record.elapsed)
-    return max(needs, took)
+    return max(policy.min_attempt_time, state.longest_unbounded, took)
 
 
 def _fits(policy: Policy, state: OperationState, now: float, delay: float,
@@ -124,10 +119,10 @@ def _waiting(policy: Policy, state: OperationState, now: float, delay: float,
     """What would end past the deadline when a wait does not fit: the wait, or the wait and
     the attempt after it when only an attempt nothing cuts is what does not fit."""
     said = f"waiting {delay:.3f}s"
-    if (state.attempts_cut or state.deadline_at is None
+    needs = attempt_needs(policy, state, took)
+    if (needs == policy.min_attempt_time or state.deadline_at is None
             or now + delay + policy.min_attempt_time > state.deadline_at):
         return said
-    needs = attempt_needs(policy, state, took)
     return f"{said} and an attempt as long as the longest so far ({needs:.3f}s; nothing cuts it)"
 
 

@@ -149,7 +149,6 @@ def operation_flow(
     state = OperationState.start(
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,
-        attempts_cut=request.attempts_cut,
     )
     last: AttemptResult | None = None
 
@@ -200,7 +199,8 @@ def operation_flow(
         state = state.with_method(result.observation.method)
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
-        decision = decide(policy, state, classified, now, wall, sample(), now - started)
+        decision = decide(policy, state, classified, now, wall, sample(),
+                          0.0 if result.bounded else now - started)
         if coordinated:
             yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
                               permit.lease, report and isinstance(decision, Stop))
@@ -215,7 +215,7 @@ def operation_flow(
             detail=decision.detail, evidence=classified.rate.evidence, timeout=plan,
             sent=classified.sent,
         )
-        state = state.with_attempt(record, classified)
+        state = state.with_attempt(record, classified, result.bounded)
         if isinstance(decision, Stop):
             return (yield from finish(decision, probe))
         yield from take(decision)

@@ -34,8 +34,8 @@ class OperationState:
         backoffs: backoff waits taken so far (for the exponential).
         retry_at: the latest wall-clock time the provider named.
         conflicts: disagreeing evidence collected so far.
-        attempts_cut: each attempt ends by its timeout; False when nothing cuts one (a sync
-            plain callable: see :func:`~retrybudget.core.decide.attempt_needs`).
+        longest_unbounded: the longest attempt so far that nothing could cut at its timeout
+            (0 when none: see :func:`~retrybudget.core.decide.attempt_needs`).
     """
 
     operation_id: str
@@ -50,7 +50,7 @@ class OperationState:
     backoffs: int = 0
     retry_at: float | None = None
     conflicts: tuple[str, ...] = ()
-    attempts_cut: bool = True
+    longest_unbounded: float = 0.0
 
     @classmethod
     def start(
@@ -61,24 +61,27 @@ class OperationState:
         *,
         method: str | None = None,
         has_idempotency_key: bool = False,
-        attempts_cut: bool = True,
     ) -> OperationState:
         """The state of a new operation starting at monotonic time ``now``."""
         deadline_at = None if policy.deadline is None else now + policy.deadline
         return cls(operation_id=operation_id, method=method, started=now, deadline_at=deadline_at,
-                   has_idempotency_key=has_idempotency_key, attempts_cut=attempts_cut)
+                   has_idempotency_key=has_idempotency_key)
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the deadline (None when there is none)."""
         return None if self.deadline_at is None else self.deadline_at - now
 
-    def with_attempt(self, record: AttemptRecord, classified: Classified) -> OperationState:
-        """This state after one more attempt."""
+    def with_attempt(self, record: AttemptRecord, classified: Classified,
+                     bounded: bool = True) -> OperationState:
+        """This state after one more attempt (``bounded``: its timeout could have ended it)."""
         conflicts = self.conflicts
         if classified.conflicts:
             conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
+        longest = self.longest_unbounded
+        if not bounded and record.elapsed > longest:
+            longest = record.elapsed
         return _evolve(self, attempts=self.attempts + 1, history=(*self.history, record),
-                      conflicts=conflicts)
+                      conflicts=conflicts, longest_unbounded=longest)
 
     def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
         """This state after a wait is taken."""
