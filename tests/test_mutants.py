@@ -136,6 +136,23 @@ MUTANTS = [
         ("tests/test_coordination_exact.py::"
          "test_the_first_window_short_of_its_quota_is_filled_before_a_later_one",),
     ),
+    # an attempt nothing can cut started with less time left than the longest one took: a
+    # provider that hangs keeps a decorated sync function past its deadline (rule 13)
+    Mutant(
+        "uncut-attempt-started-short", "core/decide.py",
+        "return max(policy.min_attempt_time, state.longest_unbounded, took)",
+        "return policy.min_attempt_time",
+        ("tests/test_rules.py::"
+         "test_a_plain_call_starts_no_attempt_as_long_as_its_last_past_the_deadline",),
+    ),
+    # the requests watchdog shuts the connection's current socket, which http.client drops
+    # once a head says the body ends with the close: such a body trickles on (rule 13)
+    Mutant(
+        "requests-close-delimited-body-uncut", "integrations/requests.py",
+        "sock = connection._held", "sock = connection.sock",
+        ("tests/test_deadline_exchange.py::"
+         "test_requests_cuts_a_short_trickled_final_body_at_the_deadline",),
+    ),
 ]
 
 
