@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from ._files import unreadable
 from .core.profiles import Profile, profile_changes, profile_from_mapping
 
 __all__ = ["load_profile", "profile_from_toml", "read_profile", "toml_table"]
@@ -54,7 +55,7 @@ def read_profile(path: str | os.PathLike[str]) -> tuple[Profile, dict[str, objec
     except UnicodeDecodeError:
         raise ValueError(f"{name}: not UTF-8 text") from None
     except OSError as exc:
-        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise ValueError(unreadable(name, exc)) from None
     try:
         data = toml_table(text)
         return (profile_from_mapping(data, default_name=Path(name).stem or "custom"),

@@ -49,6 +49,7 @@ TITLES: Mapping[str, str] = {
     "reservation_declined": "The provider declined the reservation",
     "reservation_not_stored": "The confirmed reservation could not be stored",
     "gateway_overloaded": "The gateway is overloaded",
+    "request_timeout": "The request head did not arrive in time",
     "internal_error": "The gateway failed",
 }
 """The title of each problem code."""

@@ -214,6 +214,9 @@ class Gateway:
         self.metrics = GatewayMetrics()
         if coordinator is None:
             breaker = BreakerConfig(consecutive_failures=config.breaker_failures,
+                                    failure_ratio=config.breaker_failure_ratio,
+                                    window=config.breaker_window,
+                                    min_operations=config.breaker_min_operations,
                                     cool_down=config.breaker_cool_down,
                                     probe_ttl=config.deadline * 2)
             coordinator = MemoryCoordinator(CoordinationConfig(breaker=breaker), clock=clock)
