@@ -109,6 +109,17 @@ def test_a_connection_that_sends_nothing_is_closed_too(tmp_path: Path) -> None:
     assert (status, body["code"]) == (408, "request_timeout")
 
 
+def test_a_kept_alive_connection_that_starts_a_slow_head_is_closed(tmp_path: Path) -> None:
+    with gateway_process(tmp_path, "--head-timeout", "0.5", "--keep-alive-timeout", "30") as \
+            address, _connect(address) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n")
+        assert _status_and_body(_read_some(sock))[0] == 200
+        SYSTEM_CLOCK.sleep(0.7)  # idle longer than the head timeout: kept alive (30 s)
+        sock.sendall(HEAD)  # the next request's head, never finished
+        status, body = _status_and_body(_read_all(sock))
+    assert (status, body["code"]) == (408, "request_timeout")
+
+
 def test_connections_beyond_the_cap_are_refused_at_once(tmp_path: Path) -> None:
     cap = 20
     with gateway_process(tmp_path, "--max-clients", str(cap), "--head-timeout", "30") as address, \

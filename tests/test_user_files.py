@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrybudget._files import APPLICATION_ID, check_own_database, check_writable
 from retrybudget.gateway._store import TABLES, FactStore
@@ -70,3 +73,30 @@ def test_a_symlink_loop_is_refused_by_name(tmp_path: Path, relative: str) -> Non
         check_writable(tmp_path / relative, f"--audit {relative}", create_dirs=True)
     with pytest.raises(ValueError, match="a symlink loop"):
         check_own_database(tmp_path / relative, "--db", "a gateway database", TABLES)
+
+
+NAMES = st.sampled_from(["rentals", "reservations", "notes", "users", "meta", "queue_ops"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(tables=st.sets(NAMES, max_size=4), application_id=st.sampled_from([0, APPLICATION_ID, 77]))
+def test_a_database_is_the_gateways_exactly_when_it_holds_only_its_tables(
+        tables: set[str], application_id: int) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "db.sqlite"
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            db.execute(f"PRAGMA application_id = {application_id}")
+            for table in sorted(tables):
+                db.execute(f"CREATE TABLE {table} (x)")
+            db.commit()
+        before = path.read_bytes()
+        ours = tables <= set(TABLES) and application_id in (0, APPLICATION_ID)
+        try:
+            check_own_database(path, "--db", "a gateway database", TABLES)
+        except ValueError as exc:
+            assert not ours, exc
+            assert "left unchanged" in str(exc)
+        else:
+            assert ours
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in Path(directory).iterdir()) == ["db.sqlite"]
