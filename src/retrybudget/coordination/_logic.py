@@ -44,6 +44,7 @@ __all__ = [
     "budget_withdraw",
     "gate_delay",
     "health",
+    "herd_slot",
     "learn",
     "moved",
     "pacing_interval",
@@ -394,7 +395,10 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     workers get slots
     ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
-    newcomers during it queue behind it without prolonging it. Otherwise slots are the
+    newcomers during it queue behind it without prolonging it. Without a pacing interval,
+    that release lasts ``herd_window`` at the most: no slot lies further than that past the
+    instant the key holds until (now, for a newcomer), and the workers beyond share its slots
+    (:func:`herd_slot`). Otherwise slots are the
     pacing interval apart (never paced past the reset); with neither, the slot is now. A
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     """
@@ -420,8 +424,25 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         paced = s.tail + spacing
         if interval > 0 and s.reset_at is not None and paced > s.reset_at:
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
-        slot = max(now, s.gate, paced, NEVER if hold is None else hold)
-    return slot, evolve(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
+        opens = max(now, s.gate, NEVER if hold is None else hold)
+        slot = max(opens, paced)
+        if herding and interval <= 0 and slot > opens + gate.herd_window:
+            slot = herd_slot(opens, spacing, gate.herd_window, reserved)
+    return slot, evolve(s, tail=max(s.tail, slot), herd=max(s.herd, slot) if held else s.herd)
+
+
+def herd_slot(opens: float, spacing: float, herd_window: float,
+              reserved: Sequence[float] = ()) -> float:
+    """The slot of a worker beyond one herd window's worth (the quota unknown), the key
+    holding until ``opens``: the release lasts ``herd_window`` at the most, so the workers
+    beyond it share its slots, in turn, ``spacing`` apart from ``opens`` on, counted by the
+    slots already reserved in the window (``reserved``, ascending): no wait is longer than
+    the provider asked plus ``herd_window``, and no one slot takes the whole overflow."""
+    if herd_window <= 0 or spacing <= 0:
+        return opens
+    booked = (bisect.bisect_right(reserved, opens + herd_window)
+              - bisect.bisect_left(reserved, opens - EPSILON))
+    return opens + math.fmod(booked * spacing, herd_window)
 
 
 def write_wait(last_write: float, now: float, gap: float) -> float:

@@ -30,13 +30,16 @@ __all__ = [
     "Retry",
     "Stop",
     "decide",
+    "declines",
     "draws_on_retry_budget",
     "plan_acquire",
     "plan_attempt",
     "plan_next",
+    "patience",
     "plan_wait",
     "rate_limit_wait",
     "retry_refused",
+    "wait_room",
 ]
 
 MAX_COORDINATOR_WAITS = 64
@@ -91,11 +94,33 @@ _TERMINAL = {
 }
 
 
+def wait_room(policy: Policy, state: OperationState, now: float) -> float | None:
+    """The longest wait that fits at ``now``: one after which another attempt can still start
+    inside the deadline (``min_attempt_time`` before it); None when there is no deadline."""
+    if state.deadline_at is None:
+        return None
+    return state.deadline_at - policy.min_attempt_time - now
+
+
+def patience(policy: Policy, state: OperationState, now: float) -> tuple[float | None, bool]:
+    """What an operation tells a coordinator it would wait, at ``now``: ``(max_wait,
+    fail_fast)``, the :func:`wait_room` and whether it takes no wait behind a closed gate."""
+    return wait_room(policy, state, now), policy.rate_limit is RateLimitMode.FAIL_FAST
+
+
 def _fits(policy: Policy, state: OperationState, now: float, delay: float) -> bool:
     """A wait fits if another attempt can still start inside the deadline after it."""
-    if state.deadline_at is None:
-        return True
-    return now + delay + policy.min_attempt_time <= state.deadline_at
+    room = wait_room(policy, state, now)
+    return room is None or delay <= room
+
+
+def declines(wait: float, gated: bool, max_wait: float | None, fail_fast: bool) -> bool:
+    """Whether an operation stops rather than take a coordinator wait of ``wait`` seconds
+    (``gated``: behind a closed gate), as :func:`plan_wait` decides: it takes no wait behind
+    a closed gate when ``fail_fast``, and none longer than ``max_wait`` (its
+    :func:`wait_room`; None: any). A coordinator reserves no slot for an operation that
+    declines it (:class:`~retrybudget.core.actions.Acquire`)."""
+    return wait > 0 and ((gated and fail_fast) or (max_wait is not None and wait > max_wait))
 
 
 def rate_limit_wait(
