@@ -237,6 +237,44 @@ def test_a_gate_past_the_deadline_stops_at_once(backend: Backend) -> None:
     assert (outcome.reason, outcome.attempts, outcome.waits) == (Reason.RATE_LIMITED, 0, ())
 
 
+def test_a_caller_that_would_not_wait_reserves_no_slot(backend: Backend) -> None:
+    """Refused callers (fail_fast behind the gate, or a slot past what fits their deadline)
+    are told the wait they declined, and book nothing: the next caller that waits gets the
+    gate instant itself, as if none of them had asked."""
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    c.learn(KEY, throttled(300), None)
+    refused = [c.acquire(KEY, 1, fail_fast=True) for _ in range(3)]
+    refused += [c.acquire(KEY, 1, max_wait=0.1) for _ in range(3)]
+    assert [(p.reason, p.wait) for p in refused] == [(WaitReason.GATE, approx(backend, 0.3))] * 6
+    assert [c.acquire(KEY, 1, max_wait=5.0).wait for _ in range(2)] == [
+        approx(backend, 0.3), approx(backend, 0.35)]
+
+
+def test_fail_fast_refusals_at_a_gate_leave_no_queue_behind_it(backend: Backend) -> None:
+    """A short 429 holds fail_fast operations only until the gate opens: the refused ones
+    left no slots, so every operation after it goes at once (no pacing wait)."""
+    a, b = backend.workers(CoordinationConfig(gate=GateConfig(spread=0.05)), n=2)
+    provider = ScriptedProvider([OK], backend.clock)
+    retrier = Retrier(policy=Policy(rate_limit="fail_fast", deadline=2), clock=backend.clock,
+                      coordinator=b, key=KEY)
+    a.learn(KEY, throttled(200), None)
+    held = [retrier.call(provider) for _ in range(5)]
+    assert [(o.reason, o.attempts) for o in held] == [(Reason.RATE_LIMITED, 0)] * 5
+    backend.sleep(0.2)
+    after = [retrier.call(provider) for _ in range(5)]
+    assert [(o.reason, o.attempts, o.waits) for o in after] == [(Reason.OK, 1, ())] * 5
+
+
+def test_a_release_with_the_quota_unknown_lasts_one_herd_window(backend: Backend) -> None:
+    """Held workers get slots ``spread`` apart up to ``herd_window`` past the gate; the ones
+    beyond share those slots in turn: no wait is longer than the hint plus the window."""
+    gate = GateConfig(spread=0.05, herd_window=0.22)
+    c = backend.one(CoordinationConfig(gate=gate))
+    c.learn(KEY, throttled(300), None)
+    waits = [c.acquire(KEY, 1).wait for _ in range(7)]
+    assert waits == [approx(backend, w) for w in (0.3, 0.35, 0.4, 0.45, 0.5, 0.33, 0.38)]
+
+
 def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
     c = backend.one()
     script = [{"status": 429, "headers": {"retry-after-ms": "200"}}, OK]

@@ -136,6 +136,28 @@ MUTANTS = [
         ("tests/test_coordination_exact.py::"
          "test_the_first_window_short_of_its_quota_is_filled_before_a_later_one",),
     ),
+    # a caller that will not wait for its slot books it anyway: every refusal at a gate
+    # pushes the herd's tail a spread further, and a short 429 becomes an outage
+    Mutant(
+        "a-refusal-reserves-its-slot", "coordination/_memory.py",
+        "return self._tally.permit(permit)  # it stops: nothing reserved",
+        "pass  # it stops: nothing reserved",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_caller_that_would_not_wait_reserves_no_slot[memory]",
+         "tests/test_coordination_waits.py::"
+         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+    ),
+    # a release with the quota unknown not bounded by the herd window: waits grow with the
+    # number of workers held, far past what the provider asked
+    Mutant(
+        "herd-window-ignored", "coordination/_logic.py",
+        "if herding and interval <= 0 and slot > opens + gate.herd_window:",
+        "if False:",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_release_with_the_quota_unknown_lasts_one_herd_window[memory]",
+         "tests/test_coordination_waits.py::"
+         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+    ),
 ]
 
 
