@@ -275,6 +275,17 @@ def test_a_release_with_the_quota_unknown_lasts_one_herd_window(backend: Backend
     assert waits == [approx(backend, w) for w in (0.3, 0.35, 0.4, 0.45, 0.5, 0.33, 0.38)]
 
 
+def test_slots_paced_past_the_reset_last_one_herd_window_from_it(backend: Backend) -> None:
+    """Paced slots (2 left, no limit named, reset in 0.3 s: 0.15 apart) that run past the
+    reset are released from it, ``spread`` apart, for one ``herd_window``: the ones beyond
+    share those slots in turn, never later than the reset plus the window."""
+    gate = GateConfig(spread=0.05, herd_window=0.1)
+    c = backend.one(CoordinationConfig(gate=gate))
+    c.learn(KEY, seen(200, {"ratelimit-remaining": "2", "ratelimit-reset": "0.3"}), None)
+    waits = [c.acquire(KEY, 1).wait for _ in range(6)]
+    assert waits == [0] + [approx(backend, w) for w in (0.15, 0.3, 0.35, 0.4, 0.35)]
+
+
 def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
     c = backend.one()
     script = [{"status": 429, "headers": {"retry-after-ms": "200"}}, OK]

@@ -151,10 +151,12 @@ MUTANTS = [
     # number of workers held, far past what the provider asked
     Mutant(
         "herd-window-ignored", "coordination/_logic.py",
-        "if herding and interval <= 0 and slot > opens + gate.herd_window:",
+        "if bounded and slot > opens + gate.herd_window:",
         "if False:",
         ("tests/test_coordination_behaviour.py::"
          "test_a_release_with_the_quota_unknown_lasts_one_herd_window[memory]",
+         "tests/test_coordination_behaviour.py::"
+         "test_slots_paced_past_the_reset_last_one_herd_window_from_it[memory]",
          "tests/test_coordination_waits.py::"
          "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
     ),

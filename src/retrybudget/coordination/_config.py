@@ -77,9 +77,10 @@ class GateConfig:
         max_gate: the longest gate one rate limit may set.
         herd_window: the longest a release with the quota unknown lasts (seconds): no slot
             is handed out more than this after the instant the key holds until (the gate's
-            opening), nor, while a release is under way, more than this after now. Workers
-            beyond ``herd_window / spread`` share its slots, in turn. So no wait for a gate
-            with the quota unknown is longer than the provider asked plus this.
+            opening, or the reset a paced slot would run past), nor, while a release is under
+            way, more than this after now. Workers beyond ``herd_window / spread`` share its
+            slots, in turn. So no wait for a gate with the quota unknown is longer than the
+            provider asked plus this.
         claim_grace: how late a worker may come back for its slot before the slot lapses (a
             lapsed slot was abandoned: its holder stopped or died).
     """

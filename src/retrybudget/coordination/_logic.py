@@ -398,8 +398,9 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     newcomers during it queue behind it without prolonging it. Without a pacing interval,
     that release lasts ``herd_window`` at the most: no slot lies further than that past the
     instant the key holds until (now, for a newcomer), and the workers beyond share its slots
-    (:func:`herd_slot`). Otherwise slots are the
-    pacing interval apart (never paced past the reset); with neither, the slot is now. A
+    (:func:`herd_slot`); so do the slots paced past the window's reset, from the reset on.
+    Otherwise slots are the pacing interval apart (never paced past the reset); with
+    neither, the slot is now. A
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     """
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
@@ -422,11 +423,13 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         slot = now
     else:
         paced = s.tail + spacing
+        opens = max(now, s.gate, NEVER if hold is None else hold)
+        bounded = interval <= 0  # the quota unknown: a release, one herd window long
         if interval > 0 and s.reset_at is not None and paced > s.reset_at:
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
-        opens = max(now, s.gate, NEVER if hold is None else hold)
+            opens, spacing, bounded = max(opens, s.reset_at), gate.spread, True
         slot = max(opens, paced)
-        if herding and interval <= 0 and slot > opens + gate.herd_window:
+        if bounded and slot > opens + gate.herd_window:
             slot = herd_slot(opens, spacing, gate.herd_window, reserved)
     return slot, evolve(s, tail=max(s.tail, slot), herd=max(s.herd, slot) if held else s.herd)
 

@@ -32,10 +32,10 @@ __all__ = [
     "decide",
     "declines",
     "draws_on_retry_budget",
+    "patience",
     "plan_acquire",
     "plan_attempt",
     "plan_next",
-    "patience",
     "plan_wait",
     "rate_limit_wait",
     "retry_refused",
@@ -318,15 +318,17 @@ def plan_wait(
     if now_wall is not None:
         offered = now_wall + wait
         limit_at = offered if retry_at is None else max(retry_at, offered)
-    if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
+    gated = reason is WaitReason.GATE
+    room, fail_fast = patience(policy, state, now)
+    if not declines(wait, gated, room, fail_fast):
+        return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+    if gated and fail_fast:
         return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")
-    if not _fits(policy, state, now, wait):
-        ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
-        return Stop(
-            ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
-            f"{reason.value} wait of {wait:.3f}s would end past the deadline",
-        )
-    return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+    ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
+    return Stop(
+        ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
+        f"{reason.value} wait of {wait:.3f}s would end past the deadline",
+    )
 
 
 def retry_refused(decision: Retry) -> Stop:

@@ -163,14 +163,16 @@ if #due == 0 or NOW < gate or hold ~= nil then
     slot = NOW
     if spacing > 0 or held then
       local paced = tail + spacing
+      local opens = math.max(NOW, gate, hold or NEVER)
+      local bounded = interval <= 0  -- the quota unknown: a release, one herd window long
       if interval > 0 and reset_at ~= nil and paced > reset_at then
         paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+        opens, spacing, bounded = math.max(opens, reset_at), spread, true
       end
-      local opens = math.max(NOW, gate, hold or NEVER)
       slot = math.max(opens, paced)
-      if herding and interval <= 0 and slot > opens + herd_window then
-        -- herd_slot: the quota unknown, the release lasts one herd window; the workers
-        -- beyond it share its slots in turn, counted by the slots reserved in it
+      if bounded and slot > opens + herd_window then
+        -- herd_slot: the release lasts one herd window; the workers beyond it share its
+        -- slots in turn, counted by the slots reserved in it
         slot = opens
         if herd_window > 0 and spacing > 0 then
           local booked = redis.call('ZCOUNT', slots, fmt(opens - EPSILON), fmt(opens + herd_window))
