@@ -265,25 +265,37 @@ def test_fail_fast_refusals_at_a_gate_leave_no_queue_behind_it(backend: Backend)
     assert [(o.reason, o.attempts, o.waits) for o in after] == [(Reason.OK, 1, ())] * 5
 
 
-def test_a_release_with_the_quota_unknown_lasts_one_herd_window(backend: Backend) -> None:
-    """Held workers get slots ``spread`` apart up to ``herd_window`` past the gate; the ones
-    beyond share those slots in turn: no wait is longer than the hint plus the window."""
-    gate = GateConfig(spread=0.05, herd_window=0.22)
-    c = backend.one(CoordinationConfig(gate=gate))
+def test_a_fail_fast_caller_is_placed_within_one_herd_window(backend: Backend) -> None:
+    """Waiting workers held at a gate queue ``spread`` apart however many they are (each
+    comes back for its slot); a ``fail_fast`` newcomer during their release is never placed
+    more than ``herd_window`` ahead: it shares the window's slots in turn."""
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05, herd_window=0.22)))
     c.learn(KEY, throttled(300), None)
-    waits = [c.acquire(KEY, 1).wait for _ in range(7)]
-    assert waits == [approx(backend, w) for w in (0.3, 0.35, 0.4, 0.45, 0.5, 0.33, 0.38)]
+    held = [c.acquire(KEY, 1).wait for _ in range(8)]
+    assert held == [approx(backend, 0.3 + 0.05 * i) for i in range(8)]
+    backend.sleep(0.3)
+    assert c.acquire(KEY, 1).wait == 0  # claims the slot at the gate
+    fast = [c.acquire(KEY, 1, fail_fast=True).wait for _ in range(3)]
+    # the 4, 5 and 6 slots booked within 0.22 s put each 0.05 further round the window
+    assert fast == [approx(backend, w) for w in (0.2, 0.03, 0.08)]
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.4)  # a waiting one: behind the last
 
 
-def test_slots_paced_past_the_reset_last_one_herd_window_from_it(backend: Backend) -> None:
+def test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it(
+        backend: Backend) -> None:
     """Paced slots (2 left, no limit named, reset in 0.3 s: 0.15 apart) that run past the
-    reset are released from it, ``spread`` apart, for one ``herd_window``: the ones beyond
-    share those slots in turn, never later than the reset plus the window."""
+    reset are released from it ``spread`` apart; a ``fail_fast`` caller's within one
+    ``herd_window`` of it (beyond, it shares those slots in turn), a waiting one's not."""
     gate = GateConfig(spread=0.05, herd_window=0.1)
-    c = backend.one(CoordinationConfig(gate=gate))
-    c.learn(KEY, seen(200, {"ratelimit-remaining": "2", "ratelimit-reset": "0.3"}), None)
-    waits = [c.acquire(KEY, 1).wait for _ in range(6)]
+    headers = {"ratelimit-remaining": "2", "ratelimit-reset": "0.3"}
+    fast, slow = backend.one(CoordinationConfig(gate=gate)), backend.one(
+        CoordinationConfig(gate=gate))
+    fast.learn(KEY, seen(200, headers), None)
+    slow.learn(KEY, seen(200, headers), None)
+    waits = [fast.acquire(KEY, 1, fail_fast=True).wait for _ in range(6)]
     assert waits == [0] + [approx(backend, w) for w in (0.15, 0.3, 0.35, 0.4, 0.35)]
+    waits = [slow.acquire(KEY, 1).wait for _ in range(6)]
+    assert waits == [0] + [approx(backend, w) for w in (0.15, 0.3, 0.35, 0.4, 0.45)]
 
 
 def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:

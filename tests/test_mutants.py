@@ -147,16 +147,16 @@ MUTANTS = [
          "tests/test_coordination_waits.py::"
          "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
     ),
-    # a release with the quota unknown not bounded by the herd window: waits grow with the
-    # number of workers held, far past what the provider asked
+    # a fail_fast caller's slot not bounded by the herd window: its wait grows with the
+    # number of workers ahead of it, far past what the provider asked
     Mutant(
         "herd-window-ignored", "coordination/_logic.py",
         "if bounded and slot > opens + gate.herd_window:",
         "if False:",
         ("tests/test_coordination_behaviour.py::"
-         "test_a_release_with_the_quota_unknown_lasts_one_herd_window[memory]",
+         "test_a_fail_fast_caller_is_placed_within_one_herd_window[memory]",
          "tests/test_coordination_behaviour.py::"
-         "test_slots_paced_past_the_reset_last_one_herd_window_from_it[memory]",
+         "test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it[memory]",
          "tests/test_coordination_waits.py::"
          "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
     ),

@@ -75,12 +75,13 @@ class GateConfig:
         spread: seconds between the wake-up slots of workers held at a gate (0: no herd
             control, everyone wakes at the gate instant; else at least 0.0001).
         max_gate: the longest gate one rate limit may set.
-        herd_window: the longest a release with the quota unknown lasts (seconds): no slot
-            is handed out more than this after the instant the key holds until (the gate's
-            opening, or the reset a paced slot would run past), nor, while a release is under
-            way, more than this after now. Workers beyond ``herd_window / spread`` share its
-            slots, in turn. So no wait for a gate with the quota unknown is longer than the
-            provider asked plus this.
+        herd_window: how far past what the provider asked a ``fail_fast`` operation is
+            placed in a release (seconds): never more than this after the instant the key
+            holds until (the gate's opening, or the reset a paced slot would run past), nor,
+            during a release, after now; beyond, it shares the window's slots in turn. So
+            its wait, or the ``retry_at`` it stops with, is never longer than the provider
+            asked plus this. Waiting operations queue ``spread`` apart however many they
+            are (each comes back for its slot, a job queue's deferred ones too).
         claim_grace: how late a worker may come back for its slot before the slot lapses (a
             lapsed slot was abandoned: its holder stopped or died).
     """

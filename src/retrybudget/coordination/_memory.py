@@ -179,7 +179,8 @@ class MemoryCoordinator(Coordinator):
                 gate = k.schedule.gate
                 if due:
                     slots.popleft()  # its holder came back: plan_slot books it again
-                slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots)
+                slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
+                                          fail_fast)
                 if slot > now + EPSILON:
                     code = "gate" if now < gate else "pace"
                     reset_in = None if hold is None or planned.reset_at is None else hold - now

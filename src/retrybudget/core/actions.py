@@ -74,9 +74,10 @@ class Acquire:
     """Seconds the provider asks between the starts of writes under ``key`` (the profile's
     ``write_pacing`` for a mutating request, else 0)."""
     max_wait: float | None = None
-    """The longest wait the operation takes (what fits before its deadline; None: any). A
-    coordinator reserves no slot further out: the operation stops instead
-    (:func:`~retrybudget.core.decide.declines`)."""
+    """The longest wait the operation reserves a slot for (a ``fail_fast`` operation: what
+    fits before its deadline; None: any, a waiting operation deferred to the slot when it
+    stops keeps it). A coordinator reserves no slot further out: the operation stops
+    instead (:func:`~retrybudget.core.decide.patience`, :func:`~retrybudget.core.decide.declines`)."""
     fail_fast: bool = False
     """The operation takes no wait behind a closed gate (``rate_limit="fail_fast"``): a
     coordinator reserves no slot behind one for it."""

@@ -103,9 +103,17 @@ def wait_room(policy: Policy, state: OperationState, now: float) -> float | None
 
 
 def patience(policy: Policy, state: OperationState, now: float) -> tuple[float | None, bool]:
-    """What an operation tells a coordinator it would wait, at ``now``: ``(max_wait,
-    fail_fast)``, the :func:`wait_room` and whether it takes no wait behind a closed gate."""
-    return wait_room(policy, state, now), policy.rate_limit is RateLimitMode.FAIL_FAST
+    """What an operation tells a coordinator before it asks for a slot, at ``now``:
+    ``(max_wait, fail_fast)``, the longest wait it would reserve a slot for and whether it
+    takes no wait behind a closed gate (:func:`declines`).
+
+    A ``fail_fast`` operation stops for good when it declines a wait: it reserves nothing
+    (its :func:`wait_room`). A waiting one that stops at its deadline is told the slot as
+    ``retry_at`` and is deferred to it (a job queue runs it then): it keeps that place in
+    line (None)."""
+    if policy.rate_limit is RateLimitMode.FAIL_FAST:
+        return wait_room(policy, state, now), True
+    return None, False
 
 
 def _fits(policy: Policy, state: OperationState, now: float, delay: float) -> bool:
@@ -319,8 +327,8 @@ def plan_wait(
         offered = now_wall + wait
         limit_at = offered if retry_at is None else max(retry_at, offered)
     gated = reason is WaitReason.GATE
-    room, fail_fast = patience(policy, state, now)
-    if not declines(wait, gated, room, fail_fast):
+    fail_fast = policy.rate_limit is RateLimitMode.FAIL_FAST
+    if not declines(wait, gated, wait_room(policy, state, now), fail_fast):
         return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
     if gated and fail_fast:
         return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")

@@ -164,15 +164,15 @@ if #due == 0 or NOW < gate or hold ~= nil then
     if spacing > 0 or held then
       local paced = tail + spacing
       local opens = math.max(NOW, gate, hold or NEVER)
-      local bounded = interval <= 0  -- the quota unknown: a release, one herd window long
+      local bounded = fail_fast and interval <= 0  -- the quota unknown: one herd window
       if interval > 0 and reset_at ~= nil and paced > reset_at then
         paced = math.max(reset_at, tail + spread)  -- the window has reset by then
-        opens, spacing, bounded = math.max(opens, reset_at), spread, true
+        opens, spacing, bounded = math.max(opens, reset_at), spread, fail_fast
       end
       slot = math.max(opens, paced)
       if bounded and slot > opens + herd_window then
-        -- herd_slot: the release lasts one herd window; the workers beyond it share its
-        -- slots in turn, counted by the slots reserved in it
+        -- herd_slot: a fail_fast worker is placed within one herd window; beyond, it
+        -- shares its slots in turn, counted by the slots reserved in it
         slot = opens
         if herd_window > 0 and spacing > 0 then
           local booked = redis.call('ZCOUNT', slots, fmt(opens - EPSILON), fmt(opens + herd_window))
