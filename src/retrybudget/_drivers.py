@@ -46,7 +46,7 @@ from .core.classify import (
     ResponseSeen,
     classify,
 )
-from .core.decide import Retry, Stop, decide, plan_attempt, plan_next, plan_wait
+from .core.decide import Retry, Stop, decide, patience, plan_attempt, plan_next, plan_wait
 from .core.flow import FlowGen, operation_flow
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
@@ -707,12 +707,14 @@ class Retrier:
             flow, req = self._flow(request, op_id)
             return self._drive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
-        admission = coordinator.handle(Admit(request.key))
+        patient = patience(self.policy, first[3], first[3].started)
+        admission = coordinator.handle(Admit(request.key, *patient))
         assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
         if not admission.allowed:
             flow, pending = self._coordinated_flow(first, [admission])
             return self._drive(flow, perform, None, pending=pending)
-        permit = coordinator.handle(Acquire(bucket, 1, self.policy.profile.write_gap(request.method)))
+        permit = coordinator.handle(
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method), *patient))
         assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
         plan = self._coordinated_plan(first, permit)
         if isinstance(plan, Stop | Retry):
@@ -739,13 +741,14 @@ class Retrier:
             flow, req = self._flow(request, op_id)
             return await self._adrive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
-        admission = await coordinator.ahandle(Admit(request.key))
+        patient = patience(self.policy, first[3], first[3].started)
+        admission = await coordinator.ahandle(Admit(request.key, *patient))
         assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
         if not admission.allowed:
             flow, pending = self._coordinated_flow(first, [admission])
             return await self._adrive(flow, perform, None, pending=pending)
         permit = await coordinator.ahandle(
-            Acquire(bucket, 1, self.policy.profile.write_gap(request.method)))
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method), *patient))
         assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
         plan = self._coordinated_plan(first, permit)
         if isinstance(plan, Stop | Retry):
