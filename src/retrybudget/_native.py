@@ -4,10 +4,11 @@ A function run by :meth:`~retrybudget.Retrier.call` or ``@retrying`` is usually 
 ordinary way: send, ``raise_for_status()``, decode. What it raises is then the HTTP
 library's exception, and this module reads it as what it is:
 
-- an error that carries a response (``httpx.HTTPStatusError``, ``requests.HTTPError``,
-  ``aiohttp.ClientResponseError``, ``urllib.error.HTTPError``) is that response: its status,
-  the headers the classifier reads, its body text when it was already read (bounded), and the
-  method of the request it answered (a failed POST is not replayed);
+- an error that carries a response (``httpx.HTTPStatusError`` and httpx2's,
+  ``requests.HTTPError``, ``aiohttp.ClientResponseError``, ``urllib.error.HTTPError``) is
+  that response: its status, the headers the classifier reads, its body text when it was
+  already read (bounded), and the method of the request it answered (a failed POST is not
+  replayed);
 - a transport error (connect, timeout, reset, pool…) is the failure kind the integrations map
   it to, a connect failure being known never to have been sent.
 
@@ -23,8 +24,10 @@ below the drivers that use it.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, Observation, ResponseSeen
 from .core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
@@ -83,8 +86,24 @@ def stdlib_failure_kind(error: BaseException, retry_on: tuple[type[BaseException
     return FailureKind.ERROR
 
 
+_HTTPX_PACKAGES = ("httpx", "httpx2")
+"""httpx and httpx2, the next-generation httpx: one exception tree, one reading."""
+
+
+def _httpx_package(error: BaseException) -> ModuleType | None:
+    """The package (httpx or httpx2) one of whose exceptions ``error`` is, or None.
+
+    Imported already: one of its classes is in the exception's MRO.
+    """
+    for cls in type(error).__mro__:
+        top = cls.__module__.partition(".")[0]
+        if top in _HTTPX_PACKAGES:
+            return sys.modules.get(top)
+    return None
+
+
 def httpx_failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where httpx's exceptions become failure kinds.
+    """The one boundary where httpx's (and httpx2's) exceptions become failure kinds.
 
     ConnectError, ConnectTimeout and PoolTimeout: the request was never sent (``connect``).
     ReadTimeout and WriteTimeout: ``timeout``. RemoteProtocolError, ReadError, WriteError and
@@ -92,8 +111,9 @@ def httpx_failure_kind(error: BaseException) -> FailureKind:
     protocol errors: ``protocol``. Standard library network errors as for any callable; anything
     else is an ``error`` (never retried, raised again as it was).
     """
-    import httpx  # noqa: PLC0415 - only once httpx is in use
-
+    httpx: Any = _httpx_package(error)
+    if httpx is None:
+        return stdlib_failure_kind(error)
     if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
         return FailureKind.CONNECT
     if isinstance(error, httpx.TimeoutException):
@@ -228,8 +248,9 @@ def _failure(kind: FailureKind, error: BaseException, method: str | None) -> Fai
 
 
 def _httpx(error: BaseException) -> Observation | None:
-    import httpx  # noqa: PLC0415 - only once an httpx exception proves it is installed
-
+    httpx: Any = _httpx_package(error)  # httpx or httpx2, whichever raised it
+    if httpx is None:
+        return None
     method = method_of(error)  # the request's, when the error has one
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response
@@ -316,6 +337,7 @@ def _urllib(error: BaseException) -> Observation | None:
 
 _READERS: dict[str, Reader] = {
     "httpx": _httpx,
+    "httpx2": _httpx,
     "requests": _requests,
     "urllib3": _urllib3,
     "aiohttp": _aiohttp,
