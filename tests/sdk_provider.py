@@ -211,10 +211,10 @@ def stripe_error(status: int, kind: str, message: str, code: str | None = None,
     return _json(status, {"error": error}, (("request-id", "req_fake"), *headers))
 
 
-def stripe_rate_limited(retry_after: int | None = None) -> Answer:
-    headers = [] if retry_after is None else [("retry-after", str(retry_after))]
+def stripe_rate_limited() -> Answer:
+    """429 ``rate_limit``: Stripe names no time to come back."""
     return stripe_error(429, "invalid_request_error",
-                        "Too many requests hit the API too quickly.", "rate_limit", headers)
+                        "Too many requests hit the API too quickly.", "rate_limit")
 
 
 def stripe_server_error() -> Answer:
@@ -247,6 +247,10 @@ def github_not_found() -> Answer:
 
 def github_server_error() -> Answer:
     return _json(502, {"message": "Server Error"})
+
+
+def github_issue() -> Answer:
+    return _json(201, {"id": 1, "number": 1, "title": "hello", "state": "open"})
 
 
 def github_repo() -> Answer:

@@ -98,7 +98,7 @@ def check_not_retried(sdk: Sdk, mode: str, answer: Answer, error: type[Exception
     with serve(answer, sdk.ok("never")) as p:
         raised = sdk.raised(mode, p.url)
     assert isinstance(raised, error)
-    outcome = rb.integrations.outcome_of(raised.response)
+    outcome = rb.outcome_of(raised)
     assert outcome is not None
     assert outcome.reason is reason
     assert len(p.requests) == 1
@@ -112,7 +112,7 @@ def check_write_not_replayed(sdk: Sdk, mode: str, failure: Answer,
         with serve(failure, sdk.ok("never")) as p:
             raised = sdk.raised(mode, p.url, policy, keys=keys)
         assert isinstance(raised, error)
-        outcome = rb.integrations.outcome_of(raised.response)
+        outcome = rb.outcome_of(raised)
         assert outcome is not None
         assert outcome.attempts == 1, (policy, keys)
         assert len(p.requests) == 1
@@ -153,7 +153,7 @@ def check_stopped(sdk: Sdk, mode: str, limited: Answer, beyond: float,
     with serve(limited) as p:
         raised = sdk.raised(mode, p.url)
     assert isinstance(raised, error)
-    assert_stopped_at_once(p, rb.integrations.outcome_of(raised.response), beyond)
+    assert_stopped_at_once(p, rb.outcome_of(raised), beyond)
 
 
 def check_retried(sdk: Sdk, mode: str, failure: Answer) -> None:

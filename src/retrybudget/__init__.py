@@ -26,6 +26,7 @@ from ._drivers import (
     call,
     retrying,
 )
+from ._native import outcome_of
 from ._profile_file import load_profile
 from .coordination import (
     BreakerConfig,
@@ -137,6 +138,7 @@ __all__ = [
     "get_profile",
     "interactive",
     "load_profile",
+    "outcome_of",
     "parse_rate_limit_headers",
     "redact_url",
     "retrying",

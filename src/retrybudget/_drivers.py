@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
-from ._native import method_of, observe_error, stdlib_failure_kind
+from ._native import carry, is_sdk_error, method_of, observe_error, stdlib_failure_kind
 from .coordination._base import Coordinator, NoCoordination
 from .core.actions import (
     Acquire,
@@ -138,7 +138,11 @@ class CallInterpreter:
     ``urllib.error.HTTPError`` are the response they carry (status, headers, the body text
     when it was read, the request's method), classified by the profile as the integrations
     classify responses; their transport errors, and urllib3's, are the failure kinds the
-    integrations map them to (a connect failure is known never to have been sent). A
+    integrations map them to (a connect failure is known never to have been sent). The
+    official SDKs' errors are read the same way (openai, anthropic, Stripe, githubkit,
+    PyGithub, slack_sdk: the response they carry, else their status and headers, else the
+    transport error they wrap), and so is anyone's error carrying an HTTP library's response
+    as ``.response``. A
     :class:`json.JSONDecodeError` (``response.json()`` of a body that is not JSON) is an
     invalid payload. Of the standard library's errors, :class:`ConnectionRefusedError` is a
     connect failure, :class:`TimeoutError` a timeout, :class:`ConnectionError` (and
@@ -836,6 +840,8 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
+                if action.error is not None:  # raised, and perhaps raised again: rb.outcome_of
+                    carry(action.error, action)
                 return action
             pending = None
             if request is not None:
@@ -855,6 +861,8 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
+                if action.error is not None:  # raised, and perhaps raised again: rb.outcome_of
+                    carry(action.error, action)
                 return action
             pending = None
             if request is not None:
@@ -962,9 +970,12 @@ async def acall(
 
 
 def _unwrap(outcome: Outcome[T]) -> T:
-    """The value of an ok outcome; the caller's own error as it was; else the typed error."""
-    if _is_callers_error(outcome):
-        raise cast("BaseException", outcome.error)
+    """The value of an ok outcome; the caller's own error, or an official SDK's, as it was
+    (its outcome attached: ``rb.outcome_of(error)``); else the typed error."""
+    error = outcome.error
+    if error is not None and outcome.reason is not Reason.OK and (
+            is_sdk_error(error) or _is_callers_error(outcome)):
+        raise error
     return outcome.unwrap()
 
 
@@ -981,7 +992,10 @@ def retrying(policy: Policy | None = None, /, **options: Any) -> _Decorator:
     The decorated function returns the value of an ok outcome. An error that is not a
     provider failure (a ``ValueError``, ``KeyError``… a bug in the function) is never retried
     and is raised again unchanged: the same object, its traceback pointing at the line that
-    raised it. Any other outcome raises the matching
+    raised it. An official SDK's error (``anthropic.RateLimitError``,
+    ``stripe.RateLimitError``…: read as the response or failure it stands for, and retried as
+    that) that ends the operation is raised again unchanged too, its outcome attached
+    (:func:`~retrybudget.outcome_of`). Any other outcome raises the matching
     :class:`~retrybudget.errors.RetryBudgetError`, which is *not* chained (a provider's error
     message may quote a URL with its secrets): the last error stays on ``err.outcome.error``.
 

@@ -24,13 +24,16 @@ below the drivers that use it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, Observation, ResponseSeen
 from .core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+from .core.outcome import Outcome
 from .errors import RetryBudgetError
 
 if TYPE_CHECKING:
@@ -39,13 +42,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVIDENCE",
+    "OUTCOME",
+    "OUTCOME_ATTRIBUTE",
+    "Carried",
     "aiohttp_failure_kind",
+    "carry",
     "evidence",
     "httpx_evidence",
     "httpx_evidence_of",
     "httpx_failure_kind",
+    "is_sdk_error",
     "method_of",
     "observe_error",
+    "outcome_of",
     "requests_evidence",
     "requests_failure_kind",
     "stdlib_failure_kind",
@@ -335,6 +344,99 @@ def _urllib(error: BaseException) -> Observation | None:
     return None
 
 
+def _response_seen(response: object, method: str | None) -> Observation | None:
+    """A response object an error carries (httpx, httpx2, requests, aiohttp, or any with an
+    integer ``status_code``/``status`` and a mapping of ``headers``), read without reading
+    its body: the body text only when it was read already (bounded)."""
+    if isinstance(response, type):
+        return None
+    top = type(response).__module__.partition(".")[0]
+    method = method_of(response) or method
+    if top in _HTTPX_PACKAGES:
+        try:
+            text = response.text  # type: ignore[attr-defined]  # read already, unless streamed
+        except Exception:  # ResponseNotRead: a stream nobody read
+            text = ""
+        return _response(getattr(response, "status_code", None),
+                         httpx_evidence(response),  # type: ignore[arg-type]
+                         text, method)
+    if top == "requests":
+        read = response.__dict__.get("_content") not in (False, None)
+        return _response(getattr(response, "status_code", None),
+                         requests_evidence(response),  # type: ignore[arg-type]
+                         response.text if read else "", method)  # type: ignore[attr-defined]
+    status = getattr(response, "status_code", None)
+    if status is None:
+        status = getattr(response, "status", None)
+    headers = getattr(response, "headers", None)
+    if not isinstance(status, int) or isinstance(status, bool) or not isinstance(headers, Mapping):
+        return None
+    return _response(status, _lower_pairs(headers), "", method)
+
+
+def _lower_pairs(headers: Mapping[Any, Any]) -> list[tuple[str, str]]:
+    return [(str(name).lower(), str(value)) for name, value in headers.items()]
+
+
+_SDKS = frozenset({"openai", "anthropic", "stripe", "githubkit", "github", "slack_sdk"})
+"""Top-level modules of the official SDKs whose errors :func:`_sdk` reads."""
+
+_CAUSES = 4
+"""How many wrapped errors deep an SDK error is followed to the transport error under it."""
+
+
+def _sdk(error: BaseException) -> Observation | None:
+    """An official SDK's error: the response it carries, else its status and headers, else
+    the transport error it wraps (read as that error is).
+
+    openai and anthropic (``APIStatusError.response``, an httpx2 or httpx response),
+    githubkit (``RequestFailed.response.raw_response``) and slack_sdk
+    (``SlackApiError.response``) carry the response; Stripe's errors carry
+    ``http_status``, ``headers`` and ``http_body``, PyGithub's ``status``, ``headers`` and
+    ``data``. A connection or timeout error (``APIConnectionError``, ``APITimeoutError``,
+    githubkit's ``RequestError``, Stripe's ``APIConnectionError``) is the failure of the
+    transport error it was raised from: a connect failure is known never to have been sent.
+    Nothing of the SDK is imported: its errors are read by what they carry.
+    """
+    method = method_of(error)  # the request's, when the error has one (openai, anthropic)
+    response = getattr(error, "response", None)
+    if response is not None:
+        raw = getattr(response, "raw_response", None)  # githubkit wraps httpx's response
+        seen = _response_seen(raw if raw is not None else response, method)
+        if seen is not None:
+            return seen
+    status = getattr(error, "http_status", None)  # Stripe
+    body: object = getattr(error, "http_body", None)
+    if status is None:
+        status = getattr(error, "status", None)  # PyGithub
+        body = getattr(error, "data", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        headers = getattr(error, "headers", None)
+        pairs = _lower_pairs(headers) if isinstance(headers, Mapping) else []
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)[:MESSAGE_LIMIT]
+        return _response(status, pairs, body, method)
+    cause = _wrapped(error)
+    for _ in range(_CAUSES):  # bounded: a chain of causes may loop
+        if cause is None or not is_sdk_error(cause):
+            break
+        cause = _wrapped(cause)
+    if cause is None or is_sdk_error(cause):
+        return None
+    seen = observe_error(cause)
+    if isinstance(seen, FailureSeen) and seen.method is None and method is not None:
+        return FailureSeen(seen.kind, seen.error, method=method)
+    return seen
+
+
+def _wrapped(error: BaseException) -> BaseException | None:
+    """The error an SDK error was raised from (githubkit's ``exc``, else ``__cause__``)."""
+    cause = getattr(error, "exc", None)
+    if not isinstance(cause, BaseException):
+        cause = error.__cause__
+    return cause if isinstance(cause, BaseException) and cause is not error else None
+
+
 _READERS: dict[str, Reader] = {
     "httpx": _httpx,
     "httpx2": _httpx,
@@ -342,8 +444,15 @@ _READERS: dict[str, Reader] = {
     "urllib3": _urllib3,
     "aiohttp": _aiohttp,
     "urllib": _urllib,
+    **dict.fromkeys(_SDKS, _sdk),
 }
 """Top-level module of an exception class → the reader of that library's exceptions."""
+
+
+def is_sdk_error(error: BaseException) -> bool:
+    """Whether ``error`` is one of an official SDK's errors (an operation that ends on one
+    hands it to the caller as it was, its outcome attached)."""
+    return any(cls.__module__.partition(".")[0] in _SDKS for cls in type(error).__mro__)
 
 
 def observe_error(error: BaseException) -> Observation | None:
@@ -359,4 +468,63 @@ def observe_error(error: BaseException) -> Observation | None:
         reader = _READERS.get(cls.__module__.partition(".")[0])
         if reader is not None:
             return reader(error)
-    return None
+    # anyone's error that carries an HTTP library's response is that response
+    response = getattr(error, "response", None)
+    return None if response is None else _response_seen(response, method_of(error))
+
+
+# The outcome an object carries -------------------------------------------------------------
+
+OUTCOME = "retrybudget.outcome"
+"""Where the operation's :class:`~retrybudget.Outcome` is attached to the final response."""
+
+OUTCOME_ATTRIBUTE = "retrybudget_outcome"
+"""The attribute of a requests response (or a raised error) that holds the
+:class:`~retrybudget.Outcome`."""
+
+
+class Carried:
+    """An outcome attached to an error raised again as it was; it stays behind when pickled."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Outcome[object] | None) -> None:
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Carried, (None,))
+
+
+def carry(error: BaseException, outcome: Outcome[Any]) -> None:
+    """Attach ``outcome`` to ``error`` (``error.retrybudget_outcome``; not for a class without
+    a ``__dict__``)."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(error, OUTCOME_ATTRIBUTE, Carried(outcome))
+
+
+def outcome_of(response: object) -> Outcome[object] | None:
+    """The :class:`~retrybudget.Outcome` of the operation that produced ``response`` (or raised
+    it, for an error), or None.
+
+    httpx and httpx2: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
+    ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
+    :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, an error raised again as it
+    was (a bug, an invalid URL, an SDK's error that ended the operation) as
+    ``error.retrybudget_outcome``, and an SDK's error raised over a response a transport
+    handed over (``anthropic.RateLimitError``, ``openai.APIStatusError``, githubkit's
+    ``RequestFailed``…) by the response it carries.
+    """
+    if isinstance(response, RetryBudgetError):
+        return response.outcome
+    extensions = getattr(response, "extensions", None)
+    found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
+    if found is None:
+        found = getattr(response, OUTCOME_ATTRIBUTE, None)
+    if isinstance(found, Carried):
+        found = found.outcome
+    if found is None and isinstance(response, BaseException):
+        carried = getattr(response, "response", None)  # the response an SDK's error holds
+        if carried is not None and not isinstance(carried, BaseException):
+            raw = getattr(carried, "raw_response", None)  # githubkit's wraps httpx's
+            return outcome_of(raw if raw is not None else carried)
+    return found if isinstance(found, Outcome) else None

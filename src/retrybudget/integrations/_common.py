@@ -24,7 +24,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from .._drivers import Begun, Retrier, validated
-from .._native import EVIDENCE, evidence
+from .._native import EVIDENCE, OUTCOME, OUTCOME_ATTRIBUTE, Carried, evidence, outcome_of
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
@@ -74,14 +74,8 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 STATS = "retrybudget"
 """Where the operation's stats dict is attached to the final response."""
 
-OUTCOME = "retrybudget.outcome"
-"""Where the operation's :class:`~retrybudget.Outcome` is attached to the final response."""
-
 STATS_ATTRIBUTE = "retrybudget"
 """The attribute of a requests response that holds the stats dict."""
-
-OUTCOME_ATTRIBUTE = "retrybudget_outcome"
-"""The attribute of a requests response that holds the :class:`~retrybudget.Outcome`."""
 
 VALIDATOR = "retrybudget.validator"
 """The httpx request extension that carries a per-request payload validator."""
@@ -145,38 +139,6 @@ def stats_of(response: object) -> dict[str, Any] | None:
     if found is None:
         found = getattr(response, STATS_ATTRIBUTE, None)
     return cast("dict[str, Any] | None", found)
-
-
-def outcome_of(response: object) -> Outcome[object] | None:
-    """The :class:`~retrybudget.Outcome` of the operation that produced ``response`` (or raised
-    it, for an error), or None.
-
-    httpx: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
-    ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
-    :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, and an error an integration
-    raises again as it was (a bug, an invalid URL) as ``error.retrybudget_outcome``.
-    """
-    if isinstance(response, RetryBudgetError):
-        return response.outcome
-    extensions = getattr(response, "extensions", None)
-    found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
-    if found is None:
-        found = getattr(response, OUTCOME_ATTRIBUTE, None)
-    if isinstance(found, _Carried):
-        found = found.outcome
-    return found if isinstance(found, Outcome) else None
-
-
-class _Carried:
-    """An outcome attached to an error raised again as it was; it stays behind when pickled."""
-
-    __slots__ = ("outcome",)
-
-    def __init__(self, outcome: Outcome[object] | None) -> None:
-        self.outcome = outcome
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Carried, (None,))
 
 
 def _carried(error: Exception) -> Outcome[object]:
@@ -706,6 +668,6 @@ class Operation:
             return response
         if outcome.reason is Reason.UNEXPECTED and outcome.error is not None:
             with contextlib.suppress(AttributeError, TypeError):  # a class without a __dict__
-                setattr(outcome.error, OUTCOME_ATTRIBUTE, _Carried(outcome))
+                setattr(outcome.error, OUTCOME_ATTRIBUTE, Carried(outcome))
             raise outcome.error
         raise self.engine.error(outcome, request)
