@@ -106,6 +106,17 @@ def _code(values: Iterable[str]) -> str:
     return ", ".join(shown) if shown else "—"
 
 
+def _hosts(profile: Profile) -> str:
+    """The hosts ``profile="auto"`` picks the profile for, and the SDK headers it picks it by
+    on any other host."""
+    hosts = _code(profile.hosts)
+    if not profile.sdk_headers:
+        return hosts
+    names = ", ".join(f"`{h}*`" if h.endswith("-") else f"`{h}`" for h in profile.sdk_headers)
+    where = " on the API's paths" if profile.sdk_paths else ""
+    return f"{hosts}; elsewhere, the SDK's {names}{where}"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -178,7 +189,7 @@ def provider_table() -> str:
         delays = ", ".join(f"`{h}` ({u})" for h, u in p.delay_headers) or "—"
         resets = ", ".join(f"`{h}` ({u})" for h, u in p.reset_units) or "by magnitude"
         row = [f"`{p.name}`", rate, _statuses(p.transient), _statuses(p.rejected), delays,
-               resets, _hints(p), _rules(p), _code(p.hosts), _sources(p)]
+               resets, _hints(p), _rules(p), _hosts(p), _sources(p)]
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     return "\n".join(lines) + "\n"
 

@@ -380,6 +380,7 @@ class Engine:
         "retrier",
         "routed",
         "shapes",
+        "sniffing",
     )
 
     def __init__(
@@ -424,6 +425,9 @@ class Engine:
         self.quick: Retrier | None = None
         self.quick_methods: frozenset[str] = frozenset()
         self.quick_routed = bool(profile.routes) and not self.observed and policy.validator is None
+        # profile="auto" picks a profile by the official SDK's request headers for a host it
+        # does not know: such a request's profile is its own, not its host's
+        self.sniffing = any(p.sdk_headers for _, p in profile.routes)
         self.quick_routes: dict[int, tuple[Profile, Retrier | None, frozenset[str]]] = {}
         if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
             self.quick = self.retrier
@@ -467,7 +471,11 @@ class Engine:
         """
         retrier, methods = self.quick, self.quick_methods
         if retrier is None and self.quick_routed:
-            retrier, methods = self.quick_for(self.policy.profile.resolve(url))
+            profile = self.policy.profile
+            resolved = profile.resolve(url)
+            if self.sniffing and resolved is profile.resolve(None):
+                return None  # an unknown host: each request's headers may name its SDK
+            retrier, methods = self.quick_for(resolved)
         if retrier is None or self.own_headers or not ok_unread(retrier.policy.profile):
             return None
         clock = retrier.clock
@@ -592,7 +600,7 @@ class Operation:
         job_id: str | None = None,
     ) -> None:
         policy = engine.policy
-        profile = policy.profile.resolve(url)
+        profile = policy.profile.resolve(url, headers)  # profile="auto": an SDK's headers too
         # The provider's own key header; one that asks for it (Stripe) gets one on every POST.
         own = profile.idempotency_header
         has_key = (own or IDEMPOTENCY_HEADER) in headers
@@ -605,7 +613,8 @@ class Operation:
         # The URL is read by hooks and a coordinator; profile="auto" (which picks by host) is
         # resolved here, and the operation runs under its host's profile, unless they read it.
         observed = engine.observed
-        self.retrier = engine.retrier if observed else engine.retrier_for(profile)
+        self.retrier = (engine.retrier if observed and not engine.sniffing
+                        else engine.retrier_for(profile))
         wants_url = observed or bool(self.retrier.policy.profile.routes)
         self.info = RequestInfo(method, key, has_key, _safe_url(url) if wants_url else None,
                                 job_id if job_id is not None else engine.retrier.job_id)

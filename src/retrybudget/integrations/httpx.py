@@ -531,7 +531,7 @@ class _Base(Generic[T]):
             url = None
         elif engine.quick_routed:  # profile="auto": the host's profile decides
             url = str(request.url)
-            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
+            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url, request.headers))
             if retrier is None or method not in methods:
                 return None
         else:
