@@ -315,3 +315,19 @@ def serve(*script: Answer) -> Iterator[FakeProvider]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+DOC_SCRIPTS: dict[str, tuple[Answer, ...]] = {
+    "openai": (openai_rate_limited(200), openai_chat("Hello!")),
+    "openai-limited": (openai_rate_limited(90_000),),
+    "openai-stream": (openai_server_error(503), openai_chat_stream(["Hel", "lo!"])),
+    "anthropic": (anthropic_overloaded(), anthropic_message("Hello!")),
+    "anthropic-model": (anthropic_overloaded(), anthropic_model()),
+    "anthropic-limited": (anthropic_rate_limited(retry_after=90, reset_in=90),),
+    "anthropic-stream": (anthropic_rate_limited(retry_after=1), anthropic_message_stream(["Hel", "lo!"])),
+    "stripe": (stripe_server_error(), stripe_customer()),
+    "stripe-limited": (stripe_rate_limited(),),
+    "github": (github_server_error(), github_repo()),
+    "github-limited": (github_rate_limited(reset_in=3600),),
+}
+"""The loopback provider's script for each ``<!-- example: sdk NAME -->`` block of the docs."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -164,3 +165,20 @@ def check_retried(sdk: Sdk, mode: str, failure: Answer) -> None:
     outcome = rb.integrations.outcome_of(response)
     assert outcome is not None
     assert outcome.attempts == 2
+
+
+def check_refused(sdk: Sdk, mode: str, connection_error: type[Exception]) -> None:
+    """A provider nobody answers for: every attempt refused (never sent, so even a write is
+    tried again), the SDK's connection error raised from the transport's typed error, and
+    ``rb.outcome_of`` reaching the outcome through it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: a connect is refused
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(connection_error) as caught:
+            sdk.send(mode, url)
+    assert isinstance(caught.value.__cause__, rb.RetriesExhausted)
+    outcome = rb.outcome_of(caught.value)
+    assert outcome is not None
+    assert outcome.reason is rb.Reason.EXHAUSTED
+    assert outcome.attempts == sdk.writes().max_attempts
+    assert not any(record.sent for record in outcome.history)

@@ -21,6 +21,7 @@ from sdk_support import (
     MODES,
     Sdk,
     check_not_retried,
+    check_refused,
     check_retried,
     check_stopped,
     check_waited,
@@ -127,3 +128,9 @@ def test_a_stream_arrives_intact_after_a_retry(mode: str) -> None:
                    stream_sync if mode == "sync" else stream_async)
     assert text == "one two three"
     assert len(p.requests) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_refused_connect_is_retried_and_the_outcome_reached_through_the_sdks_error(
+        mode: str) -> None:
+    check_refused(SDK, mode, anthropic.APIConnectionError)

@@ -22,6 +22,7 @@ from sdk_support import (
     MODES,
     Sdk,
     check_not_retried,
+    check_refused,
     check_retried,
     check_stopped,
     check_waited,
@@ -125,3 +126,9 @@ def test_an_httpx_client_with_the_httpx_transport_works_too() -> None:
     assert text == "via httpx"
     assert isinstance(response, httpx.Response)
     assert len(p.requests) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_refused_connect_is_retried_and_the_outcome_reached_through_the_sdks_error(
+        mode: str) -> None:
+    check_refused(SDK, mode, openai.APIConnectionError)

@@ -510,9 +510,11 @@ def outcome_of(response: object) -> Outcome[object] | None:
     ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
     :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, an error raised again as it
     was (a bug, an invalid URL, an SDK's error that ended the operation) as
-    ``error.retrybudget_outcome``, and an SDK's error raised over a response a transport
+    ``error.retrybudget_outcome``, an SDK's error raised over a response a transport
     handed over (``anthropic.RateLimitError``, ``openai.APIStatusError``, githubkit's
-    ``RequestFailed``…) by the response it carries.
+    ``RequestFailed``…) by the response it carries, and an SDK's connection error raised
+    from a transport's typed error (``APIConnectionError`` from ``TransportRetriesExhausted``)
+    by that error.
     """
     if isinstance(response, RetryBudgetError):
         return response.outcome
@@ -527,4 +529,8 @@ def outcome_of(response: object) -> Outcome[object] | None:
         if carried is not None and not isinstance(carried, BaseException):
             raw = getattr(carried, "raw_response", None)  # githubkit's wraps httpx's
             return outcome_of(raw if raw is not None else carried)
+        cause = _wrapped(response)  # an SDK's connection error over a transport's typed one
+        if cause is not None and (isinstance(cause, RetryBudgetError)
+                                  or isinstance(_wrapped(cause), RetryBudgetError)):
+            return outcome_of(cause if isinstance(cause, RetryBudgetError) else _wrapped(cause))
     return found if isinstance(found, Outcome) else None

@@ -1,8 +1,10 @@
-"""Integrations with HTTP clients: httpx transports, a requests adapter, an aiohttp middleware.
+"""Integrations with HTTP clients: httpx and httpx2 transports, a requests adapter, an aiohttp
+middleware.
 
 The client modules import their library, so import the one you use:
 
 - :mod:`retrybudget.integrations.httpx`: ``RetryTransport`` and ``AsyncRetryTransport``;
+- :mod:`retrybudget.integrations.httpx2`: the same for httpx2 (anthropic's and openai's);
 - :mod:`retrybudget.integrations.requests`: ``RetryAdapter``;
 - :mod:`retrybudget.integrations.aiohttp`: ``RetryMiddleware``.
 
