@@ -165,6 +165,8 @@ def check_retried(sdk: Sdk, mode: str, failure: Answer) -> None:
     outcome = rb.integrations.outcome_of(response)
     assert outcome is not None
     assert outcome.attempts == 2
+    # the SDK's retry count (openai, anthropic) says what was taken underneath
+    assert [r.headers["x-stainless-retry-count"] for r in p.requests] == ["0", "1"]
 
 
 def check_refused(sdk: Sdk, mode: str, connection_error: type[Exception]) -> None:
@@ -182,3 +184,21 @@ def check_refused(sdk: Sdk, mode: str, connection_error: type[Exception]) -> Non
     assert outcome.reason is rb.Reason.EXHAUSTED
     assert outcome.attempts == sdk.writes().max_attempts
     assert not any(record.sent for record in outcome.history)
+
+
+def check_sdk_retries_warned(sdk: Sdk, mode: str, failure: Answer,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SDK whose own retries are on retries on top: its retry count says so, and a
+    warning (once a process) says how to turn them off."""
+    from retrybudget.integrations import _common
+
+    monkeypatch.setattr(_common, "_SDK_RETRIES_WARNED", [])
+    once = rb.Policy(profile=sdk.profile, max_attempts=1)
+    with serve(failure) as p:
+        client = sdk.client(mode, p.url, once, False)
+        client.max_retries = 1  # the SDK's own retries left on
+        with pytest.warns(RuntimeWarning, match="max_retries=0") as caught, \
+                pytest.raises(sdk.error):
+            run(mode, lambda: client, sdk.create(mode))
+    assert len(caught) == 1
+    assert [r.headers["x-stainless-retry-count"] for r in p.requests] == ["0", "1"]

@@ -24,6 +24,7 @@ from sdk_support import (
     check_not_retried,
     check_refused,
     check_retried,
+    check_sdk_retries_warned,
     check_stopped,
     check_waited,
     check_write_not_replayed,
@@ -132,3 +133,9 @@ def test_an_httpx_client_with_the_httpx_transport_works_too() -> None:
 def test_a_refused_connect_is_retried_and_the_outcome_reached_through_the_sdks_error(
         mode: str) -> None:
     check_refused(SDK, mode, openai.APIConnectionError)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_sdk_that_retries_too_is_warned_about_once(
+        mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    check_sdk_retries_warned(SDK, mode, sp.openai_server_error(503), monkeypatch)

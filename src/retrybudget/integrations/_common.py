@@ -18,6 +18,7 @@ import itertools
 import re
 import threading
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Hashable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
@@ -41,6 +42,7 @@ __all__ = [
     "OUTCOME",
     "OUTCOME_ATTRIBUTE",
     "REDIRECTS",
+    "RETRY_COUNT_HEADER",
     "STATS",
     "STATS_ATTRIBUTE",
     "VALIDATOR",
@@ -82,6 +84,29 @@ VALIDATOR = "retrybudget.validator"
 
 JOB_ID = "retrybudget.job_id"
 """The httpx request extension that carries the caller's job or fixture id, for audit."""
+
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+"""The header openai's and anthropic's SDKs send with the number of retries a call has taken."""
+
+_SDK_RETRIES_WARNED: list[bool] = []
+"""Set once the warning that an SDK retries on top of retrybudget was given (once a process)."""
+
+
+def _sdk_retries(sent: str) -> int:
+    """The retries an SDK says it took (its ``x-stainless-retry-count``); more than none means
+    the SDK retries on top of retrybudget: warned about once."""
+    try:
+        taken = max(0, int(sent))
+    except ValueError:
+        return 0
+    if taken and not _SDK_RETRIES_WARNED:
+        _SDK_RETRIES_WARNED.append(True)
+        warnings.warn(
+            "the SDK retries on top of retrybudget (it sent x-stainless-retry-count: "
+            f"{taken}): its retries escape the budget; turn them off with max_retries=0",
+            RuntimeWarning, stacklevel=2)
+    return taken
+
 
 REDIRECTS = frozenset(range(300, 400))
 """3xx answers end an operation as ok (an integration's ``redirects_ok=True``, the default):
@@ -587,7 +612,7 @@ class Operation:
         job_id: the caller's job or fixture id, for audit (None: the retrier's).
     """
 
-    __slots__ = ("engine", "info", "profile", "retrier", "validator")
+    __slots__ = ("counted", "engine", "info", "profile", "retrier", "validator")
 
     def __init__(
         self,
@@ -599,6 +624,10 @@ class Operation:
         validator: Validator | None = None,
         job_id: str | None = None,
     ) -> None:
+        # The retry count a Stainless-built SDK (openai, anthropic) sends: each retry made
+        # underneath counts on top of the SDK's own (see count_retry)
+        sent = headers.get(RETRY_COUNT_HEADER)
+        self.counted = None if sent is None else (headers, _sdk_retries(sent))
         policy = engine.policy
         profile = policy.profile.resolve(url, headers)  # profile="auto": an SDK's headers too
         # The provider's own key header; one that asks for it (Stripe) gets one on every POST.
@@ -620,6 +649,14 @@ class Operation:
                                 job_id if job_id is not None else engine.retrier.job_id)
         # HEAD carries no payload to validate.
         self.validator = None if method == "HEAD" else (validator or policy.validator)
+
+    def count_retry(self, attempt: Attempt) -> None:
+        """Before ``attempt`` is sent: the SDK's retry-count header says how many retries this
+        call has taken (the SDK's own and those made underneath), as the SDK counts them."""
+        counted = self.counted
+        if counted is not None:
+            headers, taken = counted
+            headers[RETRY_COUNT_HEADER] = str(taken + attempt.number - 1)
 
     def wants_body(self, response: ResponseLike, attempt: Attempt) -> bool:
         """Whether to read the body now: to validate a 2xx, to classify, or to release it.

@@ -451,6 +451,7 @@ class _Operation(Operation):
     def begin(self, attempt: Attempt) -> httpx.Request:
         """The request for ``attempt``, each timeout at most what is left of the deadline."""
         self.request.extensions = _clipped(self.extensions, attempt.timeout)
+        self.count_retry(attempt)
         return self.request
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
