@@ -24,6 +24,7 @@ from ._drivers import (
     acall,
     attempt_timeout,
     call,
+    last_failed_outcome,
     retrying,
 )
 from ._native import outcome_of
@@ -137,6 +138,7 @@ __all__ = [
     "call",
     "get_profile",
     "interactive",
+    "last_failed_outcome",
     "load_profile",
     "outcome_of",
     "parse_rate_limit_headers",

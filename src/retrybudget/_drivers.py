@@ -67,6 +67,7 @@ __all__ = [
     "Retrier",
     "attempt_timeout",
     "call",
+    "last_failed_outcome",
     "acall",
     "retrying",
 ]
@@ -82,6 +83,33 @@ _ATTEMPT_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 def attempt_timeout() -> float | None:
     """Inside an attempt: the seconds it may take (clipped to the deadline), or None."""
     return _ATTEMPT_TIMEOUT.get()
+
+
+_LAST_FAILED: contextvars.ContextVar[Outcome[Any] | None] = contextvars.ContextVar(
+    "retrybudget_last_failed_outcome", default=None
+)
+
+
+def last_failed_outcome() -> Outcome[Any] | None:
+    """The outcome of the last operation in this context (thread, task) that did not end ok,
+    or None.
+
+    For an SDK that drops the response it raises over (Stripe's errors carry neither the
+    response nor its extensions): in the ``except`` block, this is the outcome of the call
+    that failed, its ``retry_at`` included. Any operation counts: a transport's, an adapter's,
+    ``Retrier.call``'s.
+    """
+    return _LAST_FAILED.get()
+
+
+def _ended(outcome: Outcome[Any]) -> Outcome[Any]:
+    """An operation's outcome as the flow ended it: its error carries it, and one that is not
+    ok is this context's :func:`last_failed_outcome`."""
+    if outcome.error is not None:  # raised, and perhaps raised again: rb.outcome_of
+        carry(outcome.error, outcome)
+    if outcome.reason is not Reason.OK:
+        _LAST_FAILED.set(outcome)
+    return outcome
 
 
 class Interpreter(Protocol):
@@ -840,9 +868,7 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
-                if action.error is not None:  # raised, and perhaps raised again: rb.outcome_of
-                    carry(action.error, action)
-                return action
+                return _ended(action)
             pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
@@ -861,9 +887,7 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
-                if action.error is not None:  # raised, and perhaps raised again: rb.outcome_of
-                    carry(action.error, action)
-                return action
+                return _ended(action)
             pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
