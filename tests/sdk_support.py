@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -173,11 +174,8 @@ def check_refused(sdk: Sdk, mode: str, connection_error: type[Exception]) -> Non
     """A provider nobody answers for: every attempt refused (never sent, so even a write is
     tried again), the SDK's connection error raised from the transport's typed error, and
     ``rb.outcome_of`` reaching the outcome through it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))  # bound, not listening: a connect is refused
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        with pytest.raises(connection_error) as caught:
-            sdk.send(mode, url)
+    with refused_url() as url, pytest.raises(connection_error) as caught:
+        sdk.send(mode, url)
     assert isinstance(caught.value.__cause__, rb.RetriesExhausted)
     outcome = rb.outcome_of(caught.value)
     assert outcome is not None
@@ -202,3 +200,20 @@ def check_sdk_retries_warned(sdk: Sdk, mode: str, failure: Answer,
             run(mode, lambda: client, sdk.create(mode))
     assert len(caught) == 1
     assert [r.headers["x-stainless-retry-count"] for r in p.requests] == ["0", "1"]
+
+
+@contextmanager
+def refused_url() -> Iterator[str]:
+    """A loopback URL nobody answers at (bound, not listening: a connect is refused), kept
+    for the block so nobody else takes its port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def last_failed(reason: rb.Reason) -> rb.Outcome[object]:
+    """This context's last failed outcome, which ended for ``reason``."""
+    outcome = rb.last_failed_outcome()
+    assert outcome is not None
+    assert outcome.reason is reason, outcome
+    return outcome

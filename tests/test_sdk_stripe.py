@@ -19,7 +19,7 @@ import stripe
 import retrybudget as rb
 import sdk_provider as sp
 from retrybudget.integrations.requests import RetryAdapter
-from sdk_support import WITHIN
+from sdk_support import WITHIN, last_failed, refused_url
 
 
 def client_for(url: str, policy: rb.Policy) -> stripe.StripeClient:
@@ -71,9 +71,7 @@ def test_a_5xx_is_retried_and_a_post_with_stripes_key_only_when_allowed() -> Non
             pytest.raises(stripe.APIError):
         create(p.url)
     assert [r.method for r in p.requests] == ["POST"]  # not replayed
-    failed = rb.last_failed_outcome()
-    assert failed is not None
-    assert failed.reason is rb.Reason.NOT_RETRIED
+    last_failed(rb.Reason.NOT_RETRIED)
     with sp.serve(sp.stripe_server_error(), sp.stripe_customer()) as p:
         assert create(p.url, WRITES).id == "cus_1"
     keys = [r.headers["idempotency-key"] for r in p.requests]
@@ -88,18 +86,12 @@ def test_a_plain_4xx_is_not_retried() -> None:
             pytest.raises(stripe.InvalidRequestError):
         retrieve(p.url)
     assert len(p.requests) == 1
-    failed = rb.last_failed_outcome()
-    assert failed is not None
-    assert failed.reason is rb.Reason.NOT_FOUND
+    last_failed(rb.Reason.NOT_FOUND)
 
 
 def test_a_refused_connect_reaches_the_caller_as_stripes_connection_error() -> None:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        with pytest.raises(stripe.APIConnectionError) as caught:
-            retrieve(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    with refused_url() as url, pytest.raises(stripe.APIConnectionError) as caught:
+        retrieve(url)
     outcome = rb.outcome_of(caught.value)  # through the adapter's typed error it wraps
     assert outcome is not None
     assert outcome.reason is rb.Reason.EXHAUSTED

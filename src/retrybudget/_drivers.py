@@ -67,6 +67,7 @@ __all__ = [
     "Retrier",
     "attempt_timeout",
     "call",
+    "ended",
     "last_failed_outcome",
     "acall",
     "retrying",
@@ -102,7 +103,7 @@ def last_failed_outcome() -> Outcome[Any] | None:
     return _LAST_FAILED.get()
 
 
-def _ended(outcome: Outcome[Any]) -> Outcome[Any]:
+def ended(outcome: Outcome[Any]) -> Outcome[Any]:
     """An operation's outcome as the flow ended it: its error carries it, and one that is not
     ok is this context's :func:`last_failed_outcome`."""
     if outcome.error is not None:  # raised, and perhaps raised again: rb.outcome_of
@@ -868,7 +869,7 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
-                return _ended(action)
+                return ended(action)
             pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
@@ -887,7 +888,7 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
-                return _ended(action)
+                return ended(action)
             pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
