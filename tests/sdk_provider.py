@@ -249,8 +249,8 @@ def github_server_error() -> Answer:
     return _json(502, {"message": "Server Error"})
 
 
-def github_issue() -> Answer:
-    return _json(201, {"id": 1, "number": 1, "title": "hello", "state": "open"})
+def github_issue(title: str = "hello") -> Answer:
+    return _json(201, {"id": 1, "number": 1, "title": title, "state": "open"})
 
 
 def github_repo() -> Answer:

@@ -128,3 +128,16 @@ def test_anyones_error_carrying_a_response_reads_as_it() -> None:
     assert (seen.status, seen.headers, seen.method) == (503, (("retry-after", "2"),), "GET")
     assert not is_sdk_error(Failed(response))
     assert rb.outcome_of(Failed(response)) is None  # no operation produced it
+
+
+def test_a_slack_api_error_reads_as_the_response_it_carries() -> None:
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.slack_response import SlackResponse
+
+    response = SlackResponse(client=None, http_verb="POST", api_url="https://slack.com/api/chat.postMessage",
+                             req_args={}, data={"ok": False, "error": "ratelimited"},
+                             headers={"Retry-After": "30"}, status_code=429)
+    seen = observe_error(SlackApiError("ratelimited", response))
+    assert isinstance(seen, ResponseSeen)
+    assert (seen.status, seen.headers) == (429, (("retry-after", "30"),))
+    assert is_sdk_error(SlackApiError("ratelimited", response))
