@@ -1,23 +1,13 @@
 """The httpx transports' connect-deadline tests (a provider whose accept queue is full), run
-again over httpx2: ``test_deadline_connect``'s own code with ``httpx``/``httpcore`` answered by
-``httpx2``/``httpcore2`` (see ``test_httpx2_transport``)."""
+again over httpx2: ``test_deadline_connect``'s own code (see ``httpx2_twin``)."""
 
 from __future__ import annotations
 
-import httpx2 as httpx2_package
+from httpx2_twin import assert_over_httpx2, twin
 
-from retrybudget.integrations import httpx2 as rb_httpx2
-from retrybudget.integrations._family import build_over
-
-build_over(globals(), "test_deadline_connect", {
-    "httpx": "httpx2", "httpcore": "httpcore2",
-    "retrybudget.integrations.httpx": "retrybudget.integrations.httpx2",
-})
-for _name in [name for name in globals() if name.startswith("test_") and "gateway" in name]:
-    del globals()[_name]  # the gateway's own client is httpx: run once, in the httpx module
+twin(globals(), "test_deadline_connect")
 
 
 def test_the_tests_above_ran_over_httpx2() -> None:
-    assert globals()["httpx"] is httpx2_package
+    assert_over_httpx2(globals())
     assert globals()["httpcore"].__name__ == "httpcore2"
-    assert globals()["AsyncRetryTransport"] is rb_httpx2.AsyncRetryTransport

@@ -13,14 +13,11 @@ import inspect
 import httpx as httpx1  # the names the build below rebinds are kept apart
 import httpx2 as httpx2_package
 
+from httpx2_twin import assert_over_httpx2, twin
 from retrybudget.integrations import httpx as rb_httpx
 from retrybudget.integrations import httpx2 as rb_httpx2
-from retrybudget.integrations._family import build_over
 
-build_over(globals(), "test_httpx_transport", {
-    "httpx": "httpx2", "httpcore": "httpcore2",
-    "retrybudget.integrations.httpx": "retrybudget.integrations.httpx2",
-})
+twin(globals(), "test_httpx_transport")
 
 
 def test_the_transports_are_httpx_code_over_httpx2_classes() -> None:
@@ -44,6 +41,5 @@ def test_the_transports_are_httpx_code_over_httpx2_classes() -> None:
 
 
 def test_the_tests_above_ran_over_httpx2() -> None:
-    assert globals()["httpx"] is httpx2_package
+    assert_over_httpx2(globals())
     assert globals()["RetryTransport"] is rb_httpx2.RetryTransport
-    assert globals()["AsyncRetryTransport"] is rb_httpx2.AsyncRetryTransport
