@@ -18,7 +18,9 @@ stopped at once and the response handed over (``raise_on_status=False``: the lib
 its own error for it, PyGithub its ``GithubException``); backoff with jitter; a refused
 connect retried for any method, and a write (POST, PATCH…) never replayed once it may have
 been sent. The outcome is on the final urllib3 response (``response.retrybudget_outcome``;
-requests: ``response.raw``) and, for one that did not end ok, :func:`retrybudget.last_failed_outcome`.
+requests: ``response.raw``) and, for one that did not end ok, in
+:func:`retrybudget.last_failed_outcome`. A first answer the policy would not retry (a 2xx, a
+404) is urllib3's alone: no operation is built for it.
 
 What it cannot do (urllib3's hook sees no more):
 
@@ -91,9 +93,11 @@ class BudgetRetry(Retry):
         return made
 
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
-        """Whether a response of ``status_code`` may be retried: the flow decides in
-        :meth:`increment` (only a status the policy may retry gets there)."""
-        return status_code in self.retrier.policy.retried_statuses()
+        """Whether :meth:`increment` is to see a response of ``status_code`` (where the flow
+        decides): a first answer only when the policy may retry its status (else it is
+        urllib3's alone, and costs nothing); once an operation is under way, every answer,
+        so that the flow ends it (its outcome recorded, the response handed over)."""
+        return self._run is not None or status_code in self.retrier.policy.retried_statuses()
 
     def is_exhausted(self) -> bool:
         """Never by urllib3's counters: the flow ends the operation."""
