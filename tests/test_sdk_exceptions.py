@@ -242,3 +242,22 @@ def test_githubkit_async_errors_are_read() -> None:
         outcome = asyncio.run(rb.Retrier(policy=POLICY.replace(profile="github")).acall(read, p.url))
     assert outcome.value == "hello"
     assert [w.source for w in outcome.waits] == ["retry-after"]
+
+
+def test_an_sdk_whose_own_retries_are_on_is_warned_about_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrybudget import _native
+
+    monkeypatch.setattr(_native, "_SDK_RETRIES_WARNED", [])
+    retried_by_the_sdk = openai.OpenAI(api_key="sk-test", max_retries=1, base_url="")
+
+    @rb.retrying(POLICY.replace(profile="openai", max_attempts=2))
+    def model(url: str) -> str:
+        return str(retried_by_the_sdk.with_options(base_url=url).models.retrieve("m").id)
+
+    with sp.serve(sp.openai_server_error(503)) as p, \
+            pytest.warns(RuntimeWarning, match="max_retries=0") as caught, \
+            pytest.raises(openai.InternalServerError):
+        model(p.url)
+    assert len(caught) == 1  # once, though both attempts saw the SDK retry
+    assert [r.headers["x-stainless-retry-count"] for r in p.requests] == ["0", "1"] * 2

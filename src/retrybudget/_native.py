@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ __all__ = [
     "EVIDENCE",
     "OUTCOME",
     "OUTCOME_ATTRIBUTE",
+    "RETRY_COUNT_HEADER",
     "Carried",
     "aiohttp_failure_kind",
     "carry",
@@ -57,6 +59,7 @@ __all__ = [
     "outcome_of",
     "requests_evidence",
     "requests_failure_kind",
+    "sdk_retries_taken",
     "stdlib_failure_kind",
     "urllib3_failure_kind",
 ]
@@ -385,6 +388,39 @@ _CAUSES = 4
 """How many wrapped errors deep an SDK error is followed to the transport error under it."""
 
 
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+"""The header openai's and anthropic's SDKs send with the number of retries a call has taken."""
+
+_SDK_RETRIES_WARNED: list[bool] = []
+"""Set once the warning that an SDK retries on top of retrybudget was given (once a process)."""
+
+
+def sdk_retries_taken(sent: str) -> int:
+    """The retries an SDK says a call took (its ``x-stainless-retry-count``). More than none
+    means the SDK retries on top of retrybudget, its retries outside the budget: a
+    ``RuntimeWarning`` says so, once a process."""
+    try:
+        taken = max(0, int(sent))
+    except ValueError:
+        return 0
+    if taken and not _SDK_RETRIES_WARNED:
+        _SDK_RETRIES_WARNED.append(True)
+        warnings.warn(
+            "the SDK retries on top of retrybudget (it sent x-stainless-retry-count: "
+            f"{taken}): its retries escape the budget; turn them off with max_retries=0",
+            RuntimeWarning, stacklevel=3)
+    return taken
+
+
+def _request_headers(response: object) -> Mapping[str, str] | None:
+    """The headers of the request a response answered (httpx, httpx2), if it names one."""
+    try:
+        headers = getattr(getattr(response, "request", None), "headers", None)
+    except Exception:  # httpx: a response built without a request
+        return None
+    return headers if isinstance(headers, Mapping) else None
+
+
 def _sdk(error: BaseException) -> Observation | None:
     """An official SDK's error: the response it carries, else its status and headers, else
     the transport error it wraps (read as that error is).
@@ -401,6 +437,9 @@ def _sdk(error: BaseException) -> Observation | None:
     method = method_of(error)  # the request's, when the error has one (openai, anthropic)
     response = getattr(error, "response", None)
     if response is not None:
+        sent = _request_headers(response)
+        if sent is not None and RETRY_COUNT_HEADER in sent:  # the SDK's own retries on?
+            sdk_retries_taken(sent[RETRY_COUNT_HEADER])
         raw = getattr(response, "raw_response", None)  # githubkit wraps httpx's response
         seen = _response_seen(raw if raw is not None else response, method)
         if seen is not None:

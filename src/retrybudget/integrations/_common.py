@@ -18,14 +18,22 @@ import itertools
 import re
 import threading
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable, Hashable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from .._drivers import Begun, Retrier, validated
-from .._native import EVIDENCE, OUTCOME, OUTCOME_ATTRIBUTE, Carried, evidence, outcome_of
+from .._native import (
+    EVIDENCE,
+    OUTCOME,
+    OUTCOME_ATTRIBUTE,
+    RETRY_COUNT_HEADER,
+    Carried,
+    evidence,
+    outcome_of,
+    sdk_retries_taken,
+)
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
@@ -84,29 +92,6 @@ VALIDATOR = "retrybudget.validator"
 
 JOB_ID = "retrybudget.job_id"
 """The httpx request extension that carries the caller's job or fixture id, for audit."""
-
-RETRY_COUNT_HEADER = "x-stainless-retry-count"
-"""The header openai's and anthropic's SDKs send with the number of retries a call has taken."""
-
-_SDK_RETRIES_WARNED: list[bool] = []
-"""Set once the warning that an SDK retries on top of retrybudget was given (once a process)."""
-
-
-def _sdk_retries(sent: str) -> int:
-    """The retries an SDK says it took (its ``x-stainless-retry-count``); more than none means
-    the SDK retries on top of retrybudget: warned about once."""
-    try:
-        taken = max(0, int(sent))
-    except ValueError:
-        return 0
-    if taken and not _SDK_RETRIES_WARNED:
-        _SDK_RETRIES_WARNED.append(True)
-        warnings.warn(
-            "the SDK retries on top of retrybudget (it sent x-stainless-retry-count: "
-            f"{taken}): its retries escape the budget; turn them off with max_retries=0",
-            RuntimeWarning, stacklevel=2)
-    return taken
-
 
 REDIRECTS = frozenset(range(300, 400))
 """3xx answers end an operation as ok (an integration's ``redirects_ok=True``, the default):
@@ -627,7 +612,7 @@ class Operation:
         # The retry count a Stainless-built SDK (openai, anthropic) sends: each retry made
         # underneath counts on top of the SDK's own (see count_retry)
         sent = headers.get(RETRY_COUNT_HEADER)
-        self.counted = None if sent is None else (headers, _sdk_retries(sent))
+        self.counted = None if sent is None else (headers, sdk_retries_taken(sent))
         policy = engine.policy
         profile = policy.profile.resolve(url, headers)  # profile="auto": an SDK's headers too
         # The provider's own key header; one that asks for it (Stripe) gets one on every POST.
