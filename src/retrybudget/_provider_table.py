@@ -46,6 +46,7 @@ bucket_path = "/rpc/([a-z.]+)"       # or the bucket named by the request path (
 scope_headers = ["x-acme-scope"]     # global | shared | user; a shared 429 holds no one else
 write_pacing = 1.0                   # seconds between the starts of writes (POST/PATCH/PUT/DELETE)
 hosts = ["api.acme.example"]
+sdk_headers = ["x-acme-sdk"]         # on any other host, a request carrying it is acme's
 
 [[delay]]                            # the first valid one wins
 header = "x-acme-wait-ms"

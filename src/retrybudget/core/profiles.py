@@ -839,7 +839,7 @@ _STATUS_KEYS = ("rate_limited", "conditional_rate_limited", "not_found", "reject
                 "ok")
 _LIST_KEYS = ("secondary_patterns", "permission_patterns", "quota_patterns",
               "retry_hint_headers", "bucket_headers", "scope_headers", "hosts", "sources",
-              "route_majors")
+              "route_majors", "sdk_headers", "sdk_paths")
 _SCALAR_KEYS = ("rate_limit_floor", "rate_limit_multiplier", "reset_slack", "transient_hints",
                 "provider_clock", "body_limit", "zero_hint_wait", "longest_wait", "write_pacing",
                 "idempotency_header", "bucket_path", "graphql_cost")
