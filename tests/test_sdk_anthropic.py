@@ -141,3 +141,29 @@ def test_a_refused_connect_is_retried_and_the_outcome_reached_through_the_sdks_e
 def test_an_sdk_that_retries_too_is_warned_about_once(
         mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     check_sdk_retries_warned(SDK, mode, sp.anthropic_overloaded(), monkeypatch)
+
+
+def test_an_open_breaker_is_the_sdks_connection_error_with_the_outcome() -> None:
+    from retrybudget.coordination import Coordinator
+    from retrybudget.core.actions import Admission
+
+    class OpenBreaker(Coordinator):
+        def admit(self, key: str) -> Admission:
+            return Admission(allowed=False, retry_at=2_000_000_000.0, detail="breaker open")
+
+    import httpx2
+
+    from retrybudget.integrations.httpx2 import RetryTransport
+
+    transport = RetryTransport(retrier=rb.Retrier(coordinator=OpenBreaker()))
+    with sp.serve(sp.anthropic_model()) as p:
+        client = anthropic.Anthropic(api_key="k", base_url=p.url, max_retries=0,
+                                     http_client=httpx2.Client(transport=transport))
+        with pytest.raises(anthropic.APIConnectionError) as caught:
+            client.models.retrieve(MODEL)
+    assert isinstance(caught.value.__cause__, rb.CircuitOpen)
+    outcome = rb.outcome_of(caught.value)
+    assert outcome is not None
+    assert (outcome.reason, outcome.attempts, outcome.retry_at) == (
+        rb.Reason.CIRCUIT_OPEN, 0, 2_000_000_000.0)
+    assert p.requests == []  # nothing was sent
