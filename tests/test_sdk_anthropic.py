@@ -12,11 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 
 import retrybudget as rb
 import sdk_provider as sp
+from retrybudget.coordination import Coordinator
+from retrybudget.core.actions import Admission
 from retrybudget.integrations import outcome_of
+from retrybudget.integrations.httpx2 import RetryTransport
 from sdk_support import (
     MODES,
     Sdk,
@@ -143,18 +147,12 @@ def test_an_sdk_that_retries_too_is_warned_about_once(
     check_sdk_retries_warned(SDK, mode, sp.anthropic_overloaded(), monkeypatch)
 
 
+class OpenBreaker(Coordinator):
+    def admit(self, key: str) -> Admission:
+        return Admission(allowed=False, retry_at=2_000_000_000.0, detail="breaker open")
+
+
 def test_an_open_breaker_is_the_sdks_connection_error_with_the_outcome() -> None:
-    from retrybudget.coordination import Coordinator
-    from retrybudget.core.actions import Admission
-
-    class OpenBreaker(Coordinator):
-        def admit(self, key: str) -> Admission:
-            return Admission(allowed=False, retry_at=2_000_000_000.0, detail="breaker open")
-
-    import httpx2
-
-    from retrybudget.integrations.httpx2 import RetryTransport
-
     transport = RetryTransport(retrier=rb.Retrier(coordinator=OpenBreaker()))
     with sp.serve(sp.anthropic_model()) as p:
         client = anthropic.Anthropic(api_key="k", base_url=p.url, max_retries=0,
