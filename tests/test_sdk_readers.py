@@ -140,4 +140,5 @@ def test_a_slack_api_error_reads_as_the_response_it_carries() -> None:
     seen = observe_error(SlackApiError("ratelimited", response))
     assert isinstance(seen, ResponseSeen)
     assert (seen.status, seen.headers) == (429, (("retry-after", "30"),))
+    assert seen.method == "POST"  # slack_sdk sends its Web API calls as POSTs: not replayed
     assert is_sdk_error(SlackApiError("ratelimited", response))

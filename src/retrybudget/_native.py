@@ -354,7 +354,8 @@ def _response_seen(response: object, method: str | None) -> Observation | None:
     if isinstance(response, type):
         return None
     top = type(response).__module__.partition(".")[0]
-    method = method_of(response) or method
+    verb = getattr(response, "http_verb", None)  # slack_sdk's SlackResponse names it so
+    method = method_of(response) or method or (verb.upper() if isinstance(verb, str) else None)
     if top in _HTTPX_PACKAGES:
         try:
             text = response.text  # type: ignore[attr-defined]  # read already, unless streamed
