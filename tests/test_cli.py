@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.test_cli_support import digest, one_line_error, read_lines, run_cli, write_urls
 
-from retrybudget.cli._errors import CliError
+from retrybudget._cmdline import CliError
 from retrybudget.cli._policy import load_policy, with_overrides
 from retrybudget.observe import REPORT_KEYS
 from retrybudget.sandbox import SandboxServer, serve_in_thread

@@ -58,6 +58,7 @@ LAYERS = (
     f"{PACKAGE}.coordination",
     f"{PACKAGE}.observe",
     f"{PACKAGE}.errors",
+    f"{PACKAGE}._cmdline",  # what every command shares: CliError, argparse types, file checks
     f"{PACKAGE}._files",  # operating-system errors in plain words, for every command
     CORE,
     CLOCK,
@@ -66,7 +67,8 @@ LAYERS = (
 A module's layer is the longest entry it falls under (``acceptance.fixtures`` sits below the
 rest of ``acceptance``, so the providers under the cases can read the one fixture format).
 The package's face (``retrybudget/__init__.py``) and ``__main__`` stand above them all; another
-package's ``__main__`` (``python -m retrybudget.sandbox``) is a command, in the command layer."""
+package's ``__main__`` (``python -m retrybudget.sandbox``) belongs to its package's layer, like
+any of its modules (what the commands share sits in ``_cmdline``, below them all)."""
 
 BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._memory",
@@ -156,8 +158,6 @@ def _home_package(module: str) -> str:
 
 def _layer(module: str) -> int | None:
     """The index of ``module``'s layer in :data:`LAYERS` (None: the face, above them all)."""
-    if module.endswith(".__main__") and module != f"{PACKAGE}.__main__":
-        return 0  # a command's entry point (python -m retrybudget.sandbox): the command layer
     homes = [i for i, layer in enumerate(LAYERS) if _inside(module, layer)]
     return max(homes, key=lambda i: len(LAYERS[i])) if homes else None
 
@@ -293,6 +293,11 @@ def test_every_listed_debt_still_exists() -> None:
         (f"{PACKAGE}.cli._check", "from ..acceptance.checklist import _user_checks",
          "imports-a-private-name"),
         (f"{PACKAGE}.coordination._memory", "import retrybudget", "imports-a-layer-above"),
+        (f"{PACKAGE}.sandbox.__main__", "from ..cli import main", "imports-a-layer-above"),
+        (f"{PACKAGE}.gateway.__main__", "from ..cli._main import build_parser",
+         "imports-a-layer-above"),
+        (f"{PACKAGE}._cmdline._paths", "from ..gateway import GatewayConfig",
+         "imports-a-layer-above"),
     ],
 )
 def test_the_checker_catches_each_kind_of_violation(importer: str, source: str, rule: str,

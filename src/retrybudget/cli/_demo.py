@@ -21,18 +21,17 @@ import httpx
 from rich.console import Console
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
 from ..coordination import MemoryCoordinator
 from ..core.policy import Backoff, Jitter, background
 from ..integrations import json_object
 from ..observe import load_audit
 from ..sandbox import Faults, RateLimit, SandboxConfig, serve_in_thread
 from ._chart import render_chart
-from ._errors import EXIT_OK, CliError
 from ._fetch import JobPaths, execute
 from ._hints import program
 from ._inputs import read_ops
 from ._job import JobSettings
-from ._paths import check_new_file, os_reason
 from ._summary import Capacity, render_summary, summarize
 
 __all__ = ["run"]

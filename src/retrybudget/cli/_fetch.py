@@ -14,16 +14,15 @@ from typing import Any
 from rich.console import Console
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._cmdline import EXIT_FAILED, EXIT_LEFT_TO_DO, EXIT_OK, CliError, check_new_file, check_sqlite_file
 from ..coordination import Coordinator, MemoryCoordinator
 from ..core.policy import Policy
 from ..integrations import json_object
 from ..observe import AuditHook, JsonlAuditSink
 from ..queue import QueueConfig
-from ._errors import EXIT_FAILED, EXIT_LEFT_TO_DO, EXIT_OK, CliError
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
 from ._jobfile import JobFile, load_job_file, write_job_sidecar
-from ._paths import check_new_file, check_sqlite_file
 from ._policy import load_policy, with_overrides
 from ._progress import LiveTally, ProgressView
 from ._state import TABLES, JobState, Reopened

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._cmdline import CliError
 from .._files import read_user_text
-from ._errors import CliError
 from ._inputs import Op
 from ._policy import _toml
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .._clock import SYSTEM_CLOCK, Clock, FakeClock
+from .._cmdline import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CliError
 from ..acceptance import load_cases, run_offline
 from . import _options
-from ._errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CliError
 
 __all__ = ["build_parser", "closed_stdout", "main", "offline_demo"]
 

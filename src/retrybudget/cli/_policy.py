@@ -31,10 +31,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .._cmdline import CliError, os_reason
 from ..core.policy import Backoff, Policy, PolicyError, background, interactive
 from ..core.profiles import PROFILES, Profile, get_profile, profile_changes
-from ._errors import CliError
-from ._paths import os_reason
 
 __all__ = ["PRESETS", "UserPolicy", "load_policy", "with_overrides"]
 

@@ -10,12 +10,11 @@ import argparse
 import json
 import sys
 
+from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
 from .._files import unreadable
 from ..observe import AuditFileError, AuditLog, load_audit, review_report
 from ..observe._report_text import review_summary
-from ._errors import EXIT_OK, CliError
 from ._hints import program
-from ._paths import check_new_file, os_reason
 
 __all__ = ["load", "run"]
 

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._cmdline import CliError
 from .._files import APPLICATION_ID
 from ..core.outcome import Outcome
 from ..queue import JobQueue, Lease, QueueConfig, QueueError, SqliteQueue, drain, open_queue
-from ._errors import CliError
 from ._inputs import Op
 
 try:

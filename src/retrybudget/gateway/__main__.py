@@ -17,9 +17,20 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from ..cli._errors import CliError, in_option_words, report_bad_input
-from ..cli._options import log_level, port, positive_float, seconds, share
-from ..cli._paths import cannot_listen, check_new_file, check_sqlite_file, os_reason
+from .._cmdline import (
+    CliError,
+    cannot_listen,
+    check_new_file,
+    check_sqlite_file,
+    in_option_words,
+    log_level,
+    os_reason,
+    port,
+    positive_float,
+    report_bad_input,
+    seconds,
+    share,
+)
 from ..core.policy import PolicyError
 from ._app import create_app
 from ._config import GatewayConfig
