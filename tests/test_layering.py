@@ -49,8 +49,7 @@ LAYERS = (
     f"{PACKAGE}.acceptance",  # the cases, the judge, the runners and the checklist
     f"{PACKAGE}.sandbox",
     f"{PACKAGE}.testing",  # the face tests import the provider and the fixture format from
-    f"{PACKAGE}.acceptance.provider",  # the in-process scripted provider
-    f"{PACKAGE}.acceptance.fixtures",  # the fixture format, read by both providers
+    f"{PACKAGE}._fixtures",  # the fixture format and the in-process scripted provider
     f"{PACKAGE}.integrations",
     f"{PACKAGE}._drivers",
     f"{PACKAGE}._native",  # the HTTP libraries' exceptions and headers, read for the drivers
@@ -64,8 +63,7 @@ LAYERS = (
     CLOCK,
 )
 """Top to bottom: a module imports its own layer and the layers below it, never one above.
-A module's layer is the longest entry it falls under (``acceptance.fixtures`` sits below the
-rest of ``acceptance``, so the providers under the cases can read the one fixture format).
+A module's layer is the longest entry it falls under.
 The package's face (``retrybudget/__init__.py``) and ``__main__`` stand above them all; another
 package's ``__main__`` (``python -m retrybudget.sandbox``) belongs to its package's layer, like
 any of its modules (what the commands share sits in ``_cmdline``, below them all)."""
@@ -287,7 +285,8 @@ def test_every_listed_debt_still_exists() -> None:
         (f"{PACKAGE}.observe._audit", "from ..coordination import Coordinator",
          "imports-a-layer-above"),
         (f"{PACKAGE}.testing", "from .sandbox import SandboxConfig", "imports-a-layer-above"),
-        (f"{PACKAGE}.acceptance.fixtures", "from . import judge", "imports-a-layer-above"),
+        (f"{PACKAGE}._fixtures._format", "from ..acceptance import judge",
+         "imports-a-layer-above"),
         (f"{PACKAGE}.sandbox._app", "from ..acceptance import load_cases",
          "imports-a-layer-above"),
         (f"{PACKAGE}.cli._check", "from ..acceptance.checklist import _user_checks",

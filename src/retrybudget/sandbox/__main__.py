@@ -26,7 +26,7 @@ from retrybudget._cmdline import (
     seconds,
     share,
 )
-from retrybudget.acceptance.fixtures import FixtureError, load_fixture_file
+from retrybudget._fixtures import FixtureError, load_fixture_file
 from retrybudget.sandbox._app import create_app
 from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
 from retrybudget.sandbox._server import bind_loopback, uvicorn_config
