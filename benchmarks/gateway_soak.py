@@ -49,7 +49,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from gateway_load import CLOCK, percentile, process
-from retrybudget.core.outcome import GATEWAY_MAPPING, Reason
+from retrybudget.core.outcome import Reason
+from retrybudget.gateway import GATEWAY_MAPPING
 from retrybudget.sandbox import is_available
 from soak_provider import WINDOW
 

@@ -56,6 +56,7 @@ LAYERS = (
     f"{PACKAGE}._profile_file",  # reads a user profile from a TOML file (the core reads no file)
     f"{PACKAGE}.coordination",
     f"{PACKAGE}.observe",
+    f"{PACKAGE}._gateway_mapping",  # the gateway's answer per reason, read by the judge too
     f"{PACKAGE}.errors",
     f"{PACKAGE}._cmdline",  # what every command shares: CliError, argparse types, file checks
     f"{PACKAGE}._files",  # operating-system errors in plain words, for every command
@@ -293,6 +294,8 @@ def test_every_listed_debt_still_exists() -> None:
          "imports-a-private-name"),
         (f"{PACKAGE}.coordination._memory", "import retrybudget", "imports-a-layer-above"),
         (f"{PACKAGE}.sandbox.__main__", "from ..cli import main", "imports-a-layer-above"),
+        (f"{PACKAGE}.acceptance._judge", "from ..gateway import GATEWAY_MAPPING",
+         "imports-a-layer-above"),
         (f"{PACKAGE}.gateway.__main__", "from ..cli._main import build_parser",
          "imports-a-layer-above"),
         (f"{PACKAGE}._cmdline._paths", "from ..gateway import GatewayConfig",

@@ -3,7 +3,7 @@
 Every answer carries the counters of the one logical operation behind it, in the body and
 in ``X-Retrybudget-*`` headers. Failures are JSON problems (RFC 9457,
 ``application/problem+json``) whose ``code`` is stable: for provider outcomes it is the
-code of :data:`~retrybudget.core.outcome.GATEWAY_MAPPING`.
+code of :data:`~retrybudget.gateway.GATEWAY_MAPPING`.
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
+from .._gateway_mapping import GATEWAY_MAPPING
 from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
-from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
+from ..core.outcome import Outcome, Reason
 from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR, asend_with_outcome
 from ..integrations.httpx import AsyncRetryTransport
 from ..observe import AuditHook, JsonlAuditSink, redact_url
