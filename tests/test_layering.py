@@ -43,7 +43,6 @@ IMPURE_STDLIB = frozenset({
 
 LAYERS = (
     f"{PACKAGE}.cli",
-    f"{PACKAGE}._provider_table",  # writes docs/providers.md from the profile data
     f"{PACKAGE}.queue",  # job queues and their adapters, under the command that runs them
     f"{PACKAGE}.gateway",
     f"{PACKAGE}.acceptance",  # the cases, the judge, the runners and the checklist

@@ -1,7 +1,8 @@
 """The provider table of ``docs/providers.md``, generated from the profile data.
 
-``python -m retrybudget._provider_table > docs/providers.md`` regenerates it; a test fails
-when the committed file and the profiles drift apart.
+``python tools/provider_table.py > docs/providers.md`` regenerates it (from the repository's
+root, with the package installed); a test fails when the committed file and the profiles drift
+apart. It is a tool of the repository, not part of the installed package.
 """
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from .core.profiles import PROVIDERS, Profile
+from retrybudget.core.profiles import PROVIDERS, Profile
 
 __all__ = ["provider_table"]
 
 _INTRO = """\
 # Provider profiles
 
-<!-- Generated from the profile data by `python -m retrybudget._provider_table`;
+<!-- Generated from the profile data by `python tools/provider_table.py`;
      do not edit by hand (a test fails when this file and the profiles drift apart). -->
 
 Every response is classified by the profile of its provider. `rb.PROVIDERS` lists the
