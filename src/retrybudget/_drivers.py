@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from ._native import carry, is_sdk_error, method_of, observe_error, stdlib_failure_kind
-from .coordination._base import Coordinator, NoCoordination
+from .coordination import Coordinator, NoCoordination
 from .core.actions import (
     Acquire,
     Action,
@@ -54,8 +54,7 @@ from .core.policy import Policy, PolicyError, Validator
 from .core.profiles import Profile
 from .core.state import OperationState
 from .core.throttle import throttle_of
-from .observe._hooks import AttemptEvent, WaitEvent, notify
-from .observe._logging import log_hooks
+from .observe import AttemptEvent, WaitEvent, log_hooks, notify
 
 __all__ = [
     "CALL_FIELDS",

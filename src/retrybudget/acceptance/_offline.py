@@ -9,7 +9,7 @@ from typing import Any
 from .._clock import Clock, FakeClock
 from .._drivers import Retrier
 from .._fixtures import ScriptedProvider
-from ..coordination._base import Coordinator
+from ..coordination import Coordinator
 from ..core.actions import Admission
 from ..core.outcome import Outcome
 from ..core.policy import Policy

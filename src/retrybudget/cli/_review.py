@@ -17,7 +17,7 @@ from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._cmdline import EXIT_OK, CliError
-from ..observe._report import DECISIONS
+from ..observe import DECISIONS
 from ._jobfile import sidecar
 from ._report import load
 

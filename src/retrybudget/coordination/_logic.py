@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core._values import evolve, fast_init
+from ..core import evolve, fast_init
 from ..core.actions import Admission, Permit
 from ..core.classify import Kind
 from ..core.outcome import Outcome, Reason, WaitReason

@@ -19,7 +19,7 @@ from ..core.actions import Admission, Permit
 from ..core.decide import declines
 from ..core.outcome import Outcome
 from ..core.throttle import NO_THROTTLE, Throttle
-from ..observe._hooks import notify
+from ..observe import notify
 from ._base import Coordinator
 from ._config import CoordinationConfig
 from ._logic import (

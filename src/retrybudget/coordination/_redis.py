@@ -48,7 +48,7 @@ from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
 from ..core.throttle import NO_THROTTLE, Throttle
-from ..observe._hooks import BREAKER_STATES, notify
+from ..observe import BREAKER_STATES, notify
 from ._base import Coordinator, CoordinatorAction
 from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (

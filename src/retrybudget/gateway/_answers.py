@@ -17,7 +17,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..core.outcome import Outcome, Reason
-from ..observe._redact import redact_text
+from ..observe import redact_text
 from ._store import StoredFact
 
 __all__ = [

@@ -41,8 +41,7 @@ from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
-from ..observe._logging import logs_steps
-from ..observe._redact import redact_url
+from ..observe import logs_steps, redact_url
 
 __all__ = [
     "IDEMPOTENCY_HEADER",

@@ -62,7 +62,7 @@ from ..core.decide import Stop
 from ..core.flow import FlowGen
 from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy
-from ..observe._logging import log_hooks, logs_steps
+from ..observe import log_hooks, logs_steps
 from ._common import (
     _DEADLINE,
     JOB_ID,
