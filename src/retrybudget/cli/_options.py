@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._cmdline import non_negative_int, number, positive_float, positive_int, share
-from ._policy import PRESETS
+from ..core.policy import PRESETS
 
 __all__ = [
     "CHECK_EXAMPLE",

@@ -25,22 +25,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from .._cmdline import CliError, os_reason
-from ..core.policy import Backoff, Policy, PolicyError, background, interactive
+from ..core.policy import PRESETS, Backoff, Policy, PolicyError
 from ..core.profiles import PROFILES, Profile, get_profile, profile_changes
 
-__all__ = ["PRESETS", "UserPolicy", "load_policy", "with_overrides"]
-
-PRESETS: dict[str, Callable[[], Policy]] = {
-    "interactive": interactive, "background": background, "default": Policy,
-}
-"""The built-in policies by name."""
+__all__ = ["UserPolicy", "load_policy", "with_overrides"]
 
 _POLICY_KEYS = frozenset({
     "base", "name", "max_attempts", "deadline", "rate_limit", "max_server_wait",
