@@ -72,6 +72,10 @@ ROWS = [
     Row("fetch-profile-unknown", ("fetch", "urls.txt", "--profile", "acme"), ("--profile", "acme", "github")),
     Row("fetch-policy-malformed", ("fetch", "urls.txt", "--policy", "bad.toml"), ("bad.toml", "TOML")),
     Row("fetch-policy-unknown", ("fetch", "urls.txt", "--policy", "lazy"), ("--policy", "lazy")),
+    Row("fetch-policy-binary", ("fetch", "urls.txt", "--policy", "binary.bin"),
+        ("--policy", "binary.bin", "not UTF-8")),
+    Row("fetch-job-file-malformed", ("fetch", "urls.txt", "--job-file", "bad.toml"),
+        ("--job-file", "bad.toml", "invalid TOML")),
     Row("fetch-header-unset-env", ("fetch", "urls.txt", "--header", "Authorization: env:RB_UNSET_VAR"),
         ("--header", "RB_UNSET_VAR", "not set")),
     Row("fetch-redis-bad-url", ("fetch", "urls.txt", "--redis", "mysql://x"), ("--redis", "Redis URL")),
@@ -92,6 +96,7 @@ ROWS = [
     Row("check-fixtures-bad-number", ("check", "--fixtures", "bad-number.json"),
         ("bad-number.json", "case A01", "max_attempts", '"three"')),
     Row("check-policy-missing", ("check", "--policy", "missing.toml"), ("missing.toml", "no such file")),
+    Row("check-profile-binary", ("check", "--profile", "binary.bin"), ("binary.bin", "not UTF-8")),
     Row("check-only-unknown", ("check", "--only", "Z99"), ("--only", "Z99")),
     # report
     Row("report-missing", ("report", "missing.jsonl"), ("missing.jsonl", "no such file")),

@@ -3,7 +3,8 @@ wrong in the user's words (never ``[Errno N]``, never a traceback).
 
 One home for the checks every command makes at start on a file it was given:
 
-- :func:`read_user_text`: a text file it reads.
+- :func:`read_user_text`: a text file it reads; :func:`toml_table`: the table a TOML file
+  holds (a policy, a profile, a job file).
 - :func:`check_writable`: a file it will create or append to (a directory, a symlink loop, a
   missing or unwritable directory, an unwritable file: refused).
 - :func:`check_own_database`: an SQLite file it will open and write: refused unless it is
@@ -17,12 +18,13 @@ import errno
 import os
 import sqlite3
 import stat
+import sys
 from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import quote
 
 __all__ = ["APPLICATION_ID", "SQLITE_MAGIC", "check_own_database", "check_writable", "os_reason",
-           "read_user_text", "unreadable"]
+           "read_user_text", "toml_table", "unreadable"]
 
 _REASONS = {
     errno.ENOENT: "no such file or directory",
@@ -50,18 +52,41 @@ def os_reason(exc: OSError) -> str:
     return (exc.strerror or type(exc).__name__).lower()
 
 
-def read_user_text(path: str | os.PathLike[str], name: str) -> str:
+def read_user_text(path: str | os.PathLike[str], name: str, *, missing: str = "no such file") -> str:
     """The UTF-8 text of ``path``.
 
     Raises:
-        ValueError: ``NAME: no such file`` (is a directory, not UTF-8 text, cannot read: …).
+        ValueError: ``NAME: MISSING`` (is a directory, not UTF-8 text, cannot read: …).
     """
     try:
         return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{name}: {missing}") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ValueError(unreadable(name, exc)) from None
+
+
+def toml_table(text: str) -> dict[str, object]:
+    """The table a TOML document holds (Python 3.11+: ``tomllib``; 3.10: ``tomli`` if installed).
+
+    Raises:
+        ValueError: invalid TOML; on Python 3.10 without ``tomli`` (``retrybudget[toml]``),
+            that TOML needs 3.11.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib as toml  # noqa: PLC0415 - stdlib on 3.11+, looked up when used
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as toml  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+        except ModuleNotFoundError:
+            raise ValueError("reading TOML needs Python 3.11 or later, or "
+                             "retrybudget[toml] on 3.10") from None
+    try:
+        return dict(toml.loads(text))
+    except toml.TOMLDecodeError as exc:
+        raise ValueError(f"invalid TOML: {exc}") from None
 
 
 def unreadable(name: str, exc: OSError) -> str:

@@ -101,8 +101,7 @@ def load_job_file(spec: str) -> JobFile:
         text = read_user_text(spec, f"--job-file {spec}")
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    data = _toml(text, spec)
-    assert isinstance(data, dict)  # noqa: S101 - TOML's top level is a table
+    data = _toml(text, f"--job-file {spec}")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise CliError(f"{spec}: unknown key {unknown[0]!r} (expected: {', '.join(sorted(_KEYS))})")
