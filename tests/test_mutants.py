@@ -136,6 +136,30 @@ MUTANTS = [
         ("tests/test_coordination_exact.py::"
          "test_the_first_window_short_of_its_quota_is_filled_before_a_later_one",),
     ),
+    # a caller that will not wait for its slot books it anyway: every refusal at a gate
+    # pushes the herd's tail a spread further, and a short 429 becomes an outage
+    Mutant(
+        "a-refusal-reserves-its-slot", "coordination/_memory.py",
+        "return self._tally.permit(permit)  # it stops: nothing reserved",
+        "pass  # it stops: nothing reserved",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_caller_that_would_not_wait_reserves_no_slot[memory]",
+         "tests/test_coordination_waits.py::"
+         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+    ),
+    # a fail_fast caller's slot not bounded by the herd window: its wait grows with the
+    # number of workers ahead of it, far past what the provider asked
+    Mutant(
+        "herd-window-ignored", "coordination/_logic.py",
+        "if bounded and slot > opens + gate.herd_window:",
+        "if False:",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_fail_fast_caller_is_placed_within_one_herd_window[memory]",
+         "tests/test_coordination_behaviour.py::"
+         "test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it[memory]",
+         "tests/test_coordination_waits.py::"
+         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..observe._report import DECISIONS
-from ._errors import EXIT_OK, CliError
+from .._cmdline import EXIT_OK, CliError
+from ..observe import DECISIONS
 from ._jobfile import sidecar
 from ._report import load
 

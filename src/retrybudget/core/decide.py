@@ -33,13 +33,16 @@ __all__ = [
     "Stop",
     "attempt_needs",
     "decide",
+    "declines",
     "draws_on_retry_budget",
+    "patience",
     "plan_acquire",
     "plan_attempt",
     "plan_next",
     "plan_wait",
     "rate_limit_wait",
     "retry_refused",
+    "wait_room",
 ]
 
 MAX_COORDINATOR_WAITS = 64
@@ -106,12 +109,34 @@ def attempt_needs(policy: Policy, state: OperationState, took: float = 0.0) -> f
     return max(policy.min_attempt_time, state.longest_unbounded, took)
 
 
+def wait_room(policy: Policy, state: OperationState, now: float,
+              took: float = 0.0) -> float | None:
+    """The longest wait that fits at ``now``: one after which another attempt can still start
+    inside the deadline (:func:`attempt_needs` before it); None when there is no deadline."""
+    if state.deadline_at is None:
+        return None
+    return state.deadline_at - attempt_needs(policy, state, took) - now
+
+
+def patience(policy: Policy, state: OperationState, now: float) -> tuple[float | None, bool]:
+    """What an operation tells a coordinator before it asks for a slot, at ``now``:
+    ``(max_wait, fail_fast)``, the longest wait it would reserve a slot for and whether it
+    takes no wait behind a closed gate (:func:`declines`).
+
+    A ``fail_fast`` operation stops for good when it declines a wait: it reserves nothing
+    (its :func:`wait_room`). A waiting one that stops at its deadline is told the slot as
+    ``retry_at`` and is deferred to it (a job queue runs it then): it keeps that place in
+    line (None)."""
+    if policy.rate_limit is RateLimitMode.FAIL_FAST:
+        return wait_room(policy, state, now), True
+    return None, False
+
+
 def _fits(policy: Policy, state: OperationState, now: float, delay: float,
           took: float = 0.0) -> bool:
     """A wait fits if another attempt can still start inside the deadline after it."""
-    if state.deadline_at is None:
-        return True
-    return now + delay + attempt_needs(policy, state, took) <= state.deadline_at
+    room = wait_room(policy, state, now, took)
+    return room is None or delay <= room
 
 
 def _waiting(policy: Policy, state: OperationState, now: float, delay: float,
@@ -124,6 +149,15 @@ def _waiting(policy: Policy, state: OperationState, now: float, delay: float,
             or now + delay + policy.min_attempt_time > state.deadline_at):
         return said
     return f"{said} and an attempt as long as the longest so far ({needs:.3f}s; nothing cuts it)"
+
+
+def declines(wait: float, gated: bool, max_wait: float | None, fail_fast: bool) -> bool:
+    """Whether an operation stops rather than take a coordinator wait of ``wait`` seconds
+    (``gated``: behind a closed gate), as :func:`plan_wait` decides: it takes no wait behind
+    a closed gate when ``fail_fast``, and none longer than ``max_wait`` (its
+    :func:`wait_room`; None: any). A coordinator reserves no slot for an operation that
+    declines it (:class:`~retrybudget.core.actions.Acquire`)."""
+    return wait > 0 and ((gated and fail_fast) or (max_wait is not None and wait > max_wait))
 
 
 def rate_limit_wait(
@@ -332,15 +366,17 @@ def plan_wait(
     if now_wall is not None:
         offered = now_wall + wait
         limit_at = offered if retry_at is None else max(retry_at, offered)
-    if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
+    gated = reason is WaitReason.GATE
+    fail_fast = policy.rate_limit is RateLimitMode.FAIL_FAST
+    if not declines(wait, gated, wait_room(policy, state, now), fail_fast):
+        return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+    if gated and fail_fast:
         return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")
-    if not _fits(policy, state, now, wait):
-        ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
-        return Stop(
-            ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
-            f"{reason.value} wait of {wait:.3f}s would end past the deadline",
-        )
-    return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+    ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
+    return Stop(
+        ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
+        f"{reason.value} wait of {wait:.3f}s would end past the deadline",
+    )
 
 
 def retry_refused(decision: Retry) -> Stop:

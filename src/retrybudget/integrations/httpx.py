@@ -62,7 +62,7 @@ from ..core.decide import Stop
 from ..core.flow import FlowGen
 from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy
-from ..observe._logging import log_hooks, logs_steps
+from ..observe import log_hooks, logs_steps
 from ._common import (
     _DEADLINE,
     JOB_ID,
@@ -451,6 +451,7 @@ class _Operation(Operation):
     def begin(self, attempt: Attempt) -> httpx.Request:
         """The request for ``attempt``, each timeout at most what is left of the deadline."""
         self.request.extensions = _clipped(self.extensions, attempt.timeout)
+        self.count_retry(attempt)
         return self.request
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
@@ -531,7 +532,7 @@ class _Base(Generic[T]):
             url = None
         elif engine.quick_routed:  # profile="auto": the host's profile decides
             url = str(request.url)
-            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
+            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url, request.headers))
             if retrier is None or method not in methods:
                 return None
         else:
