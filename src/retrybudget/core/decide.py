@@ -6,8 +6,8 @@ rules 1-8 and 12, hold here:
 
 * a wait is only taken if it ends, with room for another attempt, before the deadline;
   otherwise the operation stops *now* (with ``retry_at`` when the provider named a time);
-* an attempt nothing cuts (a sync plain callable) is only started when one as long as the
-  longest so far would end by the deadline (:func:`attempt_needs`);
+* after an attempt nothing could cut (a sync plain callable that never took its timeout),
+  another is only started when one as long would end by the deadline (:func:`attempt_needs`);
 * a rate-limit wait is never shorter than the provider asked;
 * a write is retried only if it was never sent, or carries an idempotency key and the
   policy allows that;
