@@ -11,11 +11,16 @@ resets and hangs; it stops sending 429s after 60 % of the run. Checked:
   the problem its outcome maps to, or the door's overload answer (503 ``gateway_overloaded``,
   ``Retry-After``, 0 attempts, no outcome), at most ``max_attempts`` attempts, ``no-store``;
 - no ``provider_rate_limited`` answer to a lookup that started more than one rate window
-  (1 s) after the provider's last 429;
+  (1 s) after the provider sent its last 429 (plus RECEIVED, the time that 429 may take to
+  reach the gateway, which starts its gate only once it reads the answer);
 - the 99th percentile of the answers' latency is within the deadline + 0.25 s (client side:
   the client shares the machine, so its own scheduling is part of what is measured);
-- the gateway's resident memory and its open descriptors are flat: growth over the last half
-  of the run (after warm-up) < 10 %;
+- the gateway's resident memory is flat: growth over the last half of the run (after
+  warm-up) < 10 %; its open descriptors are flat: growth over the calm part of the run (no
+  more 429s; from its first to its last third) < 10 %. The descriptors are compared within
+  one phase because the mix changes when the 429s stop: lookups refused at a closed gate hold
+  no connection to the provider, lookups let through to slow heads, trickles and hangs do,
+  so the count rises with the phase change whether or not anything leaks;
 - at the end the breaker, the gate and the store are consistent: once the load stops and the
   cool-down passes, lookups are served again; the health check answers ok; the store holds
   only facts the provider confirmed (each equal to the provider's truth) and passes SQLite's
@@ -62,6 +67,12 @@ RENTALS = 100
 COOL_DOWN = 5.0
 CALM_AFTER = 0.6
 """The share of the run after which the provider sends no more 429s."""
+RECEIVED = 0.1
+"""Seconds a 429 may take from the provider's send to the gateway's read of it on a loaded
+loopback (measured: up to ~20 ms with 100 clients on two cores); a lookup refused that
+little after the window is refused by a gate the gateway started on time."""
+SAMPLE_EVERY = 0.5
+"""Seconds between two samples of the gateway's memory and descriptors."""
 PROBLEM = "application/problem+json"
 _WITHIN_2_5 = re.compile(
     r'^retrybudget_gateway_request_duration_seconds_bucket\{(?=[^}]*route="availability")'
@@ -277,7 +288,7 @@ async def _memory(pid: int, until: float, samples: list[tuple[float, int]],
         at = CLOCK.monotonic() - origin
         samples.append((at, _rss_kib(pid)))
         fds.append((at, _fds(pid)))
-        await CLOCK.async_sleep(1.0)
+        await CLOCK.async_sleep(SAMPLE_EVERY)
 
 
 def _own_cpu_s() -> float:
@@ -296,6 +307,17 @@ def _memory_growth(samples: list[tuple[float, int]], seconds: float) -> tuple[fl
     middle = [rss for at, rss in samples if half - 2 <= at <= half + 2]
     last = [rss for at, rss in samples if at >= seconds - 3]
     start, end = _mean(middle), _mean(last)
+    return start, end, (end - start) / start if start else 0.0
+
+
+def _phase_growth(samples: list[tuple[float, int]], since: float,
+                  until: float) -> tuple[float, float, float]:
+    """The mean of a sampled figure over the first and the last third of ``[since, until]``
+    (seconds into the run), and the growth from one to the other."""
+    third = (until - since) / 3
+    first = [n for at, n in samples if since <= at <= since + third]
+    last = [n for at, n in samples if at >= until - third]
+    start, end = _mean(first), _mean(last)
     return start, end, (end - start) / start if start else 0.0
 
 
@@ -367,10 +389,10 @@ async def soak(clients: int, seconds: float, directory: Path,
                 settled = await _settled(http, base)
                 fds_after = _fds(pid)
     rss_half, rss_end, growth = _memory_growth(memory, seconds)
-    fds_half, fds_end, fds_growth = _memory_growth(fds, seconds)
+    fds_half, fds_end, fds_growth = _phase_growth(fds, seconds * CALM_AFTER + 1.0, seconds)
     last_429 = provided["last_429"]
     limited_late = [at for at in tally.rate_limited_started
-                    if last_429 is None or at > last_429 + WINDOW]
+                    if last_429 is None or at > last_429 + WINDOW + RECEIVED]
     store = _store(db, tally.confirmed | set(settled.pop("settle_served")))
     lat = tally.latencies
     return {
@@ -436,7 +458,7 @@ def checks(result: dict[str, Any]) -> dict[str, bool]:
         f"p99 within the deadline + {MARGIN} s": result["p99_ms"] is not None
         and result["p99_ms"] <= (DEADLINE + MARGIN) * 1000,
         "resident memory flat (< 10 % over the last half)": result["rss_growth"] < 0.10,
-        "open descriptors flat (< 10 % over the last half)": result["fds_growth"] < 0.10,
+        "open descriptors flat (< 10 % over the calm part)": result["fds_growth"] < 0.10,
         "breaker and gate let lookups through after the load": result["served_after_load"],
         "health ok": result["health"].get("status") == "ok",
         "store intact, only confirmed facts": (store["integrity"] == "ok"
