@@ -111,10 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "example:\n  retrybudget offline-demo --real-time")
     offline.add_argument("--real-time", action="store_true",
                          help="sleep for real instead of on a simulated clock")
-    queue = _add(sub, "queue", "watch a job's queue, requeue its dead letters, export its results",
+    queue = _add(sub, "queue", "watch a job's queue and its leases, requeue its dead letters, "
+                 "release a dead worker's leases, export its results",
                  "Inspect the queue of a fetch job: a state file, or a Redis URL with --job.",
                  "examples:\n  retrybudget queue status out/rentals.sqlite\n"
                  "  retrybudget queue requeue redis://127.0.0.1:6379/0 --job rentals\n"
+                 "  retrybudget queue release redis://127.0.0.1:6379/0 --job rentals --dead\n"
                  "  retrybudget queue export out/rentals.sqlite --out results.jsonl")
     _queue_module().add_arguments(queue)
     review = _add(sub, "review", "record a reviewer's decision about an operation of an audit",
