@@ -119,11 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
                  "  retrybudget queue release redis://127.0.0.1:6379/0 --job rentals --dead\n"
                  "  retrybudget queue export out/rentals.sqlite --out results.jsonl")
     _queue_module().add_arguments(queue)
-    review = _add(sub, "review", "record a reviewer's decision about an operation of an audit",
-                  "Append a reviewer decision (accept, reject or retry, with the time) for one "
-                  "operation of an audit file; 'retrybudget report' then reflects it.",
-                  "example:\n  retrybudget review decide out/rentals.audit.jsonl line-3 "
-                  "--decision retry --reviewer dana --note 'provider fixed the record'")
+    review = _add(sub, "review", "list what awaits a reviewer's decision, record one (a retry "
+                  "requeued)",
+                  "List the operations of an audit file that await a reviewer's decision, or "
+                  "append one (accept, reject or retry, with the time); a retry given --queue "
+                  "goes back on the job's queue. 'retrybudget report' then reflects it.",
+                  "examples:\n  retrybudget review list out/rentals.audit.jsonl\n"
+                  "  retrybudget review decide out/rentals.audit.jsonl line-3 "
+                  "--decision retry --reviewer dana --note 'provider fixed the record' "
+                  "--queue out/rentals.sqlite")
     _review_module().add_arguments(review)
     return parser
 
