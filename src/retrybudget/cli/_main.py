@@ -83,9 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
                   "checklist, whether review is required, an explanation); --html writes a "
                   "self-contained HTML report with a timeline and a table per operation.",
                   "examples:\n  retrybudget report out/demo-audit.jsonl\n"
+                  "  retrybudget report host-a/out/rentals.audit.jsonl host-b/out/rentals.audit.jsonl\n"
                   "  retrybudget report out/demo-audit.jsonl --json > review.json\n"
                   "  retrybudget report out/demo-audit.jsonl --html out/review.html")
-    report.add_argument("audit", metavar="AUDIT.jsonl", help="an audit file (JSON lines)")
+    report.add_argument("audit", metavar="AUDIT.jsonl", nargs="+",
+                        help="an audit file (JSON lines); several (each fetch process of one "
+                             "job writes its own) are merged: ordered by recording time, a "
+                             "record in more than one file kept once")
     shape = report.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the whole review report as JSON")
     shape.add_argument("--html", metavar="FILE", default=None,

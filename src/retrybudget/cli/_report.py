@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from .._files import unreadable
-from ..observe import AuditFileError, AuditLog, load_audit, review_report
+from ..observe import AuditFileError, AuditLog, load_audit, merge_audits, review_report
 from ..observe._report_text import review_summary
 from ._errors import EXIT_OK, CliError
 from ._hints import program
@@ -30,24 +31,37 @@ def load(audit: str) -> AuditLog:
         raise CliError(unreadable(str(audit), exc)) from None
 
 
+def _decided_at(decision: dict[str, Any]) -> float:
+    at = decision.get("decided_at")
+    return float(at) if isinstance(at, (int, float)) else 0.0
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the review of ``args.audit``; a malformed file names its line."""
     html = getattr(args, "html", None)
     if html is not None:
         check_new_file(html, "--html", create_dirs=False)
-    log = load(args.audit)
+    audits = [args.audit] if isinstance(args.audit, str) else list(dict.fromkeys(args.audit))
+    log = merge_audits([load(audit) for audit in audits])
+    name = audits[0] if len(audits) == 1 else f"{len(audits)} audit files"
     if not log.records and not log.bad_lines:
-        raise CliError(f"{args.audit}: empty, no audit records to review")
+        raise CliError(f"{name}: empty, no audit records to review")
     from ._review import review_inputs  # noqa: PLC0415 - decisions and owner beside the audit
 
-    decisions, owner = review_inputs(args.audit)
+    decisions: list[dict[str, Any]] = []
+    owner = None
+    for audit in audits:  # each file's decisions and owner, kept beside it
+        found, named = review_inputs(audit)
+        decisions.extend(found)
+        owner = owner or named
+    decisions.sort(key=_decided_at)  # the latest decision per operation wins
     report = review_report(log, decisions=decisions, owner=owner)
     if html is not None:
         from ..observe._report_html import render_html  # noqa: PLC0415 - only for --html
 
         try:
             with open(html, "w", encoding="utf-8") as out:
-                out.write(render_html(log.records, report, title=f"Review of {args.audit}"))
+                out.write(render_html(log.records, report, title=f"Review of {name}"))
         except OSError as exc:
             raise CliError(f"--html {html}: cannot write: {os_reason(exc)}") from None
         print(f"wrote {html}")
@@ -55,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(review_summary(log.records, report, str(args.audit)))
-        sys.stdout.write(f"\nthe whole report: {program()} report {args.audit} --json\n")
+        if len(audits) > 1:
+            sys.stdout.write(f"merged {len(audits)} audit files ({', '.join(audits)}): "
+                             f"{len(log.records)} records, {log.duplicates} duplicate(s) "
+                             "dropped\n")
+        sys.stdout.write(review_summary(log.records, report, name))
+        sys.stdout.write(f"\nthe whole report: {program()} report {' '.join(audits)} --json\n")
     return EXIT_OK

@@ -26,6 +26,7 @@ from ._audit import (
     LoggingAuditSink,
     audit_record,
     load_audit,
+    merge_audits,
 )
 from ._hooks import BREAKER_STATES, AttemptEvent, CoordinatorEvents, Hook, WaitEvent
 from ._logging import LOGGER, LogHook
@@ -81,6 +82,7 @@ __all__ = [
     "is_secret_header",
     "is_secret_param",
     "load_audit",
+    "merge_audits",
     "operation_stats",
     "redact_headers",
     "redact_text",
