@@ -13,23 +13,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.test_cli_support import one_line_error, read_lines, run_cli, start_cli, wait_for, write_urls
+from tests.test_cli_support import (
+    held_by,
+    one_line_error,
+    read_lines,
+    run_cli,
+    start_cli,
+    wait_for,
+    write_urls,
+)
 from tests.test_coordination_support import RedisServer
 
 from retrybudget import SYSTEM_CLOCK
-from retrybudget.queue import RedisQueue, SqliteQueue
+from retrybudget.queue import SqliteQueue
 from retrybudget.sandbox import Faults, SandboxConfig, serve_in_thread
 
 N = 24
 JOB = "rentals"
-
-
-def _held_by(server: RedisServer, pid: int) -> list[str]:
-    queue = RedisQueue(server.url, JOB)
-    try:
-        return [h.op_id for h in queue.held() if f"-{pid}-" in h.worker]
-    finally:
-        queue.close()
 
 
 def _start(home: Path, url: str, *extra: str) -> subprocess.Popen[str]:
@@ -40,8 +40,8 @@ def _start(home: Path, url: str, *extra: str) -> subprocess.Popen[str]:
 
 def _kill_holding(proc: subprocess.Popen[str], server: RedisServer) -> list[str]:
     """SIGKILL ``proc`` as soon as it holds two leases; the operations it held."""
-    wait_for(lambda: len(_held_by(server, proc.pid)) >= 2, 60, "the victim to hold two leases")
-    held = _held_by(server, proc.pid)
+    wait_for(lambda: len(held_by(server.url, JOB, proc.pid)) >= 2, 60, "the victim to hold two leases")
+    held = held_by(server.url, JOB, proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     return held

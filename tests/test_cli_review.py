@@ -3,15 +3,13 @@ refusal before any attempt, reviewer decisions, and the report's handover."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.test_cli_support import one_line_error, read_lines, run_cli, write_urls
+from tests.test_cli_support import one_line_error, read_lines, restored_provider, run_cli, write_urls
 
 from retrybudget.core.outcome import Outcome, Reason
 from retrybudget.observe import review_report
@@ -162,47 +160,13 @@ def test_bad_review_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str]
     assert not (tmp_path / "a.jsonl.reviews.jsonl").exists()  # nothing recorded
 
 
-class _Restored(http.server.ThreadingHTTPServer):
-    """A provider whose record 2 is missing (404) until it is restored upstream: every
-    request after the first for it answers 200; every other record answers 200."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _RestoredHandler)
-        self.lock = threading.Lock()
-        self.seen: dict[str, int] = {}
-
-
-class _RestoredHandler(http.server.BaseHTTPRequestHandler):
-    server: _Restored
-
-    def do_GET(self) -> None:
-        with self.server.lock:
-            n = self.server.seen[self.path] = self.server.seen.get(self.path, 0) + 1
-        missing = self.path.startswith("/rentals/2/") and n == 1
-        body = b'{"error": "no such rental"}' if missing else b'{"available": true}'
-        self.send_response(404 if missing else 200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        """Quiet."""
-
-
 def test_a_404_reviewed_with_retry_is_requeued_run_again_and_shown_in_the_report(
         tmp_path: Path) -> None:
-    provider = _Restored()
-    thread = threading.Thread(target=provider.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{provider.server_address[1]}"
+    with restored_provider() as provider:
+        base = f"http://{provider.host}"
         urls = write_urls(tmp_path / "in.txt", [f"{base}/rentals/{n}/availability"
                                                 for n in (1, 2, 3)])
-        job = _job_file(tmp_path, [f"127.0.0.1:{provider.server_address[1]}"])
+        job = _job_file(tmp_path, [provider.host])
         fetch = ("fetch", str(urls), "--job-file", str(job), "--quiet")
         first = run_cli(*fetch, cwd=tmp_path)
         audit, state = tmp_path / "out" / "a.jsonl", tmp_path / "out" / "s.sqlite"
@@ -213,9 +177,6 @@ def test_a_404_reviewed_with_retry_is_requeued_run_again_and_shown_in_the_report
         left = run_cli("review", "list", str(audit), "--json")
         second = run_cli(*fetch, cwd=tmp_path)
         requests = dict(provider.seen)
-    finally:
-        provider.shutdown()
-        provider.server_close()
     assert first.returncode == 1, first.stdout + first.stderr  # the 404 failed
     assert listed.returncode == 0, listed.stderr
     head, case, hint = listed.stdout.splitlines()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.test_cli_support import answer_json, serving
 
 from retrybudget import SYSTEM_CLOCK
 from test_coordination_support import RedisServer
@@ -90,14 +91,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 seen.due = now + WAIT
             else:
                 seen.answered_ok += 1
-        body = b'{"ok": true}' if not first else b'{"error": "slow down"}'
-        self.send_response(429 if first else 200)
         if first:
-            self.send_header("Retry-After", str(WAIT))
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            answer_json(self, 429, b'{"error": "slow down"}', [("Retry-After", str(WAIT))])
+        else:
+            answer_json(self, 200, b'{"ok": true}')
 
     def log_message(self, *args: Any) -> None:
         """Quiet."""
@@ -106,15 +103,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def provider() -> Iterator[Provider]:
     """The provider, serving on its own thread."""
-    server = Provider()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
+    with serving(Provider()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 CALL = '''

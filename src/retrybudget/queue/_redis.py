@@ -202,6 +202,7 @@ class RedisQueue(JobQueue):
         self._deferred = base + "deferred"
         self._order = base + "order"
         self._done = base + "done"
+        self._runs = base + "runs"
         self._enqueue = self._r.register_script(_ENQUEUE)
         self._promote = self._r.register_script(_PROMOTE)
         self._begin = self._r.register_script(_BEGIN)
@@ -303,6 +304,11 @@ class RedisQueue(JobQueue):
         other machines may hold live leases: theirs end by completion, or lapse within the
         visibility timeout once their worker stops renewing them); how many."""
         return self.release(self.dead_holders())
+
+    def begin_run(self) -> int:
+        """Number a run of the job (a process starting on it): 1, 2, … across every process,
+        so each process tells what it recorded in this run from what earlier runs did."""
+        return int(self._r.incr(self._runs))
 
     def renew(self, lease: Lease) -> bool:
         """Extend ``lease``: its entry's idle time starts again, its expiry moves."""
