@@ -156,3 +156,26 @@ def test_queue_release_on_a_state_file_by_worker_name_and_bad_input(tmp_path: Pa
                  ["queue", "release", str(state), "--dead", "--worker", "x"],
                  ["queue", "release", str(tmp_path / "missing.sqlite"), "--dead"]):
         one_line_error(run_cli(*argv))
+
+
+def test_a_fetch_started_again_on_the_host_releases_its_dead_predecessors_leases(
+        tmp_path: Path) -> None:
+    with _world(tmp_path) as (server, _sandbox, urls):
+        [home] = _homes(tmp_path, urls, "host")
+        # coordination on databases of their own, as in the survivor's test above
+        victim = _start(home, server.url, "--quiet", "--redis", f"{server.url}?db=1")
+        try:
+            held = _kill_holding(victim, server)
+        finally:
+            if victim.poll() is None:
+                victim.kill()
+                victim.communicate(timeout=30)
+        again = run_cli("fetch", "rentals.txt", "--workers", "2", "--policy", "background",
+                        "--queue", server.url, "--job", JOB, "--quiet", "--redis",
+                        f"{server.url}?db=2", cwd=home, timeout=120)
+        exported = run_cli("queue", "export", server.url, "--job", JOB)
+    assert again.returncode == 0, again.stdout + again.stderr
+    # released at the start (not after the 30 s lease): the summary counts them as resumed
+    assert again.stdout.startswith(f"resumed: {len(held)} interrupted,"), again.stdout
+    ops = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert sorted(op["id"] for op in ops) == sorted(f"line-{i}" for i in range(1, N + 1))
