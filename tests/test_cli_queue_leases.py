@@ -39,12 +39,15 @@ def _start(home: Path, url: str, *extra: str) -> subprocess.Popen[str]:
 
 
 def _kill_holding(proc: subprocess.Popen[str], server: RedisServer) -> list[str]:
-    """SIGKILL ``proc`` as soon as it holds two leases; the operations it held."""
-    wait_for(lambda: len(held_by(server.url, JOB, proc.pid)) >= 2, 60, "the victim to hold two leases")
-    held = held_by(server.url, JOB, proc.pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
-    return held
+    """SIGKILL ``proc`` as soon as it holds two leases (killed anyway if it never does); the
+    operations it held."""
+    try:
+        wait_for(lambda: len(held_by(server.url, JOB, proc.pid)) >= 2, 60,
+                 "the victim to hold two leases")
+        return held_by(server.url, JOB, proc.pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
 
 
 @contextlib.contextmanager
@@ -112,12 +115,7 @@ def test_queue_status_names_a_dead_holder_and_release_dead_frees_its_jobs_at_onc
     with _world(tmp_path) as (server, _sandbox, urls):
         [home] = _homes(tmp_path, urls, "victim")
         victim = _start(home, server.url, "--quiet")
-        try:
-            held = _kill_holding(victim, server)
-        finally:
-            if victim.poll() is None:
-                victim.kill()
-                victim.communicate(timeout=30)
+        held = _kill_holding(victim, server)
         status = json.loads(run_cli("queue", "status", server.url, "--job", JOB).stdout)
         mine = [lease for lease in status["leases"] if f"-{victim.pid}-" in lease["worker"]]
         released = run_cli("queue", "release", server.url, "--job", JOB, "--dead")
@@ -164,12 +162,7 @@ def test_a_fetch_started_again_on_the_host_releases_its_dead_predecessors_leases
         [home] = _homes(tmp_path, urls, "host")
         # coordination on databases of their own, as in the survivor's test above
         victim = _start(home, server.url, "--quiet", "--redis", f"{server.url}?db=1")
-        try:
-            held = _kill_holding(victim, server)
-        finally:
-            if victim.poll() is None:
-                victim.kill()
-                victim.communicate(timeout=30)
+        held = _kill_holding(victim, server)
         again = run_cli("fetch", "rentals.txt", "--workers", "2", "--policy", "background",
                         "--queue", server.url, "--job", JOB, "--quiet", "--redis",
                         f"{server.url}?db=2", cwd=home, timeout=120)
