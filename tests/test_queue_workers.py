@@ -261,3 +261,15 @@ def test_two_workers_never_call_before_retry_at_and_finish_each_job_once(
         answered = {job: (len(seen.arrivals), seen.answered_ok)
                     for job, seen in provider.jobs.items()}
     assert answered == {str(job): (2, 1) for job in range(JOBS)}, story
+
+
+def test_the_worker_commands_docs_queue_md_gives_are_the_ones_run_here() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "queue.md").read_text("utf-8")
+    block = docs.split("### Starting the workers", 1)[1].split("```sh\n", 1)[1].split("```")[0]
+    given = [line.split("#")[0].split() for line in block.splitlines() if line.strip()]
+    for engine, argv in WORKER.items():
+        run = [Path(argv[0]).name, *[a.replace("rbtasks", "tasks") for a in argv[1:]]]
+        if engine == "celery":
+            run += ["-n", "w1@%h"]  # each worker's own name, as _workers gives it
+        [doc] = [g for g in given if g[0] == engine]
+        assert all(word in run for word in doc), (doc, run)
