@@ -79,8 +79,10 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
         killed = SYSTEM_CLOCK.monotonic()
         out, err = survivor.communicate(timeout=120)
         recovered = SYSTEM_CLOCK.monotonic() - killed
-        listed = run_cli("review", "list", str(audits[1]), "--json")
-        decided = run_cli("review", "decide", str(audits[1]), "line-2", "--decision", "retry",
+        listed = run_cli("review", "list", *map(str, audits), "--json")
+        cases = {case["id"]: case for case in map(json.loads, listed.stdout.splitlines())}
+        holder = cases["line-2"]["evidence"][0].rsplit(":", 1)[0]  # the file that holds it
+        decided = run_cli("review", "decide", holder, "line-2", "--decision", "retry",
                           "--reviewer", "dana", "--note", "record restored upstream",
                           "--queue", server.url, "--job", JOB)
         again = fetch("b", "--quiet")
@@ -90,8 +92,8 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
         requests = dict(provider.seen)
     assert survivor.returncode == 1, (out, err)  # the 404 and the refused host failed
     assert recovered <= 60.0, recovered  # the dead worker's jobs came back within a minute
-    cases = {case["id"]: case for case in map(json.loads, listed.stdout.splitlines())}
     assert set(cases) == {"line-2", f"line-{N + 1}"}  # the 404, and the refused request
+    assert holder in map(str, audits)
     assert cases["line-2"]["outcome"] == "not_found"
     assert cases["line-2"]["owner"] == OWNER
     assert decided.returncode == 0, decided.stderr

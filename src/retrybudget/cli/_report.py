@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from .._files import unreadable
 from ..observe import AuditFileError, AuditLog, load_audit, merge_audits, review_report
@@ -31,11 +30,6 @@ def load(audit: str) -> AuditLog:
         raise CliError(unreadable(str(audit), exc)) from None
 
 
-def _decided_at(decision: dict[str, Any]) -> float:
-    at = decision.get("decided_at")
-    return float(at) if isinstance(at, (int, float)) else 0.0
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the review of ``args.audit``; a malformed file names its line."""
     html = getattr(args, "html", None)
@@ -46,15 +40,9 @@ def run(args: argparse.Namespace) -> int:
     name = audits[0] if len(audits) == 1 else f"{len(audits)} audit files"
     if not log.records and not log.bad_lines:
         raise CliError(f"{name}: empty, no audit records to review")
-    from ._review import review_inputs  # noqa: PLC0415 - decisions and owner beside the audit
+    from ._review import decisions_of  # noqa: PLC0415 - decisions and owner beside the audits
 
-    decisions: list[dict[str, Any]] = []
-    owner = None
-    for audit in audits:  # each file's decisions and owner, kept beside it
-        found, named = review_inputs(audit)
-        decisions.extend(found)
-        owner = owner or named
-    decisions.sort(key=_decided_at)  # the latest decision per operation wins
+    decisions, owner = decisions_of(audits)
     report = review_report(log, decisions=decisions, owner=owner)
     if html is not None:
         from ..observe._report_html import render_html  # noqa: PLC0415 - only for --html

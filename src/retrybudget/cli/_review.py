@@ -18,18 +18,19 @@ import argparse
 import datetime as dt
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..observe import review_report
+from ..observe import merge_audits, review_report
 from ..observe._report import DECISIONS
 from ._errors import EXIT_OK, CliError
 from ._hints import program
 from ._jobfile import sidecar
 from ._report import load
 
-__all__ = ["add_arguments", "awaiting", "review_inputs", "run"]
+__all__ = ["add_arguments", "awaiting", "decisions_of", "review_inputs", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              description="List each failed operation and each case of "
                                          "conflicting evidence no reviewer has decided yet: "
                                          "id, outcome, why, owner, evidence.")
-    listing.add_argument("audit", metavar="AUDIT.jsonl", help="the audit file")
+    listing.add_argument("audit", metavar="AUDIT.jsonl", nargs="+",
+                         help="the audit file (several: the files of one job, merged)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
@@ -66,17 +68,22 @@ def _text(value: str | None, what: str, limit: int) -> str | None:
     return cleaned
 
 
-def awaiting(audit: str) -> list[dict[str, Any]]:
-    """The cases of ``audit`` no reviewer has decided: each with its ``id`` (the queue's),
-    ``operation_id``, ``outcome``, ``why``, ``owner`` and ``evidence`` (audit line numbers)."""
-    log = load(audit)
-    decisions, owner = review_inputs(audit)
+def awaiting(audits: Sequence[str]) -> list[dict[str, Any]]:
+    """The cases of the job's audit files no reviewer has decided: each with its ``id`` (the
+    queue's), ``operation_id``, ``outcome``, ``why``, ``owner`` and ``evidence`` (the audit
+    lines that show it: ``FILE:LINE`` when several files are merged)."""
+    log = merge_audits([load(audit) for audit in audits])
+    decisions, owner = decisions_of(audits)
     report = review_report(log, decisions=decisions, owner=owner)
     named = {d.get("operation_id") for d in decisions if d.get("decision") in DECISIONS}
 
     def undecided(evidence: dict[str, Any]) -> bool:
         record = log.records[evidence["record"]]
         return not named & {record.get("operation_id"), record.get("job_id")} - {None}
+
+    def where(evidence: dict[str, Any]) -> str:
+        line = evidence.get("line")
+        return f"{log.files[evidence['record']]}:{line}" if log.files else str(line)
 
     out = []
     for step in report["proposed_steps"]:
@@ -91,26 +98,44 @@ def awaiting(audit: str) -> list[dict[str, Any]]:
         out.append({"id": first.get("job_id") or first.get("operation_id"),
                     "operation_id": first.get("operation_id"), "case": step["action"],
                     "outcome": first.get("outcome"), "why": why, "owner": owner,
-                    "evidence": sorted({e["line"] for e in open_ if e.get("line") is not None})})
+                    "evidence": sorted({where(e) for e in open_ if e.get("line") is not None})})
     return out
 
 
 def _list(args: argparse.Namespace) -> int:
-    cases = awaiting(args.audit)
+    audits = list(dict.fromkeys(args.audit))
+    cases = awaiting(audits)
     if args.json:
         for case in cases:
             print(json.dumps(case, ensure_ascii=False, separators=(",", ":")))
         return EXIT_OK
     owner = cases[0]["owner"] if cases else None
-    print(f"{len(cases)} case(s) await a decision in {args.audit}"
+    print(f"{len(cases)} case(s) await a decision in {', '.join(audits)}"
           + (f" (owner: {owner})" if owner else "") + ("." if not cases else ":"))
     for case in cases:
-        lines = ", ".join(str(n) for n in case["evidence"])
+        lines = ", ".join(case["evidence"])
         print(f"  {case['id']}  {case['outcome']}: {case['why']} (audit line {lines})")
     if cases:
-        print(f"decide: {program()} review decide {args.audit} ID --decision "
-              f"accept|reject|retry --reviewer NAME [--note TEXT] [--queue STATE]")
+        print(f"decide: {program()} review decide AUDIT ID --decision accept|reject|retry "
+              "--reviewer NAME [--note TEXT] [--queue STATE]  (AUDIT: the file that holds it)")
     return EXIT_OK
+
+
+def decisions_of(audits: Sequence[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """The decisions kept beside each audit file, oldest first, and the first owner named."""
+    decisions: list[dict[str, Any]] = []
+    owner = None
+    for audit in audits:
+        found, named = review_inputs(audit)
+        decisions.extend(found)
+        owner = owner or named
+    decisions.sort(key=_decided_at)  # the latest decision per operation wins
+    return decisions, owner
+
+
+def _decided_at(decision: dict[str, Any]) -> float:
+    at = decision.get("decided_at")
+    return float(at) if isinstance(at, (int, float)) else 0.0
 
 
 def _requeue(args: argparse.Namespace, queue_id: str) -> int:
