@@ -66,6 +66,10 @@ def test_report_merges_the_audit_files_of_one_job(tmp_path: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[0] == (f"merged 2 audit files ({a}, {b}): 6 records, "
                                            "1 duplicate(s) dropped")
+    [missing] = [line for line in text.stdout.splitlines() if "not recorded" in line]
+    assert missing.startswith(tuple(f"{n} field(s) not recorded (" for n in range(1, 100)))
+    assert "retry_at" in missing  # empty where nothing was rate-limited: said so
+    assert "unreadable" not in missing  # every line was readable
     whole = json.loads(run_cli("report", str(b), str(a), "--json").stdout)
     jobs = [f["value"] for f in whole["observed_facts"] if f["source"]["field"] == "job_id"]
     assert jobs == [f"line-{n}" for n in range(6)]  # recording order, each once

@@ -94,5 +94,15 @@ def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, An
             lines.append(f"  … and {len(steps) - _STEPS_SHOWN} more in the full report (--json)")
     missing = report.get("missing_inputs") or ()
     if missing:
-        lines += ["", f"{len(missing)} missing or unreadable input(s): see the full report (--json)"]
+        broken = [m for m in missing if not str(m.get("reason", "")).startswith("not recorded")]
+        fields = {str((m.get("source") or {}).get("field")) for m in missing if m not in broken}
+        parts = []
+        if len(missing) > len(broken):
+            shown = ", ".join(sorted(fields)[:4]) + (", …" if len(fields) > 4 else "")
+            parts.append(f"{len(missing) - len(broken)} field(s) not recorded ({shown}: empty "
+                         "where they do not apply, such as retry_at of an operation nothing "
+                         "rate-limited)")
+        if broken:
+            parts.append(f"{len(broken)} unreadable line(s) or record(s) not matching the schema")
+        lines += ["", "; ".join(parts) + ": see the full report (--json)"]
     return "\n".join(lines) + "\n"
