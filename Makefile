@@ -37,7 +37,7 @@ demo: $(CLI)
 test: lint typecheck pytest
 
 lint: $(DEV)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 
 typecheck: $(DEV)
 	$(BIN)/mypy

@@ -6,7 +6,10 @@ Every command runs as a subprocess (``python -m retrybudget``), as a user would 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 from tests.test_cli_support import digest, one_line_error, read_lines, run_cli, write_urls
 
-from retrybudget.cli._errors import CliError
+from retrybudget._cmdline import CliError
 from retrybudget.cli._policy import load_policy, with_overrides
 from retrybudget.observe import REPORT_KEYS
 from retrybudget.sandbox import SandboxServer, serve_in_thread
@@ -321,3 +324,36 @@ def test_fetch_records_an_ok_whose_body_broke_after_the_handover(tmp_path: Path)
     assert (line["id"], line["outcome"], line["ok"], line["status"]) == ("cut", "ok", True, 200)
     assert (line["attempts"], line["value"]) == (1, None)
     assert served == [1]
+
+
+# a closed stdout -------------------------------------------------------------------------------
+
+
+def _with_closed_stdout(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the command with a stdout whose reader is already gone (``| head`` that exited)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "retrybudget", *args], cwd=cwd, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    finally:
+        os.close(write)
+
+
+def test_a_closed_stdout_pipe_ends_every_command_quietly(tmp_path: Path,
+                                                         sandbox: SandboxServer) -> None:
+    urls = write_urls(tmp_path / "in.txt", [sandbox.url("/rentals/1/availability")])
+    state = tmp_path / "s.sqlite"
+    fetched = run_cli("fetch", str(urls), "--quiet", "--audit", str(tmp_path / "a.jsonl"),
+                      "--state", str(state), cwd=tmp_path)
+    assert fetched.returncode == 0, fetched.stderr
+    runs = [("report", "a.jsonl"), ("report", "a.jsonl", "--json"), ("offline-demo",),
+            ("fetch", "in.txt", "--quiet", "--state", "s.sqlite", "--audit", "a.jsonl"),
+            ("queue", "status", "s.sqlite")]
+    for argv in runs:
+        result = _with_closed_stdout(*argv, cwd=tmp_path)
+        assert result.stderr == "", (argv, result.stderr)
+        assert result.returncode == 1, (argv, result.returncode)  # rich's own status for it
+    for argv in [("--help",), ("report", "--help")]:  # argparse ignores the error: still 0
+        result = _with_closed_stdout(*argv, cwd=tmp_path)
+        assert (result.returncode, result.stderr) == (0, ""), argv

@@ -9,7 +9,9 @@ was: no file created, changed or half-written.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ ROWS = [
     # demo
     Row("demo-out-is-a-file", ("demo", "--out", "urls.txt"), ("--out", "urls.txt", "not a directory")),
     Row("demo-out-under-a-file", ("demo", "--out", "urls.txt/sub"), ("--out", "not a directory")),
+    Row("demo-out-symlink-loop", ("demo", "--out", "loop"), ("--out", "loop", "symlink loop")),
     Row("demo-style-unknown", ("demo", "--style", "loud"), ("--style", "loud", "github")),
     Row("demo-size-zero", ("demo", "--size", "0"), ("--size", "at least 1")),
     Row("demo-fault-share", ("demo", "--fault-5xx", "2"), ("--fault-5xx", "between 0 and 1")),
@@ -47,10 +50,32 @@ ROWS = [
         ("--state", "not a directory")),
     Row("fetch-out-under-a-file", ("fetch", "urls.txt", "--out", "urls.txt/r.jsonl"),
         ("--out", "not a directory")),
+    Row("fetch-state-symlink-loop", ("fetch", "urls.txt", "--state", "loop"),
+        ("--state", "loop", "symlink loop")),
+    Row("fetch-state-under-a-symlink-loop", ("fetch", "urls.txt", "--state", "loop/x.sqlite"),
+        ("--state", "loop", "symlink loop")),
+    Row("fetch-audit-symlink-loop", ("fetch", "urls.txt", "--audit", "loop"),
+        ("--audit", "loop", "symlink loop")),
+    Row("fetch-out-symlink-loop", ("fetch", "urls.txt", "--out", "loop"), ("--out", "loop", "symlink loop")),
+    Row("fetch-audit-unwritable", ("fetch", "urls.txt", "--audit", "unwritable.jsonl"),
+        ("--audit", "unwritable.jsonl", "cannot write")),
+    Row("fetch-state-foreign-database", ("fetch", "urls.txt", "--state", "other-app.sqlite"),
+        ("--state", "other-app.sqlite", "not a retrybudget state file", "notes", "unchanged")),
+    Row("fetch-state-a-gateway-database", ("fetch", "urls.txt", "--state", "gateway.sqlite"),
+        ("--state", "gateway.sqlite", "not a retrybudget state file", "rentals")),
+    Row("fetch-input-symlink-loop", ("fetch", "loop"), ("loop", "symlink loop")),
+    Row("fetch-policy-symlink-loop", ("fetch", "urls.txt", "--policy", "loop"),
+        ("--policy", "loop", "symlink loop")),
+    Row("fetch-job-file-symlink-loop", ("fetch", "urls.txt", "--job-file", "loop"),
+        ("loop", "symlink loop")),
     Row("fetch-workers-word", ("fetch", "urls.txt", "--workers", "many"), ("--workers", "'many'")),
     Row("fetch-profile-unknown", ("fetch", "urls.txt", "--profile", "acme"), ("--profile", "acme", "github")),
     Row("fetch-policy-malformed", ("fetch", "urls.txt", "--policy", "bad.toml"), ("bad.toml", "TOML")),
     Row("fetch-policy-unknown", ("fetch", "urls.txt", "--policy", "lazy"), ("--policy", "lazy")),
+    Row("fetch-policy-binary", ("fetch", "urls.txt", "--policy", "binary.bin"),
+        ("--policy", "binary.bin", "not UTF-8")),
+    Row("fetch-job-file-malformed", ("fetch", "urls.txt", "--job-file", "bad.toml"),
+        ("--job-file", "bad.toml", "invalid TOML")),
     Row("fetch-header-unset-env", ("fetch", "urls.txt", "--header", "Authorization: env:RB_UNSET_VAR"),
         ("--header", "RB_UNSET_VAR", "not set")),
     Row("fetch-redis-bad-url", ("fetch", "urls.txt", "--redis", "mysql://x"), ("--redis", "Redis URL")),
@@ -58,6 +83,9 @@ ROWS = [
     Row("queue-state-missing", ("queue", "status", "missing.sqlite"), ("missing.sqlite", "no such file")),
     Row("queue-state-not-a-database", ("queue", "status", "notdb.sqlite"),
         ("notdb.sqlite", "not a queue")),
+    Row("queue-foreign-database", ("queue", "status", "other-app.sqlite"),
+        ("other-app.sqlite", "not a queue")),
+    Row("queue-symlink-loop", ("queue", "status", "loop"), ("loop",)),
     # review
     Row("review-audit-missing", ("review", "decide", "missing.jsonl", "op1", "--decision", "accept",
                                  "--reviewer", "ana"), ("missing.jsonl", "no such file")),
@@ -68,12 +96,16 @@ ROWS = [
     Row("check-fixtures-bad-number", ("check", "--fixtures", "bad-number.json"),
         ("bad-number.json", "case A01", "max_attempts", '"three"')),
     Row("check-policy-missing", ("check", "--policy", "missing.toml"), ("missing.toml", "no such file")),
+    Row("check-profile-binary", ("check", "--profile", "binary.bin"), ("binary.bin", "not UTF-8")),
     Row("check-only-unknown", ("check", "--only", "Z99"), ("--only", "Z99")),
     # report
     Row("report-missing", ("report", "missing.jsonl"), ("missing.jsonl", "no such file")),
     Row("report-empty", ("report", "empty.jsonl"), ("empty.jsonl", "empty")),
     Row("report-not-json", ("report", "notdb.sqlite"), ("notdb.sqlite", "line 1", "JSON")),
     Row("report-directory", ("report", "."), (".", "directory")),
+    Row("report-symlink-loop", ("report", "loop"), ("loop", "symlink loop")),
+    Row("report-html-symlink-loop", ("report", "notdb.sqlite", "--html", "loop"),
+        ("--html", "loop", "symlink loop")),
     Row("report-html-missing-directory", ("report", "notdb.sqlite", "--html", "nodir/r.html"),
         ("--html", "nodir", "does not exist")),
     # sandbox
@@ -116,6 +148,24 @@ ROWS = [
     Row("gateway-audit-missing-directory", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
                                             "--db", "facts.sqlite", "--audit", "nodir/audit.jsonl"),
         ("--audit", "nodir", "does not exist")),
+    Row("gateway-db-foreign-database", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
+                                        "--db", "other-app.sqlite"),
+        ("--db", "other-app.sqlite", "not a gateway database", "notes", "unchanged")),
+    Row("gateway-db-foreign-application-id", ("gateway", "--provider", "http://127.0.0.1:9",
+                                              "--port", "0", "--db", "other-app-id.sqlite"),
+        ("--db", "other-app-id.sqlite", "another application's", "unchanged")),
+    Row("gateway-db-a-state-file", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
+                                    "--db", "state.sqlite"),
+        ("--db", "state.sqlite", "not a gateway database", "meta")),
+    Row("gateway-db-symlink-loop", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
+                                    "--db", "loop"),
+        ("--db", "loop", "symlink loop")),
+    Row("gateway-audit-symlink-loop", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
+                                       "--db", "facts.sqlite", "--audit", "loop"),
+        ("--audit", "loop", "symlink loop")),
+    Row("gateway-audit-unwritable", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
+                                     "--db", "facts.sqlite", "--audit", "unwritable.jsonl"),
+        ("--audit", "unwritable.jsonl", "cannot write", "permission denied")),
     Row("gateway-header-env-unset", ("gateway", "--provider", "http://127.0.0.1:9", "--port", "0",
                                      "--db", "facts.sqlite", "--provider-header-env",
                                      "Authorization=RB_UNSET_VAR"),
@@ -131,8 +181,36 @@ def _prepare(directory: Path) -> None:
     (directory / "empty.jsonl").write_text("", "utf-8")
     (directory / "bad.toml").write_text("max_attempts = = 3\n", "utf-8")
     (directory / "no-cases.json").write_text('{"defaults": {}}\n', "utf-8")
+    (directory / "loop").symlink_to("loop")
+    _database(directory / "other-app.sqlite", "CREATE TABLE notes (body TEXT)",
+              "INSERT INTO notes VALUES ('mine')")
+    _database(directory / "other-app-id.sqlite", "PRAGMA application_id = 1234")
+    _database(directory / "state.sqlite", "CREATE TABLE meta (key TEXT, value TEXT)",
+              "CREATE TABLE queue_ops (id TEXT)")
+    _database(directory / "gateway.sqlite", "CREATE TABLE rentals (rental_id TEXT)")
+    _unwritable(directory / "unwritable.jsonl")
     (directory / "bad-number.json").write_text(
         '{"cases": [{"id": "A01", "max_attempts": "three", "script": [], "expect": {}}]}\n', "utf-8")
+
+
+def _database(path: Path, *statements: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for statement in statements:
+            db.execute(statement)
+        db.commit()
+
+
+def _unwritable(path: Path) -> None:
+    """A file this process cannot write to, even as root (where modes are not enough)."""
+    path.write_text("", "utf-8")
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        return
+    kernel = Path("/sys/kernel/notes")  # 0400 on sysfs: even root cannot open it to write
+    if not kernel.exists():
+        pytest.skip("running as root with no file root cannot write")
+    path.unlink()
+    path.symlink_to(kernel)
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:

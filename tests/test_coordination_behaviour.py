@@ -237,6 +237,67 @@ def test_a_gate_past_the_deadline_stops_at_once(backend: Backend) -> None:
     assert (outcome.reason, outcome.attempts, outcome.waits) == (Reason.RATE_LIMITED, 0, ())
 
 
+def test_a_caller_that_would_not_wait_reserves_no_slot(backend: Backend) -> None:
+    """Refused callers (fail_fast behind the gate, or a slot past what fits their deadline)
+    are told the wait they declined, and book nothing: the next caller that waits gets the
+    gate instant itself, as if none of them had asked."""
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    c.learn(KEY, throttled(300), None)
+    refused = [c.acquire(KEY, 1, fail_fast=True) for _ in range(3)]
+    refused += [c.acquire(KEY, 1, max_wait=0.1) for _ in range(3)]
+    assert [(p.reason, p.wait) for p in refused] == [(WaitReason.GATE, approx(backend, 0.3))] * 6
+    assert [c.acquire(KEY, 1, max_wait=5.0).wait for _ in range(2)] == [
+        approx(backend, 0.3), approx(backend, 0.35)]
+
+
+def test_fail_fast_refusals_at_a_gate_leave_no_queue_behind_it(backend: Backend) -> None:
+    """A short 429 holds fail_fast operations only until the gate opens: the refused ones
+    left no slots, so every operation after it goes at once (no pacing wait)."""
+    a, b = backend.workers(CoordinationConfig(gate=GateConfig(spread=0.05)), n=2)
+    provider = ScriptedProvider([OK], backend.clock)
+    retrier = Retrier(policy=Policy(rate_limit="fail_fast", deadline=2), clock=backend.clock,
+                      coordinator=b, key=KEY)
+    a.learn(KEY, throttled(200), None)
+    held = [retrier.call(provider) for _ in range(5)]
+    assert [(o.reason, o.attempts) for o in held] == [(Reason.RATE_LIMITED, 0)] * 5
+    backend.sleep(0.2)
+    after = [retrier.call(provider) for _ in range(5)]
+    assert [(o.reason, o.attempts, o.waits) for o in after] == [(Reason.OK, 1, ())] * 5
+
+
+def test_a_fail_fast_caller_is_placed_within_one_herd_window(backend: Backend) -> None:
+    """Waiting workers held at a gate queue ``spread`` apart however many they are (each
+    comes back for its slot); a ``fail_fast`` newcomer during their release is never placed
+    more than ``herd_window`` ahead: it shares the window's slots in turn."""
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05, herd_window=0.22)))
+    c.learn(KEY, throttled(300), None)
+    held = [c.acquire(KEY, 1).wait for _ in range(8)]
+    assert held == [approx(backend, 0.3 + 0.05 * i) for i in range(8)]
+    backend.sleep(0.3)
+    assert c.acquire(KEY, 1).wait == 0  # claims the slot at the gate
+    fast = [c.acquire(KEY, 1, fail_fast=True).wait for _ in range(3)]
+    # the 4, 5 and 6 slots booked within 0.22 s put each 0.05 further round the window
+    assert fast == [approx(backend, w) for w in (0.2, 0.03, 0.08)]
+    assert c.acquire(KEY, 1).wait == approx(backend, 0.4)  # a waiting one: behind the last
+
+
+def test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it(
+        backend: Backend) -> None:
+    """Paced slots (2 left, no limit named, reset in 0.3 s: 0.15 apart) that run past the
+    reset are released from it ``spread`` apart; a ``fail_fast`` caller's within one
+    ``herd_window`` of it (beyond, it shares those slots in turn), a waiting one's not."""
+    gate = GateConfig(spread=0.05, herd_window=0.1)
+    headers = {"ratelimit-remaining": "2", "ratelimit-reset": "0.3"}
+    fast, slow = backend.one(CoordinationConfig(gate=gate)), backend.one(
+        CoordinationConfig(gate=gate))
+    fast.learn(KEY, seen(200, headers), None)
+    slow.learn(KEY, seen(200, headers), None)
+    waits = [fast.acquire(KEY, 1, fail_fast=True).wait for _ in range(6)]
+    assert waits == [0] + [approx(backend, w) for w in (0.15, 0.3, 0.35, 0.4, 0.35)]
+    waits = [slow.acquire(KEY, 1).wait for _ in range(6)]
+    assert waits == [0] + [approx(backend, w) for w in (0.15, 0.3, 0.35, 0.4, 0.45)]
+
+
 def test_a_429_seen_by_one_operation_holds_the_next(backend: Backend) -> None:
     c = backend.one()
     script = [{"status": 429, "headers": {"retry-after-ms": "200"}}, OK]

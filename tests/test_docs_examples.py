@@ -8,6 +8,10 @@ The convention the docs follow:
 - a block runs in an empty temporary directory (files it writes land there);
 - an HTML comment on the line before the fence declares anything else:
   ``<!-- example: redis -->`` (a fresh redis-server's URL for ``redis://127.0.0.1:6379``),
+  ``<!-- example: sdk NAME -->`` (the official SDKs talk to a loopback provider playing
+  script ``NAME`` of ``tests/sdk_provider.py``: openai and anthropic through their
+  ``*_BASE_URL`` and ``*_API_KEY`` variables, Stripe through its default API base, and
+  ``https://api.github.com`` in the block is its URL),
   ``<!-- example: async -->`` (the block is the body of a coroutine run by ``asyncio.run``),
   ``<!-- example: skip REASON -->`` (not run; the reason is required).
 
@@ -33,7 +37,7 @@ SANDBOX_URL = "http://127.0.0.1:8080"
 REDIS_URL = re.compile(r"redis://127\.0\.0\.1:6379(?:/(\d+))?")
 MARKER = re.compile(r"^<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^```python\s*$")
-KINDS = frozenset({"redis", "async", "skip"})
+KINDS = frozenset({"redis", "async", "skip", "sdk"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Block:
     source: str
     marks: frozenset[str]
     skip_reason: str
+    script: str = ""
 
     @property
     def id(self) -> str:
@@ -65,7 +70,7 @@ def blocks_of(path: Path) -> Iterator[Block]:
             i += 1
             continue
         marks: set[str] = set()
-        skip_reason = ""
+        skip_reason = script = ""
         j = i - 1
         while j >= 0 and (found := MARKER.match(lines[j])):
             kind, rest = found.group(1), found.group(2)
@@ -74,11 +79,14 @@ def blocks_of(path: Path) -> Iterator[Block]:
             marks.add(kind)
             if kind == "skip":
                 skip_reason = rest
+            if kind == "sdk":
+                script = rest
             j -= 1
         end = i + 1
         while end < len(lines) and not lines[end].startswith("```"):
             end += 1
-        yield Block(path, i + 1, "\n".join(lines[i + 1 : end]) + "\n", frozenset(marks), skip_reason)
+        yield Block(path, i + 1, "\n".join(lines[i + 1 : end]) + "\n", frozenset(marks), skip_reason,
+                    script)
         i = end + 1
 
 
@@ -98,6 +106,23 @@ def test_the_docs_have_examples() -> None:
     for block in BLOCKS:
         if "skip" in block.marks:
             assert block.skip_reason, f"{block.id}: a skipped example must say why"
+
+
+def _with_provider(script: str, source: str, monkeypatch: pytest.MonkeyPatch,
+                   request: pytest.FixtureRequest) -> str:
+    """Start the loopback provider playing ``script``; point the SDKs at it."""
+    import stripe._stripe_client
+
+    import sdk_provider
+
+    served = sdk_provider.serve(*sdk_provider.DOC_SCRIPTS[script])
+    provider = served.__enter__()
+    request.addfinalizer(lambda: served.__exit__(None, None, None))
+    for name, value in (("OPENAI_BASE_URL", provider.url + "/v1"), ("OPENAI_API_KEY", "sk-test"),
+                        ("ANTHROPIC_BASE_URL", provider.url), ("ANTHROPIC_API_KEY", "sk-ant")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(stripe._stripe_client, "DEFAULT_API_BASE", provider.url)
+    return source.replace("https://api.github.com", provider.url)
 
 
 def _redis_url(server_socket: Path, match: re.Match[str]) -> str:
@@ -123,6 +148,8 @@ def test_example_runs_as_written(
         server.start()
         request.addfinalizer(server.stop)
         source = REDIS_URL.sub(lambda m: _redis_url(server.socket, m), source)
+    if "sdk" in block.marks:
+        source = _with_provider(block.script, source, monkeypatch, request)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:

@@ -2,7 +2,7 @@
 
 - a markdown link ``[text](target)`` outside code blocks: the file exists (relative to the page)
   and its ``#anchor``, if any, is a heading of that file (GitHub's slugs);
-- a path under ``src/``, ``tests/``, ``benchmarks/``, ``docs/`` or ``.ci/`` anywhere in a page
+- a path under ``src/``, ``tests/``, ``benchmarks/``, ``tools/``, ``docs/`` or ``.ci/`` anywhere in a page
   exists, and so does a test file named alone (``test_rules.py::...``);
 - a ``*.md`` file named in a page or a docstring exists, beside the page or at the repo root.
 """
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LINK = re.compile(r"(?<!\!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
-PATH = re.compile(r"(?<![\w./-])((?:src|tests|benchmarks|docs|\.ci)/[\w./-]*[\w/])")
+PATH = re.compile(r"(?<![\w./-])((?:src|tests|benchmarks|tools|docs|\.ci)/[\w./-]*[\w/])")
 TEST_FILE = re.compile(r"(?<![\w./-])(test_\w+\.py)\b")
 MD_NAME = re.compile(r"(?<![\w/.-])([\w./-]*\w\.md)\b")
 EXTERNAL_LINK = re.compile(r"\[[^\]]*\]\(https?://[^)\s]*\)")

@@ -3,7 +3,9 @@ another never answers a connect (its accept queue is full, see :func:`full_accep
 
 The path names what each request gets: ``/{part}/{interval_ms}/{size}/{status}[/...]``, where
 ``part`` is ``head`` (every byte of the status line and headers ``interval_ms`` apart, then
-the body at once) or ``body`` (the head at once, then ``size`` body bytes one at a time).
+the body at once), ``body`` (the head at once, then ``size`` body bytes one at a time) or
+``close`` (as ``body``, but the body has no length: the connection's close ends it) or
+``hang`` (nothing for ``interval_ms``, then the whole answer at once).
 Anything after the fourth segment is ignored, so a client can put its own path behind it.
 """
 
@@ -37,8 +39,9 @@ def _answer(path: str) -> tuple[bytes, bytes, float]:
     parts = path.split("/")
     part, interval_ms, size, status = parts[1], int(parts[2]), int(parts[3]), int(parts[4])
     body = _PAYLOAD + b"x" * max(0, size - len(_PAYLOAD) - 2) + b'"}'
+    length = "connection: close" if part == "close" else f"content-length: {len(body)}"
     head = (f"HTTP/1.1 {status} Trickle\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode("ascii")
+            f"{length}\r\n\r\n").encode("ascii")
     return (b"", head + body, interval_ms / 1000.0) if part == "head" else (head, body,
                                                                              interval_ms / 1000.0)
 
@@ -102,12 +105,18 @@ class TrickleServer:
                 path = request.split(b" ", 2)[1].decode("ascii")
                 fast, slow, interval = _answer(path)
                 try:
+                    if path.startswith("/hang/"):
+                        if self._stop.wait(interval):
+                            return
+                        fast, slow = fast + slow, b""
                     conn.sendall(fast)
                     for index in range(len(slow)):
                         if self._stop.wait(interval):
                             return
                         conn.sendall(slow[index:index + 1])
                 except OSError:  # the client gave up: the point of the test
+                    return
+                if path.startswith("/close/"):
                     return
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from tests.test_cli_support import run_cli
 
-from retrybudget._profile_file import toml_table
-from retrybudget.cli import _errors, _main
+from retrybudget import _cmdline
+from retrybudget._files import toml_table
+from retrybudget.cli import _main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")
@@ -61,6 +62,6 @@ def test_fetch_help_lists_every_exit_status_fetch_returns() -> None:
     assert result.returncode == 0, result.stderr
     listed = {int(n) for n in re.findall(r"^  (\d+) ", result.stdout.split("exit status:")[1],
                                          flags=re.M)}
-    returned = {_errors.EXIT_OK, _errors.EXIT_FAILED, _errors.EXIT_BAD_INPUT,
-                _errors.EXIT_LEFT_TO_DO, _main._INTERRUPTED}
+    returned = {_cmdline.EXIT_OK, _cmdline.EXIT_FAILED, _cmdline.EXIT_BAD_INPUT,
+                _cmdline.EXIT_LEFT_TO_DO, _main._INTERRUPTED}
     assert listed == returned

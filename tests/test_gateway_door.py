@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from hypothesis import given, settings
@@ -321,8 +323,9 @@ def test_the_gateways_server_stamps_each_request_when_its_bytes_are_read() -> No
 class _Stalling(httpx.AsyncHTTPTransport):
     """httpx's own transport, held before each exchange until the test releases it: outside
     every socket read, and deaf to cancellation (as a connect to a provider whose accept
-    queue is full is, until the kernel gives up); counts the exchanges held, those asked to
-    stop while held, and those that ended."""
+    queue is full is, until the kernel gives up): to its task's and to a cancelled scope
+    around it alike; counts the exchanges held, those asked to stop while held, and those
+    that ended."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -334,11 +337,13 @@ class _Stalling(httpx.AsyncHTTPTransport):
         asked = False
         try:
             for _ in range(6000):  # at most 60 s
+                asked = asked or anyio.current_effective_deadline() == -math.inf  # cancelled
                 if self.release.is_set():
                     break
                 try:
-                    await SYSTEM_CLOCK.async_sleep(0.01)
-                except asyncio.CancelledError:
+                    with anyio.CancelScope(shield=True):
+                        await SYSTEM_CLOCK.async_sleep(0.01)
+                except asyncio.CancelledError:  # the task's own cancellation
                     asked = True
             if asked:
                 raise asyncio.CancelledError

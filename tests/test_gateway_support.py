@@ -60,8 +60,12 @@ class Resettable(Coordinator):
     def admit(self, key: str) -> Admission:
         return self.inner.admit(key)
 
-    def acquire(self, key: str, attempt: int) -> Permit:
-        return self.inner.acquire(key, attempt)
+    patient = True  # the inner coordinator is told what each operation would wait
+
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                max_wait: float | None = None, fail_fast: bool = False) -> Permit:
+        return self.inner.acquire(key, attempt, write_gap, max_wait=max_wait,
+                                  fail_fast=fail_fast)
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
         self.inner.learn(key, throttle, lease)

@@ -11,8 +11,11 @@ The layers, bottom up (docs/architecture.md tells the story):
   layer and the layers below it, and every module belongs to a layer. An integration or
   the gateway talks to a coordinator through ``retrybudget.coordination``'s public face,
   never through a backend's internals.
-- no module imports a private name (one leading underscore) from another package, and no
-  import cycle runs through the core.
+- no module imports a private name (one leading underscore) from another package, nor a
+  private module of a package it is not inside (``observe._redact`` is reached through
+  ``retrybudget.observe``; the root package's own private modules, ``_clock`` or
+  ``_cmdline``, are shared by every package under it), and no import cycle runs through the
+  core.
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``. A known debt is
 listed in ``DEBTS`` with what must move to retire it; a new violation fails, and so does a
@@ -43,30 +46,30 @@ IMPURE_STDLIB = frozenset({
 
 LAYERS = (
     f"{PACKAGE}.cli",
-    f"{PACKAGE}._provider_table",  # writes docs/providers.md from the profile data
     f"{PACKAGE}.queue",  # job queues and their adapters, under the command that runs them
     f"{PACKAGE}.gateway",
     f"{PACKAGE}.acceptance",  # the cases, the judge, the runners and the checklist
     f"{PACKAGE}.sandbox",
     f"{PACKAGE}.testing",  # the face tests import the provider and the fixture format from
-    f"{PACKAGE}.acceptance.provider",  # the in-process scripted provider
-    f"{PACKAGE}.acceptance.fixtures",  # the fixture format, read by both providers
+    f"{PACKAGE}._fixtures",  # the fixture format and the in-process scripted provider
     f"{PACKAGE}.integrations",
     f"{PACKAGE}._drivers",
     f"{PACKAGE}._native",  # the HTTP libraries' exceptions and headers, read for the drivers
     f"{PACKAGE}._profile_file",  # reads a user profile from a TOML file (the core reads no file)
     f"{PACKAGE}.coordination",
     f"{PACKAGE}.observe",
+    f"{PACKAGE}._gateway_mapping",  # the gateway's answer per reason, read by the judge too
     f"{PACKAGE}.errors",
+    f"{PACKAGE}._cmdline",  # what every command shares: CliError, argparse types, file checks
     f"{PACKAGE}._files",  # operating-system errors in plain words, for every command
     CORE,
     CLOCK,
 )
 """Top to bottom: a module imports its own layer and the layers below it, never one above.
-A module's layer is the longest entry it falls under (``acceptance.fixtures`` sits below the
-rest of ``acceptance``, so the providers under the cases can read the one fixture format).
+A module's layer is the longest entry it falls under.
 The package's face (``retrybudget/__init__.py``) and ``__main__`` stand above them all; another
-package's ``__main__`` (``python -m retrybudget.sandbox``) is a command, in the command layer."""
+package's ``__main__`` (``python -m retrybudget.sandbox``) belongs to its package's layer, like
+any of its modules (what the commands share sits in ``_cmdline``, below them all)."""
 
 BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._memory",
@@ -81,6 +84,8 @@ BACKEND_CLIENTS = (f"{PACKAGE}.integrations", f"{PACKAGE}.gateway")
 DEBTS: dict[tuple[str, str, str], str] = {
     # (rule, importing module, imported module or name): what must move to retire it.
     # Add a line only with the plan that pays it.
+    ("imports-a-private-module", f"{PACKAGE}.cli._fetch", f"{PACKAGE}.queue._redis"):
+        "queue's face exports check_reachable (loaded on first use, like RedisQueue)",
 }
 
 
@@ -156,14 +161,19 @@ def _home_package(module: str) -> str:
 
 def _layer(module: str) -> int | None:
     """The index of ``module``'s layer in :data:`LAYERS` (None: the face, above them all)."""
-    if module.endswith(".__main__") and module != f"{PACKAGE}.__main__":
-        return 0  # a command's entry point (python -m retrybudget.sandbox): the command layer
     homes = [i for i, layer in enumerate(LAYERS) if _inside(module, layer)]
     return max(homes, key=lambda i: len(LAYERS[i])) if homes else None
 
 
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_module_owners(module: str) -> list[str]:
+    """The packages whose private modules ``module`` passes through (``retrybudget.observe`` for
+    ``retrybudget.observe._redact``); only a module inside each of them may import it."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts)) if _is_private(parts[i])]
 
 
 def _violations() -> dict[tuple[str, str, str], str]:
@@ -195,6 +205,9 @@ def _violations() -> dict[tuple[str, str, str], str]:
         if (ours and imp.name is not None and _is_private(imp.name)
                 and _home_package(imp.importer) != _home_package(imp.target)):
             add("imports-a-private-name", imp, f"{imp.target}.{imp.name}")
+        if ours and any(not _inside(imp.importer, owner)
+                        for owner in _private_module_owners(imp.target)):
+            add("imports-a-private-module", imp, imp.target)
     for cycle in _cycles():
         if any(_inside(module, CORE) for module in cycle):
             found[("cycle-through-the-core", cycle[0], " -> ".join(cycle))] = cycle[0]
@@ -287,12 +300,27 @@ def test_every_listed_debt_still_exists() -> None:
         (f"{PACKAGE}.observe._audit", "from ..coordination import Coordinator",
          "imports-a-layer-above"),
         (f"{PACKAGE}.testing", "from .sandbox import SandboxConfig", "imports-a-layer-above"),
-        (f"{PACKAGE}.acceptance.fixtures", "from . import judge", "imports-a-layer-above"),
+        (f"{PACKAGE}._fixtures._format", "from ..acceptance import judge",
+         "imports-a-layer-above"),
         (f"{PACKAGE}.sandbox._app", "from ..acceptance import load_cases",
          "imports-a-layer-above"),
         (f"{PACKAGE}.cli._check", "from ..acceptance.checklist import _user_checks",
          "imports-a-private-name"),
         (f"{PACKAGE}.coordination._memory", "import retrybudget", "imports-a-layer-above"),
+        (f"{PACKAGE}.gateway._answers", "from ..observe._redact import redact_text",
+         "imports-a-private-module"),
+        (f"{PACKAGE}._drivers", "from .observe import _hooks", "imports-a-private-module"),
+        (f"{PACKAGE}.coordination._logic", "import retrybudget.core._values",
+         "imports-a-private-module"),
+        (f"{PACKAGE}.cli._check", "from .._cmdline._errors import CliError",
+         "imports-a-private-module"),
+        (f"{PACKAGE}.sandbox.__main__", "from ..cli import main", "imports-a-layer-above"),
+        (f"{PACKAGE}.acceptance._judge", "from ..gateway import GATEWAY_MAPPING",
+         "imports-a-layer-above"),
+        (f"{PACKAGE}.gateway.__main__", "from ..cli._main import build_parser",
+         "imports-a-layer-above"),
+        (f"{PACKAGE}._cmdline._paths", "from ..gateway import GatewayConfig",
+         "imports-a-layer-above"),
     ],
 )
 def test_the_checker_catches_each_kind_of_violation(importer: str, source: str, rule: str,
@@ -300,6 +328,22 @@ def test_the_checker_catches_each_kind_of_violation(importer: str, source: str, 
     extra = _imports_of(importer, _package_of(importer, MODULES[importer]), ast.parse(source))
     monkeypatch.setattr(sys.modules[__name__], "IMPORTS", [*IMPORTS, *extra])
     assert any(key[0] == rule and key[1] == importer for key in _violations())
+
+
+@pytest.mark.parametrize(
+    ("importer", "source"),
+    [
+        (f"{PACKAGE}.coordination._redis", "from ._logic import admission_of"),
+        (f"{PACKAGE}.gateway._app", "from .._clock import SYSTEM_CLOCK"),
+        (f"{PACKAGE}.cli._check", "from .._cmdline import CliError"),
+        (f"{PACKAGE}._cmdline._paths", "from ._errors import CliError"),
+    ],
+)
+def test_a_private_module_is_open_to_its_own_package(importer: str, source: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = _imports_of(importer, _package_of(importer, MODULES[importer]), ast.parse(source))
+    monkeypatch.setattr(sys.modules[__name__], "IMPORTS", extra)
+    assert not _violations()
 
 
 def test_a_private_name_inside_its_own_package_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -152,6 +152,47 @@ MUTANTS = [
         ("tests/test_queue_leases.py::"
          "test_drain_keeps_the_lease_of_an_operation_slower_than_the_timeout",),
     ),
+    # a caller that will not wait for its slot books it anyway: every refusal at a gate
+    # pushes the herd's tail a spread further, and a short 429 becomes an outage
+    Mutant(
+        "a-refusal-reserves-its-slot", "coordination/_memory.py",
+        "return self._tally.permit(permit)  # it stops: nothing reserved",
+        "pass  # it stops: nothing reserved",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_caller_that_would_not_wait_reserves_no_slot[memory]",
+         "tests/test_coordination_waits.py::"
+         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+    ),
+    # a fail_fast caller's slot not bounded by the herd window: its wait grows with the
+    # number of workers ahead of it, far past what the provider asked
+    Mutant(
+        "herd-window-ignored", "coordination/_logic.py",
+        "if bounded and slot > opens + gate.herd_window:",
+        "if False:",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_fail_fast_caller_is_placed_within_one_herd_window[memory]",
+         "tests/test_coordination_behaviour.py::"
+         "test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it[memory]",
+         "tests/test_coordination_waits.py::"
+         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+    ),
+    # an attempt nothing can cut started with less time left than the longest one took: a
+    # provider that hangs keeps a decorated sync function past its deadline (rule 13)
+    Mutant(
+        "uncut-attempt-started-short", "core/decide.py",
+        "return max(policy.min_attempt_time, state.longest_unbounded, took)",
+        "return policy.min_attempt_time",
+        ("tests/test_rules.py::"
+         "test_a_plain_call_starts_no_attempt_as_long_as_its_last_past_the_deadline",),
+    ),
+    # the requests watchdog shuts the connection's current socket, which http.client drops
+    # once a head says the body ends with the close: such a body trickles on (rule 13)
+    Mutant(
+        "requests-close-delimited-body-uncut", "integrations/requests.py",
+        "sock = connection._held", "sock = connection.sock",
+        ("tests/test_deadline_exchange.py::"
+         "test_requests_cuts_a_short_trickled_final_body_at_the_deadline",),
+    ),
 ]
 
 

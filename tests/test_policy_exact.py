@@ -15,6 +15,7 @@ import pytest
 
 from retrybudget import Backoff, Jitter, Policy, get_profile
 from retrybudget.core.policy import (
+    PRESETS,
     PolicyError,
     RateLimitMode,
     background,
@@ -244,3 +245,11 @@ def test_the_background_preset_is_pinned() -> None:
     assert background("github").profile is get_profile("github")
     changed = background("stripe", deadline=60)
     assert (changed.profile.name, changed.deadline, changed.max_attempts) == ("stripe", 60.0, 5)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_each_preset_is_the_policy_of_its_name(name: str) -> None:
+    policy = PRESETS[name]()
+    assert policy.name == name
+    assert policy == {"interactive": interactive(), "background": background(),
+                      "default": Policy()}[name]

@@ -332,3 +332,14 @@ def test_a_routes_last_word_is_kept_without_its_query_or_fragment(url) -> None:
 def test_a_delay_entry_that_is_no_pair_is_refused(entry) -> None:
     with pytest.raises(ValueError, match="each entry is a"):
         profile_from_mapping({"delay": [entry]})
+
+
+def test_a_profile_file_names_the_sdk_headers_auto_picks_it_by(tmp_path) -> None:
+    acme = rb.load_profile(write(tmp_path, 'name = "acme"\nhosts = ["api.acme.example"]\n'
+                                           'sdk_headers = ["X-Acme-SDK"]\nsdk_paths = ["^/v2/"]\n'))
+    assert (acme.sdk_headers, acme.sdk_paths) == (("x-acme-sdk",), ("^/v2/",))
+    auto = rb.auto({"api.acme.example": acme})
+    assert auto.resolve("http://gateway.internal/v2/things", {"x-acme-sdk": "1.0"}) is acme
+    assert auto.resolve("http://gateway.internal/v1/things", {"x-acme-sdk": "1.0"}).name == "generic"
+    with pytest.raises(ValueError, match="sdk_paths"):
+        rb.load_profile(write(tmp_path, 'name = "acme"\nsdk_paths = ["("]\n', "bad.toml"))

@@ -80,6 +80,7 @@ CONTRACT = "test_no_generated_script_breaks_the_contract"
 CLASSIFY = "test_classify_is_total"
 DECIDE = "test_decide_never_breaks_a_rule"
 ASKED = "test_decide_never_waits_less_than_the_provider_asked"
+UNCUT = "test_a_plain_call_never_starts_an_attempt_that_would_end_past_the_deadline"
 
 
 @settings(max_examples=examples(300))  # CI: 10,000, the largest input space (scripts)
@@ -282,6 +283,45 @@ def test_decide_never_waits_less_than_the_provider_asked(policy, step, attempts,
     reached(ASKED, "never shorter than the provider asked")
 
 
+_answers = st.sampled_from(["503", "429", "timeout"])
+
+
+@settings(max_examples=examples(300, cap=3000))
+@given(
+    policy=policies(),
+    first=st.floats(0.001, 30, allow_nan=False),
+    later=st.lists(st.tuples(st.floats(0, 1), _answers), min_size=1, max_size=10),
+    answer=_answers,
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_plain_call_never_starts_an_attempt_that_would_end_past_the_deadline(
+    policy, first, later, answer, seed
+) -> None:
+    # Rule 13: a sync plain function that ignores its timeout, each attempt no longer than the
+    # first (the longest): whatever the policy, no attempt after the first ends past the
+    # deadline, and the operation ends by the deadline unless its first attempt ran past it.
+    tried(UNCUT)
+    clock = FakeClock(wall=WALL0)
+    steps = [(first, answer)] + [(first * share, kind) for share, kind in later]
+    calls = iter(range(len(steps)))
+
+    def call() -> ScriptedResponse:
+        length, kind = steps[min(next(calls), len(steps) - 1)]
+        clock.sleep(length)
+        if kind == "timeout":
+            raise TimeoutError("no answer")
+        return ScriptedResponse(int(kind), {"Retry-After": "1"} if kind == "429" else {}, "")
+
+    outcome = Retrier(policy=policy, clock=clock, random=random.Random(seed)).call(call)
+    if policy.deadline is None:
+        return
+    for record in outcome.history[1:]:
+        assert record.started + record.elapsed <= policy.deadline + 1e-6
+        reached(UNCUT, "a later attempt ends by the deadline")
+    assert outcome.elapsed <= max(policy.deadline, first) + 1e-6
+    reached(UNCUT, "the operation ends by the deadline")
+
+
 # Last in the module: each property above reached its checks (a check never run proves nothing)
 
 def test_the_contract_property_reached_its_checks() -> None:
@@ -295,3 +335,8 @@ def test_classify_property_reached_its_checks() -> None:
 
 def test_decide_property_reached_its_checks() -> None:
     assert_reached(ASKED, ("never shorter than the provider asked",))
+
+
+def test_the_uncut_attempt_property_reached_its_checks() -> None:
+    assert_reached(UNCUT, ("a later attempt ends by the deadline",
+                           "the operation ends by the deadline"))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tools.provider_table import provider_table
+
 import retrybudget as rb
-from retrybudget._provider_table import provider_table
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "providers.md"
 
 
 def test_the_committed_provider_table_matches_the_profiles() -> None:
     assert DOC.read_text(encoding="utf-8") == provider_table(), (
-        "docs/providers.md drifted: run python -m retrybudget._provider_table > docs/providers.md")
+        "docs/providers.md drifted: run python tools/provider_table.py > docs/providers.md")
 
 
 def test_the_table_has_a_row_per_provider_with_its_sources() -> None:
@@ -23,7 +24,7 @@ def test_the_table_has_a_row_per_provider_with_its_sources() -> None:
 
 
 def test_a_changed_profile_changes_the_table(monkeypatch) -> None:
-    import retrybudget._provider_table as generator
+    import tools.provider_table as generator
 
     changed = (rb.PROVIDERS[0].derive("generic", transient=frozenset({599})), *rb.PROVIDERS[1:])
     monkeypatch.setattr(generator, "PROVIDERS", changed)

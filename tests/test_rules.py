@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
 from retrybudget import (
     Backoff,
+    FakeClock,
     Jitter,
     Kind,
     Policy,
@@ -18,11 +20,12 @@ from retrybudget import (
     get_profile,
 )
 from retrybudget.coordination import Coordinator
-from retrybudget.core.actions import Admission, Permit
-from retrybudget.core.classify import classify
-from retrybudget.core.decide import Retry, Stop, decide
+from retrybudget.core.actions import Admission, Attempt, AttemptResult, Permit
+from retrybudget.core.classify import FailureKind, FailureSeen, classify
+from retrybudget.core.decide import Retry, Stop, attempt_needs, decide, plan_attempt
+from retrybudget.core.outcome import AttemptRecord
 from retrybudget.core.state import OperationState
-from retrybudget.testing import ScriptedProvider, json_payload
+from retrybudget.testing import ScriptedProvider, ScriptedResponse, json_payload
 
 NO_JITTER = Backoff(base=0.5, cap=4.0, multiplier=2.0, jitter=Jitter.NONE)
 
@@ -367,6 +370,81 @@ def test_conflicting_evidence_is_flagged(clock) -> None:
     assert outcome.reason is Reason.OK
     assert outcome.waits[0].seconds == 10.0  # Retry-After takes precedence
     assert any("retry-after" in c and "x-ratelimit-reset" in c for c in outcome.conflicts)
+
+
+# Rule 13: an attempt nothing cuts is only started when it fits -----------------------------
+
+def hanging(clock: FakeClock, seconds: float, status: int = 503) -> Callable[[], ScriptedResponse]:
+    """A plain function that ignores its timeout: every call takes ``seconds``, then answers."""
+
+    def call() -> ScriptedResponse:
+        clock.sleep(seconds)
+        return ScriptedResponse(status, {}, "")
+
+    return call
+
+
+def test_a_plain_call_starts_no_attempt_as_long_as_its_last_past_the_deadline(clock) -> None:
+    retrier = Retrier(policy=Policy(deadline=3.2, backoff=NO_JITTER), clock=clock)
+    outcome = retrier.call(hanging(clock, 2.5))
+    # 0.7 s left after the 2.5 s attempt: the 0.5 s backoff fits, not another 2.5 s after it
+    assert (outcome.reason, outcome.attempts, outcome.elapsed) == (Reason.DEADLINE, 1, 2.5)
+    assert clock.sleeps == [2.5]  # the backoff is not slept either
+    assert "as long as the longest so far (2.500s; nothing cuts it)" in outcome.detail
+
+
+def test_a_plain_call_starts_the_attempts_that_fit(clock) -> None:
+    retrier = Retrier(policy=Policy(deadline=6.0, backoff=NO_JITTER), clock=clock)
+    outcome = retrier.call(hanging(clock, 2.5))
+    # 2.5 + 0.5 + 2.5 = 5.5 fits; a 1 s backoff and 2.5 s more would end at 9 s
+    assert (outcome.reason, outcome.attempts, outcome.elapsed) == (Reason.DEADLINE, 2, 5.5)
+    assert clock.sleeps == [2.5, 0.5, 2.5]
+
+
+def test_an_attempt_that_is_cut_is_still_started_with_less_time(clock) -> None:
+    # run()'s perform takes each attempt's timeout: it is cut at it, so it may start short
+    def perform(attempt: Attempt) -> AttemptResult:
+        if attempt.timeout is not None and attempt.timeout < 2.5:
+            clock.sleep(attempt.timeout)
+            return AttemptResult(FailureSeen(FailureKind.TIMEOUT, "TimeoutError"))
+        clock.sleep(2.5)
+        return AttemptResult(ResponseSeen.of(503, {}))
+
+    outcome = Retrier(policy=Policy(deadline=3.5, backoff=NO_JITTER), clock=clock).run(perform)
+    assert (outcome.reason, outcome.attempts, outcome.elapsed) == (Reason.DEADLINE, 2, 3.5)
+    assert [r.timeout for r in outcome.history] == [3.5, 0.5]
+
+
+def test_a_plain_call_that_takes_its_timeout_is_cut_by_it(clock) -> None:
+    # ScriptedProvider reads attempt_timeout() and ends by it, as a client given it does
+    script = [{"status": 503, "delay_s": 2.5}] * 3
+    outcome, provider = run(script, clock, deadline=3.2)
+    assert (outcome.reason, provider.count) == (Reason.DEADLINE, 2)
+    assert [r.timeout for r in outcome.history] == pytest.approx([3.2, 0.2])
+    assert outcome.elapsed == pytest.approx(3.2)  # the second attempt ended by its timeout
+
+
+def test_the_longest_unbounded_attempt_decides_and_a_coordinator_wait_counts() -> None:
+    policy = Policy(deadline=10.0, max_attempts=5)
+    state = OperationState.start(policy, "op", 0.0)
+    seen = classify(policy.profile, ResponseSeen.of(503, {}), 0.0)
+    for started, elapsed, bounded in ((0.0, 6.0, True), (6.5, 4.0, False), (11.0, 1.0, False)):
+        record = AttemptRecord(len(state.history) + 1, started, elapsed, 503, None,
+                               Kind.TRANSIENT, "retry", "")
+        state = state.with_attempt(record, seen, bounded)
+    # the longest that nothing could cut, not the last one, nor a longer one its timeout ended
+    assert attempt_needs(policy, state) == 4.0
+    assert attempt_needs(policy, state, took=5.0) == 5.0  # the attempt just made counts
+    state = OperationState(**{**{f: getattr(state, f) for f in state.__slots__},
+                              "deadline_at": 20.0, "attempts": 3})
+    # 4.5 s left after a coordinator's wait: a 4 s attempt fits, not with 3.9 s left
+    assert plan_attempt(policy, state, 15.5) == pytest.approx(4.5)
+    stop = plan_attempt(policy, state, 16.1)
+    assert isinstance(stop, Stop)
+    assert stop.reason is Reason.DEADLINE
+    assert "the longest so far took 4.000s" in stop.detail
+    bounded = OperationState.start(policy, "op", 10.0)
+    assert attempt_needs(policy, bounded) == policy.min_attempt_time
 
 
 # decide() directly -------------------------------------------------------------------------

@@ -24,8 +24,10 @@ from ._drivers import (
     acall,
     attempt_timeout,
     call,
+    last_failed_outcome,
     retrying,
 )
+from ._native import outcome_of
 from ._profile_file import load_profile
 from .coordination import (
     BreakerConfig,
@@ -136,7 +138,9 @@ __all__ = [
     "call",
     "get_profile",
     "interactive",
+    "last_failed_outcome",
     "load_profile",
+    "outcome_of",
     "parse_rate_limit_headers",
     "redact_url",
     "retrying",

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from ._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
-from ._native import method_of, observe_error, stdlib_failure_kind
-from .coordination._base import Coordinator, NoCoordination
+from ._native import carry, is_sdk_error, method_of, observe_error, stdlib_failure_kind
+from .coordination import Coordinator, NoCoordination
 from .core.actions import (
     Acquire,
     Action,
@@ -46,7 +46,7 @@ from .core.classify import (
     ResponseSeen,
     classify,
 )
-from .core.decide import Retry, Stop, decide, plan_attempt, plan_next, plan_wait
+from .core.decide import Retry, Stop, decide, patience, plan_attempt, plan_next, plan_wait
 from .core.flow import FlowGen, operation_flow
 from .core.outcome import Outcome, Reason, first_ok
 from .core.outcome import operation_id as _format_id
@@ -54,8 +54,7 @@ from .core.policy import Policy, PolicyError, Validator
 from .core.profiles import Profile
 from .core.state import OperationState
 from .core.throttle import throttle_of
-from .observe._hooks import AttemptEvent, WaitEvent, notify
-from .observe._logging import log_hooks
+from .observe import AttemptEvent, WaitEvent, log_hooks, notify
 
 __all__ = [
     "CALL_FIELDS",
@@ -67,6 +66,8 @@ __all__ = [
     "Retrier",
     "attempt_timeout",
     "call",
+    "ended",
+    "last_failed_outcome",
     "acall",
     "retrying",
 ]
@@ -79,9 +80,48 @@ _ATTEMPT_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
+_TAKEN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "retrybudget_attempt_timeout_taken", default=False)
+"""Whether the running sync attempt took its timeout (read :func:`attempt_timeout`, or got it
+as ``timeout_kwarg``): it can end by it. One that did not can be cut by nothing (rule 13)."""
+
+
 def attempt_timeout() -> float | None:
-    """Inside an attempt: the seconds it may take (clipped to the deadline), or None."""
+    """Inside an attempt: the seconds it may take (clipped to the deadline), or None.
+
+    A sync attempt that reads it is taken to end by it (its client bounds the exchange with
+    it); one that never does is not, and the next attempt of its operation is only started
+    when one as long as the longest of those would still end by the deadline.
+    """
+    _TAKEN.set(True)
     return _ATTEMPT_TIMEOUT.get()
+
+
+_LAST_FAILED: contextvars.ContextVar[Outcome[Any] | None] = contextvars.ContextVar(
+    "retrybudget_last_failed_outcome", default=None
+)
+
+
+def last_failed_outcome() -> Outcome[Any] | None:
+    """The outcome of the last operation in this context (thread, task) that did not end ok,
+    or None.
+
+    For an SDK that drops the response it raises over (Stripe's errors carry neither the
+    response nor its extensions): in the ``except`` block, this is the outcome of the call
+    that failed, its ``retry_at`` included. Any operation counts: a transport's, an adapter's,
+    ``Retrier.call``'s.
+    """
+    return _LAST_FAILED.get()
+
+
+def ended(outcome: Outcome[Any]) -> Outcome[Any]:
+    """An operation's outcome as the flow ended it: its error carries it, and one that is not
+    ok is this context's :func:`last_failed_outcome`."""
+    if outcome.error is not None:  # raised, and perhaps raised again: rb.outcome_of
+        carry(outcome.error, outcome)
+    if outcome.reason is not Reason.OK:
+        _LAST_FAILED.set(outcome)
+    return outcome
 
 
 class Interpreter(Protocol):
@@ -138,7 +178,11 @@ class CallInterpreter:
     ``urllib.error.HTTPError`` are the response they carry (status, headers, the body text
     when it was read, the request's method), classified by the profile as the integrations
     classify responses; their transport errors, and urllib3's, are the failure kinds the
-    integrations map them to (a connect failure is known never to have been sent). A
+    integrations map them to (a connect failure is known never to have been sent). The
+    official SDKs' errors are read the same way (openai, anthropic, Stripe, githubkit,
+    PyGithub, slack_sdk: the response they carry, else their status and headers, else the
+    transport error they wrap), and so is anyone's error carrying an HTTP library's response
+    as ``.response``. A
     :class:`json.JSONDecodeError` (``response.json()`` of a body that is not JSON) is an
     invalid payload. Of the standard library's errors, :class:`ConnectionRefusedError` is a
     connect failure, :class:`TimeoutError` a timeout, :class:`ConnectionError` (and
@@ -707,12 +751,14 @@ class Retrier:
             flow, req = self._flow(request, op_id)
             return self._drive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
-        admission = coordinator.handle(Admit(request.key))
+        patient = patience(self.policy, first[3], first[3].started)
+        admission = coordinator.handle(Admit(request.key, *patient))
         assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
         if not admission.allowed:
             flow, pending = self._coordinated_flow(first, [admission])
             return self._drive(flow, perform, None, pending=pending)
-        permit = coordinator.handle(Acquire(bucket, 1, self.policy.profile.write_gap(request.method)))
+        permit = coordinator.handle(
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method), *patient))
         assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
         plan = self._coordinated_plan(first, permit)
         if isinstance(plan, Stop | Retry):
@@ -739,13 +785,14 @@ class Retrier:
             flow, req = self._flow(request, op_id)
             return await self._adrive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
-        admission = await coordinator.ahandle(Admit(request.key))
+        patient = patience(self.policy, first[3], first[3].started)
+        admission = await coordinator.ahandle(Admit(request.key, *patient))
         assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
         if not admission.allowed:
             flow, pending = self._coordinated_flow(first, [admission])
             return await self._adrive(flow, perform, None, pending=pending)
         permit = await coordinator.ahandle(
-            Acquire(bucket, 1, self.policy.profile.write_gap(request.method)))
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method), *patient))
         assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
         plan = self._coordinated_plan(first, permit)
         if isinstance(plan, Stop | Retry):
@@ -774,13 +821,16 @@ class Retrier:
 
         def perform(attempt: Attempt) -> AttemptResult:
             token = _ATTEMPT_TIMEOUT.set(attempt.timeout)
+            taken = _TAKEN.set(self.timeout_kwarg is not None)
             try:
                 value = fn(*args, **self._kwargs(kwargs, attempt))
             except Exception as exc:
-                return AttemptResult(interp.error(exc), None, exc)
+                return AttemptResult(interp.error(exc), None, exc, bounded=_TAKEN.get())
             finally:
+                bounded = _TAKEN.get()
+                _TAKEN.reset(taken)
                 _ATTEMPT_TIMEOUT.reset(token)
-            return AttemptResult(interp.value(value), value, None)
+            return AttemptResult(interp.value(value), value, None, bounded=bounded)
 
         return perform
 
@@ -789,6 +839,8 @@ class Retrier:
 
         Each attempt's timeout (clipped to the deadline) is available inside ``fn`` from
         :func:`attempt_timeout`, or as a keyword argument when ``timeout_kwarg`` is set.
+        Nothing can cut an attempt that took neither, so another attempt is only started when
+        one as long as the longest of those would end by the deadline.
         """
         fast = self._fast
         if fast is None or log_hooks(()):  # a logger that prints sees every step
@@ -804,12 +856,16 @@ class Retrier:
             return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
+        taken = _TAKEN.set(self.timeout_kwarg is not None)
         try:
             value = fn(*args, **kwargs) if self.timeout_kwarg is None else fn(
                 *args, **{**kwargs, self.timeout_kwarg: plan})
         except Exception as exc:
-            result = AttemptResult(self._interpreter.error(exc), None, exc)
+            result = AttemptResult(self._interpreter.error(exc), None, exc,
+                                   bounded=_TAKEN.get())
         finally:
+            bounded = _TAKEN.get()
+            _TAKEN.reset(taken)
             _ATTEMPT_TIMEOUT.reset(token)
         if result is None:
             if fast.plain and type(value) in _PLAIN_TYPES:
@@ -819,7 +875,7 @@ class Retrier:
                 return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
                                  fast.classified, request.method, request.key, request.job_id,
                                  policy, None))
-            result = AttemptResult(self._interpreter.value(value), value, None)
+            result = AttemptResult(self._interpreter.value(value), value, None, bounded=bounded)
         ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
                             fast.classified)
         if isinstance(ended, Outcome):
@@ -836,7 +892,7 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
-                return action
+                return ended(action)
             pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
@@ -855,7 +911,7 @@ class Retrier:
         while True:
             action = _next_action(flow, reply, pending)
             if isinstance(action, Outcome):
-                return action
+                return ended(action)
             pending = None
             if request is not None:
                 self._announce(action, request, operation_id)
@@ -962,9 +1018,12 @@ async def acall(
 
 
 def _unwrap(outcome: Outcome[T]) -> T:
-    """The value of an ok outcome; the caller's own error as it was; else the typed error."""
-    if _is_callers_error(outcome):
-        raise cast("BaseException", outcome.error)
+    """The value of an ok outcome; the caller's own error, or an official SDK's, as it was
+    (its outcome attached: ``rb.outcome_of(error)``); else the typed error."""
+    error = outcome.error
+    if error is not None and outcome.reason is not Reason.OK and (
+            is_sdk_error(error) or _is_callers_error(outcome)):
+        raise error
     return outcome.unwrap()
 
 
@@ -981,7 +1040,10 @@ def retrying(policy: Policy | None = None, /, **options: Any) -> _Decorator:
     The decorated function returns the value of an ok outcome. An error that is not a
     provider failure (a ``ValueError``, ``KeyError``… a bug in the function) is never retried
     and is raised again unchanged: the same object, its traceback pointing at the line that
-    raised it. Any other outcome raises the matching
+    raised it. An official SDK's error (``anthropic.RateLimitError``,
+    ``stripe.RateLimitError``…: read as the response or failure it stands for, and retried as
+    that) that ends the operation is raised again unchanged too, its outcome attached
+    (:func:`~retrybudget.outcome_of`). Any other outcome raises the matching
     :class:`~retrybudget.errors.RetryBudgetError`, which is *not* chained (a provider's error
     message may quote a URL with its secrets): the last error stays on ``err.outcome.error``.
 

@@ -4,10 +4,11 @@ A function run by :meth:`~retrybudget.Retrier.call` or ``@retrying`` is usually 
 ordinary way: send, ``raise_for_status()``, decode. What it raises is then the HTTP
 library's exception, and this module reads it as what it is:
 
-- an error that carries a response (``httpx.HTTPStatusError``, ``requests.HTTPError``,
-  ``aiohttp.ClientResponseError``, ``urllib.error.HTTPError``) is that response: its status,
-  the headers the classifier reads, its body text when it was already read (bounded), and the
-  method of the request it answered (a failed POST is not replayed);
+- an error that carries a response (``httpx.HTTPStatusError`` and httpx2's,
+  ``requests.HTTPError``, ``aiohttp.ClientResponseError``, ``urllib.error.HTTPError``) is
+  that response: its status, the headers the classifier reads, its body text when it was
+  already read (bounded), and the method of the request it answered (a failed POST is not
+  replayed);
 - a transport error (connect, timeout, reset, pool…) is the failure kind the integrations map
   it to, a connect failure being known never to have been sent.
 
@@ -23,11 +24,17 @@ below the drivers that use it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+import contextlib
+import json
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, Observation, ResponseSeen
 from .core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+from .core.outcome import Outcome
 from .errors import RetryBudgetError
 
 if TYPE_CHECKING:
@@ -36,15 +43,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVIDENCE",
+    "OUTCOME",
+    "OUTCOME_ATTRIBUTE",
+    "RETRY_COUNT_HEADER",
+    "Carried",
     "aiohttp_failure_kind",
+    "carry",
     "evidence",
     "httpx_evidence",
     "httpx_evidence_of",
     "httpx_failure_kind",
+    "is_sdk_error",
     "method_of",
     "observe_error",
+    "outcome_of",
     "requests_evidence",
     "requests_failure_kind",
+    "sdk_retries_taken",
     "stdlib_failure_kind",
     "urllib3_failure_kind",
 ]
@@ -83,8 +98,24 @@ def stdlib_failure_kind(error: BaseException, retry_on: tuple[type[BaseException
     return FailureKind.ERROR
 
 
+_HTTPX_PACKAGES = ("httpx", "httpx2")
+"""httpx and httpx2, the next-generation httpx: one exception tree, one reading."""
+
+
+def _httpx_package(error: BaseException) -> ModuleType | None:
+    """The package (httpx or httpx2) one of whose exceptions ``error`` is, or None.
+
+    Imported already: one of its classes is in the exception's MRO.
+    """
+    for cls in type(error).__mro__:
+        top = cls.__module__.partition(".")[0]
+        if top in _HTTPX_PACKAGES:
+            return sys.modules.get(top)
+    return None
+
+
 def httpx_failure_kind(error: BaseException) -> FailureKind:
-    """The one boundary where httpx's exceptions become failure kinds.
+    """The one boundary where httpx's (and httpx2's) exceptions become failure kinds.
 
     ConnectError, ConnectTimeout and PoolTimeout: the request was never sent (``connect``).
     ReadTimeout and WriteTimeout: ``timeout``. RemoteProtocolError, ReadError, WriteError and
@@ -92,8 +123,9 @@ def httpx_failure_kind(error: BaseException) -> FailureKind:
     protocol errors: ``protocol``. Standard library network errors as for any callable; anything
     else is an ``error`` (never retried, raised again as it was).
     """
-    import httpx  # noqa: PLC0415 - only once httpx is in use
-
+    httpx: Any = _httpx_package(error)
+    if httpx is None:
+        return stdlib_failure_kind(error)
     if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
         return FailureKind.CONNECT
     if isinstance(error, httpx.TimeoutException):
@@ -228,8 +260,9 @@ def _failure(kind: FailureKind, error: BaseException, method: str | None) -> Fai
 
 
 def _httpx(error: BaseException) -> Observation | None:
-    import httpx  # noqa: PLC0415 - only once an httpx exception proves it is installed
-
+    httpx: Any = _httpx_package(error)  # httpx or httpx2, whichever raised it
+    if httpx is None:
+        return None
     method = method_of(error)  # the request's, when the error has one
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response
@@ -314,14 +347,152 @@ def _urllib(error: BaseException) -> Observation | None:
     return None
 
 
+def _response_seen(response: object, method: str | None) -> Observation | None:
+    """A response object an error carries (httpx, httpx2, requests, aiohttp, or any with an
+    integer ``status_code``/``status`` and a mapping of ``headers``), read without reading
+    its body: the body text only when it was read already (bounded)."""
+    if isinstance(response, type):
+        return None
+    top = type(response).__module__.partition(".")[0]
+    verb = getattr(response, "http_verb", None)  # slack_sdk's SlackResponse names it so
+    method = method_of(response) or method or (verb.upper() if isinstance(verb, str) else None)
+    if top in _HTTPX_PACKAGES:
+        try:
+            text = response.text  # type: ignore[attr-defined]  # read already, unless streamed
+        except Exception:  # ResponseNotRead: a stream nobody read
+            text = ""
+        return _response(getattr(response, "status_code", None),
+                         httpx_evidence(response),  # type: ignore[arg-type]
+                         text, method)
+    if top == "requests":
+        read = response.__dict__.get("_content") not in (False, None)
+        return _response(getattr(response, "status_code", None),
+                         requests_evidence(response),  # type: ignore[arg-type]
+                         response.text if read else "", method)  # type: ignore[attr-defined]
+    status = getattr(response, "status_code", None)
+    if status is None:
+        status = getattr(response, "status", None)
+    headers = getattr(response, "headers", None)
+    if not isinstance(status, int) or isinstance(status, bool) or not isinstance(headers, Mapping):
+        return None
+    return _response(status, _lower_pairs(headers), "", method)
+
+
+def _lower_pairs(headers: Mapping[Any, Any]) -> list[tuple[str, str]]:
+    return [(str(name).lower(), str(value)) for name, value in headers.items()]
+
+
+_SDKS = frozenset({"openai", "anthropic", "stripe", "githubkit", "github", "slack_sdk"})
+"""Top-level modules of the official SDKs whose errors :func:`_sdk` reads."""
+
+_CAUSES = 4
+"""How many wrapped errors deep an SDK error is followed to the transport error under it."""
+
+
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+"""The header openai's and anthropic's SDKs send with the number of retries a call has taken."""
+
+_SDK_RETRIES_WARNED: list[bool] = []
+"""Set once the warning that an SDK retries on top of retrybudget was given (once a process)."""
+
+
+def sdk_retries_taken(sent: str) -> int:
+    """The retries an SDK says a call took (its ``x-stainless-retry-count``). More than none
+    means the SDK retries on top of retrybudget, its retries outside the budget: a
+    ``RuntimeWarning`` says so, once a process."""
+    try:
+        taken = max(0, int(sent))
+    except ValueError:
+        return 0
+    if taken and not _SDK_RETRIES_WARNED:
+        _SDK_RETRIES_WARNED.append(True)
+        warnings.warn(
+            "the SDK retries on top of retrybudget (it sent x-stainless-retry-count: "
+            f"{taken}): its retries escape the budget; turn them off with max_retries=0",
+            RuntimeWarning, stacklevel=3)
+    return taken
+
+
+def _request_headers(response: object) -> Mapping[str, str] | None:
+    """The headers of the request a response answered (httpx, httpx2), if it names one."""
+    try:
+        headers = getattr(getattr(response, "request", None), "headers", None)
+    except Exception:  # httpx: a response built without a request
+        return None
+    return headers if isinstance(headers, Mapping) else None
+
+
+def _sdk(error: BaseException) -> Observation | None:
+    """An official SDK's error: the response it carries, else its status and headers, else
+    the transport error it wraps (read as that error is).
+
+    openai and anthropic (``APIStatusError.response``, an httpx2 or httpx response),
+    githubkit (``RequestFailed.response.raw_response``) and slack_sdk
+    (``SlackApiError.response``) carry the response; Stripe's errors carry
+    ``http_status``, ``headers`` and ``http_body``, PyGithub's ``status``, ``headers`` and
+    ``data``. A connection or timeout error (``APIConnectionError``, ``APITimeoutError``,
+    githubkit's ``RequestError``, Stripe's ``APIConnectionError``) is the failure of the
+    transport error it was raised from: a connect failure is known never to have been sent.
+    Nothing of the SDK is imported: its errors are read by what they carry.
+    """
+    method = method_of(error)  # the request's, when the error has one (openai, anthropic)
+    response = getattr(error, "response", None)
+    if response is not None:
+        sent = _request_headers(response)
+        if sent is not None and RETRY_COUNT_HEADER in sent:  # the SDK's own retries on?
+            sdk_retries_taken(sent[RETRY_COUNT_HEADER])
+        raw = getattr(response, "raw_response", None)  # githubkit wraps httpx's response
+        seen = _response_seen(raw if raw is not None else response, method)
+        if seen is not None:
+            return seen
+    status = getattr(error, "http_status", None)  # Stripe
+    body: object = getattr(error, "http_body", None)
+    if status is None:
+        status = getattr(error, "status", None)  # PyGithub
+        body = getattr(error, "data", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        headers = getattr(error, "headers", None)
+        pairs = _lower_pairs(headers) if isinstance(headers, Mapping) else []
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)[:MESSAGE_LIMIT]
+        return _response(status, pairs, body, method)
+    cause = _wrapped(error)
+    for _ in range(_CAUSES):  # bounded: a chain of causes may loop
+        if cause is None or not is_sdk_error(cause):
+            break
+        cause = _wrapped(cause)
+    if cause is None or is_sdk_error(cause):
+        return None
+    seen = observe_error(cause)
+    if isinstance(seen, FailureSeen) and seen.method is None and method is not None:
+        return FailureSeen(seen.kind, seen.error, method=method)
+    return seen
+
+
+def _wrapped(error: BaseException) -> BaseException | None:
+    """The error an SDK error was raised from (githubkit's ``exc``, else ``__cause__``)."""
+    cause = getattr(error, "exc", None)
+    if not isinstance(cause, BaseException):
+        cause = error.__cause__
+    return cause if isinstance(cause, BaseException) and cause is not error else None
+
+
 _READERS: dict[str, Reader] = {
     "httpx": _httpx,
+    "httpx2": _httpx,
     "requests": _requests,
     "urllib3": _urllib3,
     "aiohttp": _aiohttp,
     "urllib": _urllib,
+    **dict.fromkeys(_SDKS, _sdk),
 }
 """Top-level module of an exception class → the reader of that library's exceptions."""
+
+
+def is_sdk_error(error: BaseException) -> bool:
+    """Whether ``error`` is one of an official SDK's errors (an operation that ends on one
+    hands it to the caller as it was, its outcome attached)."""
+    return any(cls.__module__.partition(".")[0] in _SDKS for cls in type(error).__mro__)
 
 
 def observe_error(error: BaseException) -> Observation | None:
@@ -337,4 +508,69 @@ def observe_error(error: BaseException) -> Observation | None:
         reader = _READERS.get(cls.__module__.partition(".")[0])
         if reader is not None:
             return reader(error)
-    return None
+    # anyone's error that carries an HTTP library's response is that response
+    response = getattr(error, "response", None)
+    return None if response is None else _response_seen(response, method_of(error))
+
+
+# The outcome an object carries -------------------------------------------------------------
+
+OUTCOME = "retrybudget.outcome"
+"""Where the operation's :class:`~retrybudget.Outcome` is attached to the final response."""
+
+OUTCOME_ATTRIBUTE = "retrybudget_outcome"
+"""The attribute of a requests response (or a raised error) that holds the
+:class:`~retrybudget.Outcome`."""
+
+
+class Carried:
+    """An outcome attached to an error raised again as it was; it stays behind when pickled."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, outcome: Outcome[object] | None) -> None:
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Carried, (None,))
+
+
+def carry(error: BaseException, outcome: Outcome[Any]) -> None:
+    """Attach ``outcome`` to ``error`` (``error.retrybudget_outcome``; not for a class without
+    a ``__dict__``)."""
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(error, OUTCOME_ATTRIBUTE, Carried(outcome))
+
+
+def outcome_of(response: object) -> Outcome[object] | None:
+    """The :class:`~retrybudget.Outcome` of the operation that produced ``response`` (or raised
+    it, for an error), or None.
+
+    httpx and httpx2: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
+    ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
+    :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, an error raised again as it
+    was (a bug, an invalid URL, an SDK's error that ended the operation) as
+    ``error.retrybudget_outcome``, an SDK's error raised over a response a transport
+    handed over (``anthropic.RateLimitError``, ``openai.APIStatusError``, githubkit's
+    ``RequestFailed``…) by the response it carries, and an SDK's connection error raised
+    from a transport's typed error (``APIConnectionError`` from ``TransportRetriesExhausted``)
+    by that error.
+    """
+    if isinstance(response, RetryBudgetError):
+        return response.outcome
+    extensions = getattr(response, "extensions", None)
+    found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
+    if found is None:
+        found = getattr(response, OUTCOME_ATTRIBUTE, None)
+    if isinstance(found, Carried):
+        found = found.outcome
+    if found is None and isinstance(response, BaseException):
+        carried = getattr(response, "response", None)  # the response an SDK's error holds
+        if carried is not None and not isinstance(carried, BaseException):
+            raw = getattr(carried, "raw_response", None)  # githubkit's wraps httpx's
+            return outcome_of(raw if raw is not None else carried)
+        cause = _wrapped(response)  # an SDK's connection error over a transport's typed one
+        if cause is not None and (isinstance(cause, RetryBudgetError)
+                                  or isinstance(_wrapped(cause), RetryBudgetError)):
+            return outcome_of(cause if isinstance(cause, RetryBudgetError) else _wrapped(cause))
+    return found if isinstance(found, Outcome) else None

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
+from ._files import read_user_text, toml_table
 from .core.profiles import Profile, profile_changes, profile_from_mapping
 
-__all__ = ["load_profile", "profile_from_toml", "read_profile", "toml_table"]
+__all__ = ["load_profile", "profile_from_toml", "read_profile"]
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:
@@ -47,41 +47,13 @@ def read_profile(path: str | os.PathLike[str]) -> tuple[Profile, dict[str, objec
         ValueError: as :func:`load_profile`.
     """
     name = os.fspath(path)
-    try:
-        text = Path(name).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{name}: no such profile file") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{name}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ValueError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    text = read_user_text(name, name, missing="no such profile file")
     try:
         data = toml_table(text)
         return (profile_from_mapping(data, default_name=Path(name).stem or "custom"),
                 profile_changes(data))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{name}: {exc}") from None
-
-
-def toml_table(text: str) -> dict[str, object]:
-    """The table a TOML document holds (Python 3.11+: ``tomllib``; 3.10: ``tomli`` if installed).
-
-    Raises:
-        ValueError: invalid TOML; on Python 3.10 without ``tomli`` (``retrybudget[toml]``),
-            that TOML needs 3.11.
-    """
-    if sys.version_info >= (3, 11):
-        import tomllib as toml  # noqa: PLC0415 - stdlib on 3.11+, looked up when used
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as toml  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-        except ModuleNotFoundError:
-            raise ValueError("reading a TOML profile needs Python 3.11 or later, or "
-                             "retrybudget[toml] on 3.10") from None
-    try:
-        return dict(toml.loads(text))
-    except toml.TOMLDecodeError as exc:
-        raise ValueError(f"invalid TOML: {exc}") from None
 
 
 def profile_from_toml(text: str, *, default_name: str = "custom") -> Profile:

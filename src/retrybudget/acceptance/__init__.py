@@ -1,17 +1,15 @@
 """The public acceptance cases: load them, build their policies, judge results.
 
 A case scripts what a provider answers and states what a correct client must do
-(the packaged ``data/acceptance.json``). The package holds every part of acceptance:
+(the packaged ``data/acceptance.json``). The fixture-script format and the in-process
+scripted provider sit below this package and the sandbox (``retrybudget._fixtures``; users
+import them from :mod:`retrybudget.testing`). The package holds the rest of acceptance:
 
-- :mod:`~retrybudget.acceptance.fixtures`: the fixture-script format (the step parser, the
-  placeholder grammar, the JSON check), read by the in-process provider and the HTTP
-  sandbox alike;
-- :mod:`~retrybudget.acceptance.provider`: the in-process :class:`ScriptedProvider`;
 - the cases (:func:`load_cases`, :func:`policy_for`), the judge (:func:`judge`) and the
   offline runner (:func:`run_offline`), exported here;
 - :mod:`~retrybudget.acceptance.checklist`: the checklist over loopback HTTP against the
   sandbox, with the rule scenarios no case covers (``retrybudget check``). It is not
-  imported here: it needs the sandbox, which itself reads the fixture format.
+  imported here: it needs the sandbox (the server extra).
 """
 
 from __future__ import annotations

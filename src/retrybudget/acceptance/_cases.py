@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from .._files import read_user_text
+from .._fixtures import json_payload
 from ..core.policy import Policy, RateLimitMode
 from ..core.profiles import get_profile
-from .fixtures import json_payload
 
 __all__ = ["Case", "load_cases", "policy_for"]
 

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
+from .._gateway_mapping import GATEWAY_MAPPING
+from ..core.outcome import Outcome, Reason
 from ._cases import Case
 
 __all__ = ["CaseResult", "Check", "judge"]

@@ -8,13 +8,13 @@ from typing import Any
 
 from .._clock import Clock, FakeClock
 from .._drivers import Retrier
-from ..coordination._base import Coordinator
+from .._fixtures import ScriptedProvider
+from ..coordination import Coordinator
 from ..core.actions import Admission
 from ..core.outcome import Outcome
 from ..core.policy import Policy
 from ._cases import Case, policy_for
 from ._judge import CaseResult, judge
-from .provider import ScriptedProvider
 
 __all__ = ["CaseBreaker", "run_offline"]
 

@@ -17,12 +17,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .._cmdline import EXIT_FAILED, EXIT_OK, CliError
 from .._profile_file import read_profile
 from ..acceptance import load_cases
 from ..acceptance.checklist import RULES, ChecklistError, Verdict, run_checklist
 from ..core.outcome import Outcome
 from ..core.policy import Policy
-from ._errors import EXIT_FAILED, EXIT_OK, CliError
 from ._inputs import Op
 from ._job import result_line
 from ._policy import UserPolicy, load_policy

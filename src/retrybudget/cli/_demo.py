@@ -21,18 +21,17 @@ import httpx
 from rich.console import Console
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
 from ..coordination import MemoryCoordinator
 from ..core.policy import Backoff, Jitter, background
 from ..integrations import json_object
 from ..observe import load_audit
 from ..sandbox import Faults, RateLimit, SandboxConfig, serve_in_thread
 from ._chart import render_chart
-from ._errors import EXIT_OK, CliError
 from ._fetch import JobPaths, execute
 from ._hints import program
 from ._inputs import read_ops
 from ._job import JobSettings
-from ._paths import os_reason
 from ._summary import Capacity, render_summary, summarize
 
 __all__ = ["run"]
@@ -144,10 +143,8 @@ def _by_attempt(waits: Any) -> dict[int, list[dict[str, Any]]]:
 
 def _fresh(out: Path, files: Sequence[Path]) -> None:
     """Create ``out`` if needed and remove an earlier demo's ``files`` (bad input: CliError)."""
-    blocker = next((p for p in (out, *out.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        shown = "not a directory" if blocker == out else f"{blocker} is not a directory"
-        raise CliError(f"--out {out}: {shown}")
+    for file in files:
+        check_new_file(file, "--out", create_dirs=True)
     try:
         out.mkdir(parents=True, exist_ok=True)
         for stale in files:

@@ -14,19 +14,18 @@ from typing import Any
 from rich.console import Console
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._cmdline import EXIT_FAILED, EXIT_LEFT_TO_DO, EXIT_OK, CliError, check_new_file, check_sqlite_file
 from ..coordination import Coordinator, MemoryCoordinator
 from ..core.policy import Policy
 from ..integrations import json_object
 from ..observe import AuditHook, JsonlAuditSink
 from ..queue import QueueConfig, worker_name
-from ._errors import EXIT_FAILED, EXIT_LEFT_TO_DO, EXIT_OK, CliError
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
 from ._jobfile import JobFile, load_job_file, write_job_sidecar
-from ._paths import check_new_file, check_sqlite_file
 from ._policy import load_policy, with_overrides
 from ._progress import LiveTally, ProgressView, queue_waits
-from ._state import JobState, Reopened
+from ._state import TABLES, JobState, Reopened
 
 __all__ = ["JobPaths", "JobReport", "build_policy", "execute", "exit_status", "print_outcome",
            "queue_options", "redis_coordinator", "run", "supervise"]
@@ -140,8 +139,10 @@ LEASE = 30.0
 def queue_options(args: argparse.Namespace) -> tuple[str | None, str, QueueConfig]:
     """``--queue``, ``--job`` and the queue's rules: a lease lasts :data:`LEASE` seconds
     whatever the deadline (a live worker renews it, a dead one's lapses); deferrals get 50 ms
-    of jitter at most (the shared gate already spreads a herd), and one
-    that names no time backs off from half a second.
+    of jitter at most (the shared gate already spreads a herd). Only an outcome that names a
+    time (``retry_at``: a rate limit, an open breaker) is deferred; one that names none
+    (attempts or deadline spent on an unreachable host, say) is a recorded failure:
+    ``--attempts`` and ``--deadline`` bound the operation, the queue adds no runs.
 
     Raises:
         CliError: ``--queue`` is not a Redis URL, or ``--job`` is not a usable name.
@@ -153,8 +154,8 @@ def queue_options(args: argparse.Namespace) -> tuple[str | None, str, QueueConfi
     job = args.job or Path(args.input).stem or "fetch"
     if not job.isprintable() or len(job) > 200:
         raise CliError("--job: expected a printable name of at most 200 characters")
-    config = QueueConfig(visibility_timeout=LEASE, max_deferrals=args.max_deferrals, jitter=0.05, backoff=0.5,
-                         max_backoff=30.0)
+    config = QueueConfig(visibility_timeout=LEASE, max_deferrals=args.max_deferrals,
+                         jitter=0.05, backoff=0.5, max_backoff=30.0, own_deferrals=False)
     return queue, job, config
 
 
@@ -302,10 +303,10 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
     paths = JobPaths(_default(args.out, stem, ".results.jsonl"),
                      _default(args.audit, stem, ".audit.jsonl"),
                      _default(args.state, stem, ".sqlite"))
-    _distinct(Path(args.input), paths)
     for option, path in (("--out", paths.results), ("--audit", paths.audit), ("--state", paths.state)):
         check_new_file(path, option, create_dirs=True)
-    check_sqlite_file(paths.state, "--state", "a retrybudget state file")
+    check_sqlite_file(paths.state, "--state", "a retrybudget state file", TABLES)
+    _distinct(Path(args.input), paths)
     refused = [] if job_file is None else [
         (op, why) for op in ops if (why := job_file.refusal(op)) is not None]
     if job_file is not None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .._cmdline import CliError
 from .._files import read_user_text
 from ..observe import is_secret_header, redact_url
-from ._errors import CliError
 
 __all__ = ["ENV_PREFIX", "Op", "parse_header", "read_ops", "resolve_headers"]
 

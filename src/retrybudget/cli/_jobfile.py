@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import CliError
+from .._cmdline import CliError
+from .._files import read_user_text
 from ._inputs import Op
 from ._policy import _toml
 
@@ -96,15 +97,11 @@ def load_job_file(spec: str) -> JobFile:
     Raises:
         CliError: unreadable, not TOML, an unknown key, or a missing owner or inputs.
     """
-    path = Path(spec)
     try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        raise CliError(f"{spec}: no such job file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"{spec}: cannot read the job file ({exc})") from None
-    data = _toml(text, spec)
-    assert isinstance(data, dict)  # noqa: S101 - TOML's top level is a table
+        text = read_user_text(spec, f"--job-file {spec}")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    data = _toml(text, f"--job-file {spec}")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise CliError(f"{spec}: unknown key {unknown[0]!r} (expected: {', '.join(sorted(_KEYS))})")

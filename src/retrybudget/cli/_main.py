@@ -7,19 +7,22 @@ Each command's module is imported only when that command runs, so ``offline-demo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .._clock import SYSTEM_CLOCK, Clock, FakeClock
+from .._cmdline import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CliError
 from ..acceptance import load_cases, run_offline
 from . import _options
-from ._errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CliError
 
-__all__ = ["build_parser", "main", "offline_demo"]
+__all__ = ["build_parser", "closed_stdout", "main", "offline_demo"]
 
 _INTERRUPTED = 130
+_BROKEN_PIPE = 1  # as rich's console and Python's own guide end on a closed pipe
 _EXTRAS = frozenset({"rich", "httpx", "starlette", "uvicorn", "redis"})
 
 
@@ -241,7 +244,21 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``retrybudget`` command; returns the exit status (2 for bad input)."""
+    """Run the ``retrybudget`` command; returns the exit status (2 for bad input).
+
+    A reader that closes stdout early (``retrybudget report AUDIT | head -3``) ends the
+    command quietly, without a traceback, whatever it was printing (help text included).
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:  # here, where a closed pipe is caught, not at the interpreter's exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return closed_stdout()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -253,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return _COMMANDS[args.command](args)
+        status = _COMMANDS[args.command](args)
     except ModuleNotFoundError as exc:
         if exc.name not in _EXTRAS:
             raise
@@ -266,6 +283,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"retrybudget {args.command}: interrupted; run it again to resume", file=sys.stderr)
         return _INTERRUPTED
+    return status
+
+
+def closed_stdout() -> int:
+    """The reader of stdout went away (``| head``): end quietly, as ``cat`` does.
+
+    What is still buffered for stdout is dropped (stdout now writes to the null device, so
+    Python's own flush at exit raises nothing); the exit status is 1, as when rich's console
+    meets the closed pipe first.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return _BROKEN_PIPE
 
 
 if __name__ == "__main__":

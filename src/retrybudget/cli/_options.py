@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Callable
-from typing import TypeVar
 
-from ._policy import PRESETS
+from .._cmdline import non_negative_int, number, positive_float, positive_int, share
+from ..core.policy import PRESETS
 
 __all__ = [
     "CHECK_EXAMPLE",
     "DEMO_EXAMPLE",
     "FETCH_EXAMPLE",
-    "LOG_LEVELS",
     "add_check_arguments",
     "add_demo_arguments",
     "add_fetch_arguments",
-    "count",
-    "log_level",
-    "port",
-    "positive_float",
-    "positive_int",
-    "seconds",
-    "share",
 ]
 
 FETCH_EXAMPLE = """examples:
@@ -69,42 +59,7 @@ CHECK_EXAMPLE = """examples:
 Exit status: 0 every safeguard present, 1 a safeguard is absent, 2 bad input."""
 
 
-T = TypeVar("T", int, float)
-
-
-def _number(kind: Callable[[str], T], valid: Callable[[T], bool], what: str) -> Callable[[str], T]:
-    """An argparse type: ``kind(text)``, refused unless ``valid``; ``what`` says what is wanted."""
-
-    def parse(text: str) -> T:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not valid(value):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    return parse
-
-
-positive_int = _number(int, lambda v: v >= 1, "a whole number of at least 1")
-positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive number of seconds")
-non_negative_int = _number(int, lambda v: v >= 0, "a whole number of at least 0")
-share = _number(float, lambda v: 0.0 <= v <= 1.0, "a share between 0 and 1")
-_latency = _number(float, lambda v: 0.0 <= v <= 10.0, "seconds between 0 and 10")
-count = _number(int, lambda v: v >= 0, "a whole number of at least 0")
-seconds = _number(float, lambda v: math.isfinite(v) and v >= 0, "a number of seconds of at least 0")
-port = _number(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535 (0: any free port)")
-
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
-"""The log levels the server commands accept."""
-
-
-def log_level(text: str) -> str:
-    """An argparse type: one of :data:`LOG_LEVELS`, in any case."""
-    if text.lower() not in LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(LOG_LEVELS)}, got {text!r}")
-    return text.lower()
+_latency = number(float, lambda v: 0.0 <= v <= 10.0, "seconds between 0 and 10")
 
 
 def _policy_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: str | None,

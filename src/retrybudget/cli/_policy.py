@@ -24,24 +24,18 @@ Only the keys given change the base; anything invalid is refused with the file's
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..core.policy import Backoff, Policy, PolicyError, background, interactive
+from .._cmdline import CliError
+from .._files import read_user_text, toml_table
+from ..core.policy import PRESETS, Backoff, Policy, PolicyError
 from ..core.profiles import PROFILES, Profile, get_profile, profile_changes
-from ._errors import CliError
-from ._paths import os_reason
 
-__all__ = ["PRESETS", "UserPolicy", "load_policy", "with_overrides"]
-
-PRESETS: dict[str, Callable[[], Policy]] = {
-    "interactive": interactive, "background": background, "default": Policy,
-}
-"""The built-in policies by name."""
+__all__ = ["UserPolicy", "load_policy", "with_overrides"]
 
 _POLICY_KEYS = frozenset({
     "base", "name", "max_attempts", "deadline", "rate_limit", "max_server_wait",
@@ -125,37 +119,24 @@ def _build(data: Mapping[str, Any], where: str) -> UserPolicy:
     return UserPolicy(policy.replace(**changes), where, MappingProxyType(profile_changes))
 
 
-if sys.version_info >= (3, 11):
-    import tomllib
-
-    def _toml(text: str, name: str) -> object:
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise CliError(f"--policy {name}: invalid TOML: {exc}") from None
-
-else:  # pragma: no cover - Python 3.10
-
-    def _toml(text: str, name: str) -> object:
-        raise CliError(f"--policy {name}: reading TOML needs Python 3.11 or later; use a .json policy file")
+def _toml(text: str, where: str) -> dict[str, Any]:
+    """The table a TOML file's ``text`` holds; :class:`CliError` naming ``where`` if it is not TOML."""
+    try:
+        return toml_table(text)
+    except ValueError as exc:
+        raise CliError(f"{where}: {exc}") from None
 
 
 def _read(path: Path) -> Mapping[str, Any]:
     name = str(path)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise CliError(f"--policy {name}: no such file, and not a preset "
-                       f"({', '.join(sorted(PRESETS))})") from None
-    except OSError as exc:
-        raise CliError(f"--policy {name}: cannot read: {os_reason(exc)}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CliError(f"--policy {name}: not UTF-8 text") from None
+        text = read_user_text(path, f"--policy {name}", missing="no such file, and not a preset "
+                              f"({', '.join(sorted(PRESETS))})")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     data: object
     if path.suffix.lower() == ".toml":
-        data = _toml(text, name)
+        data = _toml(text, f"--policy {name}")
     elif path.suffix.lower() == ".json":
         try:
             data = json.loads(text)

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from .._cmdline import EXIT_OK, CliError
 from ..queue import JobQueue, QueueError, SqliteQueue, open_queue
-from ._errors import EXIT_OK, CliError
 
 __all__ = ["add_arguments", "open_named", "run"]
 

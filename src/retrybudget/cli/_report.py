@@ -10,12 +10,10 @@ import argparse
 import json
 import sys
 
+from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
 from .._files import unreadable
-from ..observe import AuditFileError, AuditLog, load_audit, merge_audits, review_report
-from ..observe._report_text import review_summary
-from ._errors import EXIT_OK, CliError
+from ..observe import AuditFileError, AuditLog, load_audit, merge_audits, review_report, review_summary
 from ._hints import program
-from ._paths import check_new_file, os_reason
 
 __all__ = ["load", "run"]
 
@@ -45,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     decisions, owner = decisions_of(audits)
     report = review_report(log, decisions=decisions, owner=owner)
     if html is not None:
-        from ..observe._report_html import render_html  # noqa: PLC0415 - only for --html
+        from ..observe import render_html  # noqa: PLC0415 - only for --html
 
         try:
             with open(html, "w", encoding="utf-8") as out:

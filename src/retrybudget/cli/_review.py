@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ..observe import merge_audits, review_report
-from ..observe._report import DECISIONS
-from ._errors import EXIT_OK, CliError
+from .._cmdline import EXIT_OK, CliError
+from ..observe import DECISIONS, merge_audits, review_report
 from ._hints import program
 from ._jobfile import sidecar
 from ._report import load

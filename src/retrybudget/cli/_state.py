@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._cmdline import CliError
+from .._files import APPLICATION_ID
 from ..core.outcome import Outcome
 from ..queue import JobQueue, Lease, QueueConfig, QueueError, SqliteQueue, drain, open_queue
-from ._errors import CliError
 from ._inputs import Op
 
 try:
@@ -48,12 +49,16 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SCHEMA_VERSION", "JobState", "Reopened"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "JobState", "Reopened"]
 
 SCHEMA_VERSION = "2"
 """The state file's schema version (stored in its ``meta`` table)."""
 
-_SCHEMA = """
+TABLES = ("meta", "runs", "queue_ops")
+"""The tables of a state file; a file holding any other is not a state file."""
+
+_SCHEMA = f"""
+PRAGMA application_id = {APPLICATION_ID};
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL,
                                  pid INTEGER NOT NULL);

@@ -33,17 +33,24 @@ class Coordinator:
     """
 
     passive = False
+    patient = False
+    """True for a coordinator whose :meth:`acquire` takes ``max_wait`` and ``fail_fast`` (what
+    the operation would wait: it reserves no slot for one that would not wait for it)."""
 
     def admit(self, key: str) -> Admission:
         """Whether an operation under ``key`` may start (the circuit breaker)."""
         return Admission()
 
-    def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """Leave to send attempt ``attempt``: go now, or wait and ask again.
 
         ``write_gap`` (seconds, for a write the provider asks to space out: GitHub's 1 s)
         keeps the start of this request at least that long after the previous write's
-        under ``key``; the drivers pass it only when it is not 0.
+        under ``key``; the drivers pass it only when it is not 0. ``max_wait`` and
+        ``fail_fast`` say what the operation would wait (see
+        :class:`~retrybudget.core.actions.Acquire`); the drivers pass them only to a
+        :attr:`patient` coordinator.
         """
         return Permit()
 
@@ -66,8 +73,11 @@ class Coordinator:
         """Async :meth:`admit`."""
         return self.admit(key)
 
-    async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+    async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                       max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """Async :meth:`acquire`."""
+        if self.patient:
+            return self.acquire(key, attempt, write_gap, max_wait=max_wait, fail_fast=fail_fast)
         return self.acquire(key, attempt, write_gap) if write_gap else self.acquire(key, attempt)
 
     async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
@@ -87,6 +97,9 @@ class Coordinator:
         if isinstance(action, Admit):
             return self.admit(action.key)
         if isinstance(action, Acquire):
+            if self.patient:
+                return self.acquire(action.key, action.attempt, action.write_gap,
+                                    max_wait=action.max_wait, fail_fast=action.fail_fast)
             if action.write_gap:
                 return self.acquire(action.key, action.attempt, action.write_gap)
             return self.acquire(action.key, action.attempt)
@@ -103,6 +116,10 @@ class Coordinator:
         if isinstance(action, Admit):
             return await self.aadmit(action.key)
         if isinstance(action, Acquire):
+            if self.patient:
+                return await self.aacquire(
+                    action.key, action.attempt, action.write_gap,
+                    max_wait=action.max_wait, fail_fast=action.fail_fast)
             if action.write_gap:
                 return await self.aacquire(action.key, action.attempt, action.write_gap)
             return await self.aacquire(action.key, action.attempt)

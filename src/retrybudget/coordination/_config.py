@@ -75,6 +75,13 @@ class GateConfig:
         spread: seconds between the wake-up slots of workers held at a gate (0: no herd
             control, everyone wakes at the gate instant; else at least 0.0001).
         max_gate: the longest gate one rate limit may set.
+        herd_window: how far past what the provider asked a ``fail_fast`` operation is
+            placed in a release (seconds): never more than this after the instant the key
+            holds until (the gate's opening, or the reset a paced slot would run past), nor,
+            during a release, after now; beyond, it shares the window's slots in turn. So
+            its wait, or the ``retry_at`` it stops with, is never longer than the provider
+            asked plus this. Waiting operations queue ``spread`` apart however many they
+            are (each comes back for its slot, a job queue's deferred ones too).
         claim_grace: how late a worker may come back for its slot before the slot lapses (a
             lapsed slot was abandoned: its holder stopped or died).
     """
@@ -82,6 +89,7 @@ class GateConfig:
     spread: float = 0.05
     max_gate: float = 3600.0
     claim_grace: float = 0.5
+    herd_window: float = 1.0
 
     def __post_init__(self) -> None:
         _set(self, "spread", _duration(self.spread, "gate.spread"))
@@ -90,6 +98,7 @@ class GateConfig:
                               f"{MIN_SPREAD:g} seconds, got {self.spread}")
         _set(self, "max_gate", _duration(self.max_gate, "gate.max_gate", positive=True))
         _set(self, "claim_grace", _duration(self.claim_grace, "gate.claim_grace", positive=True))
+        _set(self, "herd_window", _duration(self.herd_window, "gate.herd_window"))
 
 
 @dataclass(frozen=True, slots=True)

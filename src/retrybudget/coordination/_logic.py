@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core._values import evolve, fast_init
+from ..core import evolve, fast_init
 from ..core.actions import Admission, Permit
 from ..core.classify import Kind
 from ..core.outcome import Outcome, Reason, WaitReason
@@ -44,6 +44,7 @@ __all__ = [
     "budget_withdraw",
     "gate_delay",
     "health",
+    "herd_slot",
     "learn",
     "moved",
     "pacing_interval",
@@ -377,7 +378,8 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
 
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
-              in_flight: int = 0, reserved: Sequence[float] = ()) -> tuple[float, Schedule]:
+              in_flight: int = 0, reserved: Sequence[float] = (),
+              fail_fast: bool = False) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
@@ -394,8 +396,13 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     workers get slots
     ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
-    newcomers during it queue behind it without prolonging it. Otherwise slots are the
-    pacing interval apart (never paced past the reset); with neither, the slot is now. A
+    newcomers during it queue behind it without prolonging it. A ``fail_fast`` worker (one
+    that stops rather than wait past its deadline, and does not come back for its slot) is
+    never placed further than ``herd_window`` past the instant the key holds until (now,
+    for a newcomer) without a pacing interval, nor past the window's reset with one: beyond,
+    it shares the window's slots (:func:`herd_slot`).
+    Otherwise slots are the pacing interval apart (never paced past the reset); with
+    neither, the slot is now. A
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     """
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
@@ -418,10 +425,29 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
         slot = now
     else:
         paced = s.tail + spacing
+        opens = max(now, s.gate, NEVER if hold is None else hold)
+        bounded = fail_fast and interval <= 0  # the quota unknown: one herd window at most
         if interval > 0 and s.reset_at is not None and paced > s.reset_at:
             paced = max(s.reset_at, s.tail + gate.spread)  # the window has reset by then
-        slot = max(now, s.gate, paced, NEVER if hold is None else hold)
-    return slot, evolve(s, tail=max(s.tail, slot), herd=slot if held else s.herd)
+            opens, spacing, bounded = max(opens, s.reset_at), gate.spread, fail_fast
+        slot = max(opens, paced)
+        if bounded and slot > opens + gate.herd_window:
+            slot = herd_slot(opens, spacing, gate.herd_window, reserved)
+    return slot, evolve(s, tail=max(s.tail, slot), herd=max(s.herd, slot) if held else s.herd)
+
+
+def herd_slot(opens: float, spacing: float, herd_window: float,
+              reserved: Sequence[float] = ()) -> float:
+    """The slot of a ``fail_fast`` worker whose place in a release lies beyond one herd
+    window, the key holding until ``opens``: it shares the window's slots, in turn,
+    ``spacing`` apart from ``opens`` on, counted by the slots already reserved in the window
+    (``reserved``, ascending): its wait is never longer than the provider asked plus
+    ``herd_window``, and no one slot takes every such worker."""
+    if herd_window <= 0 or spacing <= 0:
+        return opens
+    booked = (bisect.bisect_right(reserved, opens + herd_window)
+              - bisect.bisect_left(reserved, opens - EPSILON))
+    return opens + math.fmod(booked * spacing, herd_window)
 
 
 def write_wait(last_write: float, now: float, gap: float) -> float:

@@ -16,9 +16,10 @@ from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from ..core.actions import Admission, Permit
+from ..core.decide import declines
 from ..core.outcome import Outcome
 from ..core.throttle import NO_THROTTLE, Throttle
-from ..observe._hooks import notify
+from ..observe import notify
 from ._base import Coordinator
 from ._config import CoordinationConfig
 from ._logic import (
@@ -141,9 +142,14 @@ class MemoryCoordinator(Coordinator):
         self._moved(key, state)
         return self._tally.admission(admission_of(verdict, self._wall()))
 
-    def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+    patient = True
+
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """The concurrency cap, the write spacing, then a slot: claim a reserved one that is
-        due, or plan one.
+        due, or plan one. A slot the caller would not wait for (``max_wait``, ``fail_fast``:
+        :func:`~retrybudget.core.decide.declines`) is not reserved: its wait is answered and
+        nothing changes.
 
         A request that goes holds a lease (it is in flight until :meth:`learn`) when there is a
         concurrency cap or pacing, which counts the requests in flight against the quota. A
@@ -173,17 +179,22 @@ class MemoryCoordinator(Coordinator):
                 gate = k.schedule.gate
                 if due:
                     slots.popleft()  # its holder came back: plan_slot books it again
-                slot, k.schedule = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots)
+                slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
+                                          fail_fast)
                 if slot > now + EPSILON:
+                    code = "gate" if now < gate else "pace"
+                    reset_in = None if hold is None or planned.reset_at is None else hold - now
+                    permit = permit_of(code, slot - now, gate - now, None, self._wall(),
+                                       reset_in)
+                    if declines(slot - now, code == "gate", max_wait, fail_fast):
+                        return self._tally.permit(permit)  # it stops: nothing reserved
+                    k.schedule = planned
                     if slots and slot < slots[-1]:
                         bisect.insort(slots, slot)  # a release by quota before later slots
                     else:
                         slots.append(slot)
-                    code = "gate" if now < gate else "pace"
-                    reset_in = None if hold is None or k.schedule.reset_at is None else hold - now
-                    permit = permit_of(code, slot - now, gate - now, None, self._wall(),
-                                       reset_in)
                     return self._tally.permit(permit)
+                k.schedule = planned
             lease = None
             if write_gap > 0:
                 k.last_write = now

@@ -48,7 +48,7 @@ from ..core.headers import MAX_HINT_SECONDS
 from ..core.outcome import Outcome, WaitReason
 from ..core.policy import PolicyError, seconds
 from ..core.throttle import NO_THROTTLE, Throttle
-from ..observe._hooks import BREAKER_STATES, notify
+from ..observe import BREAKER_STATES, notify
 from ._base import Coordinator, CoordinatorAction
 from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
@@ -599,7 +599,8 @@ class RedisCoordinator(Coordinator):
             Admission(False, retry_at=None, detail=UNAVAILABLE),
         )
 
-    def _acquire(self, key: str, attempt: int) -> _Call[Permit]:
+    def _acquire(self, key: str, attempt: int, max_wait: float | None = None,
+                 fail_fast: bool = False) -> _Call[Permit]:
         cfg = self.config
         gate, pacing, cap = cfg.gate, cfg.pacing, cfg.concurrency
         args = (
@@ -611,7 +612,8 @@ class RedisCoordinator(Coordinator):
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
             0 if pacing is None else pacing.probes,
-            self._id, *self._seed(key),
+            self._id, gate.herd_window, "" if max_wait is None else max_wait,
+            1 if fail_fast else 0, *self._seed(key),
         )
 
         def parse(raw: object) -> Permit:
@@ -626,7 +628,8 @@ class RedisCoordinator(Coordinator):
                 self.local.hold(key, _number(gate_in))  # still holds if Redis goes away
             return permit
 
-        return self._call("acquire", key, args, parse, lambda: self.local.acquire(key, attempt))
+        return self._call("acquire", key, args, parse, lambda: self.local.acquire(
+            key, attempt, max_wait=max_wait, fail_fast=fail_fast))
 
     def _write(self, key: str, gap: float) -> _Call[float]:
         """The write spacing (``write.lua``): seconds this write waits, 0 when it goes."""
@@ -731,9 +734,11 @@ class RedisCoordinator(Coordinator):
         if opened:
             self._tally.add("breaker_opened")
 
-    def _begin(self, key: str) -> _Call[tuple[Admission, Permit | None]]:
+    def _begin(self, action: Admit) -> _Call[tuple[Admission, Permit | None]]:
         """An admission and, when admitted, the first attempt's acquire: one script."""
-        admit, acquire = self._admit(key), self._acquire(key, 1)
+        key = action.key
+        admit = self._admit(key)
+        acquire = self._acquire(key, 1, action.max_wait, action.fail_fast)
         own = admit.args[1:]
 
         def parse(raw: object) -> tuple[Admission, Permit | None]:
@@ -781,7 +786,7 @@ class RedisCoordinator(Coordinator):
             _HELD.set(None)
             if self.config.breaker is None:
                 return False, None, None
-            return True, None, self._begin(action.key)
+            return True, None, self._begin(action)
         if held is not None:
             _HELD.set(None)
             _, key, permit, learn = held
@@ -846,9 +851,13 @@ class RedisCoordinator(Coordinator):
         """The breaker, shared: admit, admit as the one probe, or refuse until ``retry_at``."""
         return self._tally.admission(self._run(self._admit(key)))
 
-    def acquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
-        """The shared gate, slots, pacing and concurrency cap; then a write's spacing."""
-        permit = self._run(self._acquire(key, attempt))
+    patient = True
+
+    def acquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                max_wait: float | None = None, fail_fast: bool = False) -> Permit:
+        """The shared gate, slots, pacing and concurrency cap; then a write's spacing. A slot
+        the caller would not wait for (``max_wait``, ``fail_fast``) is not reserved."""
+        permit = self._run(self._acquire(key, attempt, max_wait, fail_fast))
         return self._tally.permit(self._paced(key, permit, write_gap))
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
@@ -867,9 +876,10 @@ class RedisCoordinator(Coordinator):
         """Async :meth:`admit`."""
         return self._tally.admission(await self._arun(self._admit(key)))
 
-    async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0) -> Permit:
+    async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                       max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """Async :meth:`acquire`."""
-        permit = await self._arun(self._acquire(key, attempt))
+        permit = await self._arun(self._acquire(key, attempt, max_wait, fail_fast))
         return self._tally.permit(await self._apaced(key, permit, write_gap))
 
     async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:

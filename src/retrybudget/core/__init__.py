@@ -5,6 +5,7 @@ flow reads the time from the clock it is handed, and leaves every action to a dr
 imports the standard library and the clock protocol only (``tests/test_layering.py``).
 """
 
+from ._values import evolve, fast_init
 from .classify import Classified, FailureKind, FailureSeen, Kind, Observation, ResponseSeen, classify
 from .decide import Decision, Retry, Stop, decide, plan_attempt, plan_wait
 from .headers import Conflict, HeaderNote, Hint, RateLimitInfo, parse_rate_limit_headers
@@ -45,6 +46,8 @@ __all__ = [
     "background",
     "classify",
     "decide",
+    "evolve",
+    "fast_init",
     "get_profile",
     "interactive",
     "parse_rate_limit_headers",

@@ -54,9 +54,14 @@ class RequestInfo:
 
 @dataclass(slots=True)
 class Admit:
-    """Ask the breaker whether this operation may start. Reply: :class:`Admission`."""
+    """Ask the breaker whether this operation may start. Reply: :class:`Admission`.
+
+    ``max_wait`` and ``fail_fast`` are the first :class:`Acquire`'s (a backend may answer
+    that one along with the admission)."""
 
     key: str
+    max_wait: float | None = None
+    fail_fast: bool = False
 
 
 @dataclass(slots=True)
@@ -68,6 +73,14 @@ class Acquire:
     write_gap: float = 0.0
     """Seconds the provider asks between the starts of writes under ``key`` (the profile's
     ``write_pacing`` for a mutating request, else 0)."""
+    max_wait: float | None = None
+    """The longest wait the operation reserves a slot for (a ``fail_fast`` operation: what
+    fits before its deadline; None: any, a waiting operation deferred to the slot when it
+    stops keeps it). A coordinator reserves no slot further out: the operation stops
+    instead (:func:`~retrybudget.core.decide.patience`, :func:`~retrybudget.core.decide.declines`)."""
+    fail_fast: bool = False
+    """The operation takes no wait behind a closed gate (``rate_limit="fail_fast"``): a
+    coordinator reserves no slot behind one for it."""
 
 
 @dataclass(slots=True)
@@ -160,9 +173,15 @@ class AttemptResult:
 
     ``payload`` is what the payload validator returned for a 2xx it passed (the parsed
     payload), None when no validator ran; an ok outcome keeps it as ``Outcome.payload``.
+    ``bounded``: the attempt could be ended by its timeout (the integrations and ``acall``
+    cut every one; a sync plain callable only when it took its timeout, from
+    ``attempt_timeout()`` or ``timeout_kwarg``). False: nothing could have cut it, and the
+    next attempt must fit what is left at its length
+    (:func:`~retrybudget.core.decide.attempt_needs`).
     """
 
     observation: Observation
     value: object = None
     error: BaseException | None = None
     payload: object = None
+    bounded: bool = True

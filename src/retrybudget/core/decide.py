@@ -6,6 +6,8 @@ rules 1-8 and 12, hold here:
 
 * a wait is only taken if it ends, with room for another attempt, before the deadline;
   otherwise the operation stops *now* (with ``retry_at`` when the provider named a time);
+* after an attempt nothing could cut (a sync plain callable that never took its timeout),
+  another is only started when one as long would end by the deadline (:func:`attempt_needs`);
 * a rate-limit wait is never shorter than the provider asked;
 * a write is retried only if it was never sent, or carries an idempotency key and the
   policy allows that;
@@ -29,14 +31,18 @@ __all__ = [
     "Decision",
     "Retry",
     "Stop",
+    "attempt_needs",
     "decide",
+    "declines",
     "draws_on_retry_budget",
+    "patience",
     "plan_acquire",
     "plan_attempt",
     "plan_next",
     "plan_wait",
     "rate_limit_wait",
     "retry_refused",
+    "wait_room",
 ]
 
 MAX_COORDINATOR_WAITS = 64
@@ -91,11 +97,67 @@ _TERMINAL = {
 }
 
 
-def _fits(policy: Policy, state: OperationState, now: float, delay: float) -> bool:
-    """A wait fits if another attempt can still start inside the deadline after it."""
+def attempt_needs(policy: Policy, state: OperationState, took: float = 0.0) -> float:
+    """Seconds of the deadline the next attempt needs left to be started.
+
+    ``min_attempt_time``, and at least the longest attempt so far that nothing could cut at
+    its timeout (a sync plain callable that never took its timeout), ``took`` included: the
+    length of the attempt just made when nothing could cut it (it is not yet in the state).
+    Its timeout cannot stop the next such attempt either: a provider that hangs 2.5 s, asked
+    again with 0.5 s left, would keep the operation 2 s past its deadline.
+    """
+    return max(policy.min_attempt_time, state.longest_unbounded, took)
+
+
+def wait_room(policy: Policy, state: OperationState, now: float,
+              took: float = 0.0) -> float | None:
+    """The longest wait that fits at ``now``: one after which another attempt can still start
+    inside the deadline (:func:`attempt_needs` before it); None when there is no deadline."""
     if state.deadline_at is None:
-        return True
-    return now + delay + policy.min_attempt_time <= state.deadline_at
+        return None
+    return state.deadline_at - attempt_needs(policy, state, took) - now
+
+
+def patience(policy: Policy, state: OperationState, now: float) -> tuple[float | None, bool]:
+    """What an operation tells a coordinator before it asks for a slot, at ``now``:
+    ``(max_wait, fail_fast)``, the longest wait it would reserve a slot for and whether it
+    takes no wait behind a closed gate (:func:`declines`).
+
+    A ``fail_fast`` operation stops for good when it declines a wait: it reserves nothing
+    (its :func:`wait_room`). A waiting one that stops at its deadline is told the slot as
+    ``retry_at`` and is deferred to it (a job queue runs it then): it keeps that place in
+    line (None)."""
+    if policy.rate_limit is RateLimitMode.FAIL_FAST:
+        return wait_room(policy, state, now), True
+    return None, False
+
+
+def _fits(policy: Policy, state: OperationState, now: float, delay: float,
+          took: float = 0.0) -> bool:
+    """A wait fits if another attempt can still start inside the deadline after it."""
+    room = wait_room(policy, state, now, took)
+    return room is None or delay <= room
+
+
+def _waiting(policy: Policy, state: OperationState, now: float, delay: float,
+             took: float) -> str:
+    """What would end past the deadline when a wait does not fit: the wait, or the wait and
+    the attempt after it when only an attempt nothing cuts is what does not fit."""
+    said = f"waiting {delay:.3f}s"
+    needs = attempt_needs(policy, state, took)
+    if (needs == policy.min_attempt_time or state.deadline_at is None
+            or now + delay + policy.min_attempt_time > state.deadline_at):
+        return said
+    return f"{said} and an attempt as long as the longest so far ({needs:.3f}s; nothing cuts it)"
+
+
+def declines(wait: float, gated: bool, max_wait: float | None, fail_fast: bool) -> bool:
+    """Whether an operation stops rather than take a coordinator wait of ``wait`` seconds
+    (``gated``: behind a closed gate), as :func:`plan_wait` decides: it takes no wait behind
+    a closed gate when ``fail_fast``, and none longer than ``max_wait`` (its
+    :func:`wait_room`; None: any). A coordinator reserves no slot for an operation that
+    declines it (:class:`~retrybudget.core.actions.Acquire`)."""
+    return wait > 0 and ((gated and fail_fast) or (max_wait is not None and wait > max_wait))
 
 
 def rate_limit_wait(
@@ -141,6 +203,7 @@ def decide(
     now: float,
     now_wall: float,
     sample: float,
+    took: float = 0.0,
 ) -> Decision:
     """Decide what follows an attempt.
 
@@ -152,6 +215,8 @@ def decide(
         now: monotonic now.
         now_wall: wall-clock now (epoch seconds), to report ``retry_at``.
         sample: a uniform sample in [0, 1) for jitter, drawn once by the caller.
+        took: how long that attempt took (read by :func:`attempt_needs` when nothing cuts
+            the operation's attempts).
 
     Returns:
         :class:`Retry` or :class:`Stop`; never raises for any classification.
@@ -190,10 +255,11 @@ def decide(
                 Reason.RATE_LIMITED, limit_at,
                 f"rate limited; {delay:.3f}s is over the {cap:g}s wait cap{clamped}",
             )
-        if not _fits(policy, state, now, delay):
+        if not _fits(policy, state, now, delay, took):
             return Stop(
                 Reason.RATE_LIMITED, limit_at,
-                f"rate limited; waiting {delay:.3f}s would end past the deadline{clamped}",
+                f"rate limited; {_waiting(policy, state, now, delay, took)} would end past "
+                f"the deadline{clamped}",
             )
         return Retry(delay, reason, source, limit_at, f"rate limited; waiting {delay:.3f}s")
 
@@ -219,9 +285,10 @@ def decide(
         if cap is not None and hint.delay > cap:
             return Stop(Reason.DEADLINE, retry_at,
                         f"the provider's wait is over the wait cap{clamped}")
-    if not _fits(policy, state, now, delay):
+    if not _fits(policy, state, now, delay, took):
         return Stop(Reason.DEADLINE, retry_at,
-                    f"waiting {delay:.3f}s would end past the deadline{clamped}")
+                    f"{_waiting(policy, state, now, delay, took)} would end past the "
+                    f"deadline{clamped}")
     return Retry(delay, reason, source, retry_at, f"{classified.detail}; retrying")
 
 
@@ -239,17 +306,23 @@ def draws_on_retry_budget(kind: Kind) -> bool:
 
 def plan_attempt(policy: Policy, state: OperationState, now: float) -> float | Stop | None:
     """Before an attempt: its timeout (clipped to what is left), None for no limit, or a Stop."""
-    return plan_next(policy, state.attempts, state.remaining(now), state.retry_at)
+    return plan_next(policy, state.attempts, state.remaining(now), state.retry_at,
+                     attempt_needs(policy, state))
 
 
 def plan_next(policy: Policy, attempts: int, remaining: float | None,
-              retry_at: float | None) -> float | Stop | None:
+              retry_at: float | None, needs: float = 0.0) -> float | Stop | None:
     """:func:`plan_attempt` of a state with ``attempts`` made, ``remaining`` seconds left
-    (None: no deadline) and ``retry_at`` named (the first attempt's plan reads no state)."""
+    (None: no deadline), ``retry_at`` named and ``needs`` seconds needed by an attempt nothing
+    cuts (:func:`attempt_needs`; the first attempt's plan reads no state)."""
     if attempts >= policy.max_attempts:
         return Stop(Reason.EXHAUSTED, retry_at, "no attempts left")
     if remaining is not None and remaining < max(policy.min_attempt_time, 1e-9):
         return Stop(Reason.DEADLINE, retry_at, "no time left for another attempt")
+    if remaining is not None and remaining < needs:
+        return Stop(Reason.DEADLINE, retry_at,
+                    f"{remaining:.3f}s left; nothing cuts an attempt and the longest so far "
+                    f"took {needs:.3f}s")
     cap = policy.attempt_timeout
     if remaining is None:
         return cap
@@ -293,15 +366,17 @@ def plan_wait(
     if now_wall is not None:
         offered = now_wall + wait
         limit_at = offered if retry_at is None else max(retry_at, offered)
-    if reason is WaitReason.GATE and policy.rate_limit is RateLimitMode.FAIL_FAST:
+    gated = reason is WaitReason.GATE
+    fail_fast = policy.rate_limit is RateLimitMode.FAIL_FAST
+    if not declines(wait, gated, wait_room(policy, state, now), fail_fast):
+        return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+    if gated and fail_fast:
         return Stop(Reason.RATE_LIMITED, limit_at, "the provider is throttling; fail_fast")
-    if not _fits(policy, state, now, wait):
-        ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
-        return Stop(
-            ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
-            f"{reason.value} wait of {wait:.3f}s would end past the deadline",
-        )
-    return Retry(wait, reason, "coordinator", retry_at, f"{reason.value} wait")
+    ends = Reason.DEADLINE if reason is WaitReason.CONCURRENCY else Reason.RATE_LIMITED
+    return Stop(
+        ends, limit_at if ends is Reason.RATE_LIMITED else retry_at,
+        f"{reason.value} wait of {wait:.3f}s would end past the deadline",
+    )
 
 
 def retry_refused(decision: Retry) -> Stop:

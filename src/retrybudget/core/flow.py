@@ -32,6 +32,7 @@ from .decide import (
     Stop,
     decide,
     draws_on_retry_budget,
+    patience,
     plan_acquire,
     plan_attempt,
     plan_wait,
@@ -80,15 +81,19 @@ _Asked = Generator[Action, object, "tuple[Permit, Retry | Stop | None]"]
 
 
 def _ask_gates(policy: Policy, state: OperationState, clock: Clock, gates: tuple[str, ...],
-               bucket: str) -> _Asked:
+               bucket: str, first: bool) -> _Asked:
     """Ask each gate in turn (the provider key's, then the route's); the permit of the last
     one asked and the wait or stop it calls for (None: go). The provider key's gate is only
-    looked at: a lease it hands out is given back at once."""
+    looked at: a lease it hands out is given back at once. Each is told the longest wait the
+    operation takes (``first``: the operation's first acquire, at its start)."""
     permit, step = _GO, None
+    # what the operation would wait (its first acquire's at its start: no reading taken)
+    room, fail_fast = patience(policy, state, state.started if first else clock.monotonic())
     for gate in gates:
         own = gate == bucket
         reply = yield Acquire(gate, state.attempts + 1,
-                              policy.profile.write_gap(state.method) if own else 0.0)
+                              policy.profile.write_gap(state.method) if own else 0.0,
+                              room, fail_fast)
         assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
         permit = reply
         step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
@@ -166,7 +171,8 @@ def operation_flow(
         yield Sleep(wait)
         state = state.with_wait(wait, step.retry_at)
 
-    admission = (yield Admit(key)) if coordinated else _ADMITTED
+    admission = (yield Admit(key, *patience(policy, state, state.started))
+                 ) if coordinated else _ADMITTED
     assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
     if not admission.allowed:
         return (yield from finish(Stop(Reason.CIRCUIT_OPEN, admission.retry_at,
@@ -179,7 +185,8 @@ def operation_flow(
         for waited in range(MAX_COORDINATOR_WAITS + 1 if coordinated else 0):
             if (capped := plan_acquire(state, waited)) is not None:
                 return (yield from finish(capped, probe))
-            permit, step = yield from _ask_gates(policy, state, clock, gates, bucket)
+            permit, step = yield from _ask_gates(policy, state, clock, gates, bucket,
+                                                 waited == 0 and state.attempts == 0)
             if step is None:
                 break
             if isinstance(step, Stop):
@@ -199,7 +206,8 @@ def operation_flow(
         state = state.with_method(result.observation.method)
         now, wall = clock.monotonic(), clock.wall()
         classified = classify(policy.profile, result.observation, wall)
-        decision = decide(policy, state, classified, now, wall, sample())
+        decision = decide(policy, state, classified, now, wall, sample(),
+                          0.0 if result.bounded else now - started)
         if coordinated:
             yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
                               permit.lease, report and isinstance(decision, Stop))
@@ -214,7 +222,7 @@ def operation_flow(
             detail=decision.detail, evidence=classified.rate.evidence, timeout=plan,
             sent=classified.sent,
         )
-        state = state.with_attempt(record, classified)
+        state = state.with_attempt(record, classified, result.bounded)
         if isinstance(decision, Stop):
             return (yield from finish(decision, probe))
         yield from take(decision)

@@ -22,7 +22,6 @@ from .policy import Policy
 
 __all__ = [
     "ERRORS",
-    "GATEWAY_MAPPING",
     "AttemptRecord",
     "CircuitOpen",
     "DeadlineExceeded",
@@ -411,22 +410,6 @@ def first_ok(at: FirstAttempt) -> Outcome[Any]:
     outcome: Outcome[Any] = _new(_FirstOk)
     _set_at(outcome, at)
     return outcome
-
-
-GATEWAY_MAPPING: dict[Reason, tuple[int, str | None]] = {
-    Reason.OK: (200, None),
-    Reason.NOT_FOUND: (404, "not_found"),
-    Reason.RATE_LIMITED: (503, "provider_rate_limited"),
-    Reason.EXHAUSTED: (503, "provider_unavailable"),
-    Reason.DEADLINE: (503, "provider_unavailable"),
-    Reason.CIRCUIT_OPEN: (503, "provider_unavailable"),
-    Reason.RETRY_BUDGET: (503, "provider_unavailable"),
-    Reason.REJECTED: (502, "provider_rejected"),
-    Reason.UNEXPECTED: (502, "provider_unexpected"),
-    Reason.INVALID_PAYLOAD: (502, "provider_invalid_payload"),
-    Reason.NOT_RETRIED: (503, "provider_unavailable"),
-}
-"""The HTTP status and problem code a gateway answers for each reason."""
 
 
 # The errors a failed outcome raises ------------------------------------------------------

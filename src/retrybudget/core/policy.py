@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any
 
 from .profiles import GENERIC, Profile, get_profile
 
 __all__ = [
+    "PRESETS",
     "SAFE_METHODS",
     "Backoff",
     "Jitter",
@@ -282,3 +284,9 @@ def background(profile: Profile | str = "auto", **changes: Any) -> Policy:
         profile=get_profile(profile),
     )
     return base.replace(**changes) if changes else base
+
+
+PRESETS: Mapping[str, Callable[[], Policy]] = MappingProxyType({
+    "interactive": interactive, "background": background, "default": Policy,
+})
+"""The built-in policies by name (a command's ``--policy NAME``, a policy file's ``base``)."""

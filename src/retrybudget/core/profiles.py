@@ -174,6 +174,12 @@ class Profile:
         idempotency_header: the request header that makes a write safe to repeat, when the
             provider honours one (``Idempotency-Key``); empty when it has none.
         hosts: well-known API hosts this profile is chosen for by :func:`auto`.
+        sdk_headers: request headers the provider's official SDK sends (lower case; one
+            ending in ``-`` is a prefix): :func:`auto` picks this profile by them for a host
+            it does not know (a proxy, a gateway), ``anthropic-version`` say.
+        sdk_paths: regular expressions one of which the request path must match as well for
+            :attr:`sdk_headers` to pick this profile (an OpenAI-shaped path: other SDKs
+            send ``x-stainless-*`` too); empty: any path.
         sources: documentation pages and SDK files the profile is built from.
     """
 
@@ -207,6 +213,8 @@ class Profile:
     write_pacing: float = 0.0
     idempotency_header: str = ""
     hosts: tuple[str, ...] = ()
+    sdk_headers: tuple[str, ...] = ()
+    sdk_paths: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     routes: tuple[tuple[str, Profile], ...] = field(default=(), repr=False)
     header_rules: HeaderRules = field(init=False, repr=False, compare=False)
@@ -256,6 +264,10 @@ class Profile:
             if re.compile(self.bucket_path).groups < 1:
                 raise ValueError("bucket_path needs one group that captures the bucket")
         object.__setattr__(self, "sources", tuple(str(s) for s in self.sources))
+        object.__setattr__(self, "sdk_headers", tuple(str(h).lower() for h in self.sdk_headers))
+        for path in self.sdk_paths:
+            _check_pattern("sdk_paths", path)
+        object.__setattr__(self, "sdk_paths", tuple(self.sdk_paths))
         object.__setattr__(self, "header_rules", HeaderRules(
             tuple(self.delay_headers), tuple(self.reset_units), bool(self.provider_clock)))
         object.__setattr__(self, "delay_headers", self.header_rules.delays)
@@ -342,14 +354,24 @@ class Profile:
         return any(status in s.statuses and (not s.methods or m is None or m in s.methods)
                    for p in profiles for s in p.body_signals)
 
-    def resolve(self, url: str | None) -> Profile:
-        """The profile for a request to ``url``: this one, or for :func:`auto`, the host's."""
+    def resolve(self, url: str | None, headers: Mapping[str, str] | None = None) -> Profile:
+        """The profile for a request to ``url``: this one, or for :func:`auto`, the host's.
+
+        A host :func:`auto` does not know (a proxy, a gateway, a loopback test server) is
+        classified by the profile whose official SDK sent the request, when ``headers`` (the
+        request's) carry one's :attr:`sdk_headers` on one of its :attr:`sdk_paths`; else by
+        the fallback.
+        """
         if not self.routes:
             return self
         host = _host(url)
         for pattern, profile in self.routes:
             if host == pattern or (pattern.startswith(".") and host.endswith(pattern)):
                 return profile
+        if headers:
+            sent = _sdk_of(self, headers, url)
+            if sent is not None:
+                return sent
         return _fallback(self)
 
 
@@ -394,6 +416,28 @@ def _host(url: str | None) -> str:
         return ""
     match = _HOST_RE.match(url)
     return "" if match is None else match.group(1).lower()
+
+
+def _sdk_of(profile: Profile, headers: Mapping[str, str], url: str | None) -> Profile | None:
+    """The routed profile whose official SDK sent a request with ``headers`` to ``url``.
+
+    An exact header name (``anthropic-version``) picks before a prefix (``x-stainless-``),
+    which every Stainless-built SDK sends: anthropic's requests carry both.
+    """
+    names = {str(name).lower() for name in headers}
+    path = _path(url or "")
+    candidates = [p for pattern, p in profile.routes if pattern != "*" and p.sdk_headers]
+    for exact in (True, False):
+        for routed in candidates:
+            for wanted in routed.sdk_headers:
+                if wanted.endswith("-") == exact:
+                    continue
+                found = (wanted in names if exact
+                         else any(name.startswith(wanted) for name in names))
+                if found and (not routed.sdk_paths
+                              or any(re.search(p, path) for p in routed.sdk_paths)):
+                    return routed
+    return None
 
 
 def _fallback(profile: Profile) -> Profile:
@@ -447,6 +491,7 @@ GITHUB = Profile(
     # https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api
     write_pacing=1.0,
     hosts=("api.github.com",),
+    sdk_headers=("x-github-api-version",),  # octokit, githubkit (REST API versions page)
     sources=("https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api",
              "https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api",
              "octokit/plugin-throttling.js src/index.ts"),
@@ -473,6 +518,7 @@ STRIPE = Profile(
     # stripe-python adds an Idempotency-Key to every POST, reused across its retries.
     idempotency_header="Idempotency-Key",
     hosts=("api.stripe.com", "files.stripe.com"),
+    sdk_headers=("stripe-version",),  # every Stripe SDK pins its API version
     sources=("https://docs.stripe.com/rate-limits", "https://docs.stripe.com/idempotency",
              "stripe/stripe-python stripe/_http_client.py"),
 )
@@ -492,7 +538,15 @@ OPENAI = Profile(
     reset_units=(("x-ratelimit-reset-requests", "duration"),
                  ("x-ratelimit-reset-tokens", "duration")),
     longest_wait=120.0,  # _constants.py MAX_RETRY_AFTER_DELAY: a longer wait is not retried
-    hosts=("api.openai.com",),
+    # Azure OpenAI: {resource}.openai.azure.com (learn.microsoft.com azure/ai-services/openai)
+    hosts=("api.openai.com", ".openai.azure.com"),
+    # openai-python sends x-stainless-* (as every Stainless-built SDK does): with the paths
+    # of the OpenAI API (and of Azure OpenAI's deployments) it is OpenAI's
+    sdk_headers=("x-stainless-",),
+    sdk_paths=(r"/(chat/)?completions$", r"/responses(/|$)", r"/embeddings$", r"/models(/|$)",
+               r"/(images|audio|files|uploads|batches|moderations|fine_tuning|assistants"
+               r"|threads|vector_stores|realtime|conversations)(/|$)",
+               r"/openai/deployments/"),
     sources=("https://platform.openai.com/docs/guides/rate-limits",
              "openai/openai-python src/openai/_base_client.py"),
 )
@@ -510,6 +564,7 @@ ANTHROPIC = Profile(
     reset_units=tuple((f"anthropic-ratelimit-{k}-reset", "rfc3339")
                       for k in ("requests", "tokens", "input-tokens", "output-tokens")),
     hosts=("api.anthropic.com",),
+    sdk_headers=("anthropic-version",),  # sent by every anthropic SDK (api versioning page)
     sources=("https://docs.anthropic.com/en/api/rate-limits",
              "https://docs.anthropic.com/en/api/errors",
              "anthropics/anthropic-sdk-python src/anthropic/_base_client.py"),
@@ -729,6 +784,10 @@ def auto(hosts: Mapping[str, Profile | str] | None = None, *,
 
     Its own status sets are the union of those it may pick, so an integration reads (and
     releases) every body one of them may need; classification always uses the picked one.
+    On a host neither names (a proxy, a gateway), an integration's request sent by an
+    official SDK is classified by that provider's profile, picked by the headers the SDK
+    sends (:attr:`Profile.sdk_headers`: ``anthropic-version``, ``Stripe-Version``,
+    ``X-GitHub-Api-Version``, openai's ``x-stainless-*`` on an OpenAI path).
     """
     routes: list[tuple[str, Profile]] = [
         (host, get_profile(p)) for host, p in (hosts or {}).items()
@@ -770,7 +829,8 @@ def get_profile(name: str | Profile) -> Profile:
 
 
 AUTO = auto()
-"""Picks the built-in profile by request host (``api.github.com`` → github…), else generic."""
+"""Picks the built-in profile by request host (``api.github.com`` → github…), else by the
+official SDK that sent the request (its headers), else generic."""
 
 
 # Profiles from data (a TOML or JSON file's tables) -----------------------------------
@@ -779,7 +839,7 @@ _STATUS_KEYS = ("rate_limited", "conditional_rate_limited", "not_found", "reject
                 "ok")
 _LIST_KEYS = ("secondary_patterns", "permission_patterns", "quota_patterns",
               "retry_hint_headers", "bucket_headers", "scope_headers", "hosts", "sources",
-              "route_majors")
+              "route_majors", "sdk_headers", "sdk_paths")
 _SCALAR_KEYS = ("rate_limit_floor", "rate_limit_multiplier", "reset_slack", "transient_hints",
                 "provider_clock", "body_limit", "zero_hint_wait", "longest_wait", "write_pacing",
                 "idempotency_header", "bucket_path", "graphql_cost")

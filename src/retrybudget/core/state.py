@@ -34,6 +34,8 @@ class OperationState:
         backoffs: backoff waits taken so far (for the exponential).
         retry_at: the latest wall-clock time the provider named.
         conflicts: disagreeing evidence collected so far.
+        longest_unbounded: the longest attempt so far that nothing could cut at its timeout
+            (0 when none: see :func:`~retrybudget.core.decide.attempt_needs`).
     """
 
     operation_id: str
@@ -48,6 +50,7 @@ class OperationState:
     backoffs: int = 0
     retry_at: float | None = None
     conflicts: tuple[str, ...] = ()
+    longest_unbounded: float = 0.0
 
     @classmethod
     def start(
@@ -68,13 +71,17 @@ class OperationState:
         """Seconds left before the deadline (None when there is none)."""
         return None if self.deadline_at is None else self.deadline_at - now
 
-    def with_attempt(self, record: AttemptRecord, classified: Classified) -> OperationState:
-        """This state after one more attempt."""
+    def with_attempt(self, record: AttemptRecord, classified: Classified,
+                     bounded: bool = True) -> OperationState:
+        """This state after one more attempt (``bounded``: its timeout could have ended it)."""
         conflicts = self.conflicts
         if classified.conflicts:
             conflicts += tuple(c for c in classified.conflicts if c not in conflicts)
+        longest = self.longest_unbounded
+        if not bounded and record.elapsed > longest:
+            longest = record.elapsed
         return _evolve(self, attempts=self.attempts + 1, history=(*self.history, record),
-                      conflicts=conflicts)
+                      conflicts=conflicts, longest_unbounded=longest)
 
     def with_wait(self, wait: Wait, retry_at: float | None) -> OperationState:
         """This state after a wait is taken."""

@@ -18,6 +18,7 @@ or embed it::
 See docs/gateway.md for the contract table.
 """
 
+from .._gateway_mapping import GATEWAY_MAPPING
 from ._answers import PROBLEM_TYPE, TITLES
 from ._app import Gateway, create_app
 from ._config import GatewayConfig
@@ -26,6 +27,7 @@ from ._server import GatewayServer, bind_socket, serve_in_thread, uvicorn_config
 from ._store import FactStore, StoredFact
 
 __all__ = [
+    "GATEWAY_MAPPING",
     "LOGGER_NAME",
     "PROBLEM_TYPE",
     "TITLES",

@@ -17,14 +17,26 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from ..cli._errors import CliError, in_option_words, report_bad_input
-from ..cli._options import log_level, port, positive_float, seconds
-from ..cli._paths import cannot_listen, check_new_file, check_sqlite_file, os_reason
+from .._cmdline import (
+    CliError,
+    cannot_listen,
+    check_new_file,
+    check_sqlite_file,
+    in_option_words,
+    log_level,
+    os_reason,
+    port,
+    positive_float,
+    report_bad_input,
+    seconds,
+    share,
+)
 from ..core.policy import PolicyError
 from ._app import create_app
 from ._config import GatewayConfig
 from ._logging import configure_logging
 from ._server import bind_socket, uvicorn_config
+from ._store import TABLES
 
 __all__ = ["build_parser", "config_from_args", "main", "run"]
 
@@ -68,6 +80,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                              "(default: %(default)s)")
     budget.add_argument("--breaker-failures", type=int, default=5,
                         help="failed lookups in a row that open the breaker (default: %(default)s)")
+    budget.add_argument("--breaker-failure-ratio", type=share, default=None, metavar="SHARE",
+                        help="also open the breaker when this share of the last "
+                             "--breaker-window lookups failed (at least 10 seen; default: off)")
+    budget.add_argument("--breaker-window", type=int, default=20, metavar="N",
+                        help="the lookups --breaker-failure-ratio looks at (default: %(default)s)")
     budget.add_argument("--breaker-cool-down", type=positive_float, default=5.0,
                         help="seconds the breaker stays open before a probe (default: %(default)s)")
     budget.add_argument("--max-in-flight", type=int, default=32,
@@ -76,6 +93,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     budget.add_argument("--min-budget", type=positive_float, default=0.25,
                         help="seconds of its deadline a request must have left to start a "
                              "provider operation (default: %(default)s)")
+    server = parser.add_argument_group("client connections")
+    server.add_argument("--head-timeout", type=positive_float, default=5.0, metavar="SECONDS",
+                        help="seconds a connection may take to send a request head; then it is "
+                             "answered 408 and closed (default: %(default)s)")
+    server.add_argument("--keep-alive-timeout", type=int, default=5, metavar="SECONDS",
+                        help="whole seconds an idle kept-alive connection stays open "
+                             "(default: %(default)s)")
+    server.add_argument("--max-clients", type=int, default=512, metavar="N",
+                        help="client connections open at once; one more is answered 503 "
+                             "gateway_overloaded and closed (default: %(default)s)")
+    server.add_argument("--max-head-size", type=int, default=16_384, metavar="BYTES",
+                        help="bytes of a request head at most; a longer one is answered 400 "
+                             "(default: %(default)s)")
     provider = parser.add_argument_group("provider requests")
     provider.add_argument("--provider-header", type=_header, action="append", default=[],
                           metavar="'NAME: VALUE'", help="a header for every provider request")
@@ -116,6 +146,12 @@ def config_from_args(args: argparse.Namespace) -> GatewayConfig:
         breaker_cool_down=args.breaker_cool_down,
         max_in_flight=args.max_in_flight,
         min_budget=args.min_budget,
+        breaker_failure_ratio=args.breaker_failure_ratio,
+        breaker_window=args.breaker_window,
+        head_timeout=args.head_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+        max_clients=args.max_clients,
+        max_head_size=args.max_head_size,
     )
 
 
@@ -131,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         check_new_file(args.db, "--db", create_dirs=False)
-        check_sqlite_file(args.db, "--db", "a gateway database")
+        check_sqlite_file(args.db, "--db", "a gateway database", TABLES)
         if args.audit is not None:
             check_new_file(args.audit, "--audit", create_dirs=False)
     except (PolicyError, ValueError, CliError) as exc:
@@ -142,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         return report_bad_input(prog, cannot_listen(args.host, args.port, exc))
     try:
         app = create_app(config)
-    except (sqlite3.Error, OSError) as exc:
+    except (sqlite3.Error, OSError, ValueError) as exc:
         sock.close()
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         return report_bad_input(prog, f"--db {args.db}: cannot open the database: {why}")
@@ -158,7 +194,10 @@ _OPTIONS = {"provider": "--provider", "db_path": "--db", "deadline": "--deadline
             "max_attempts": "--attempts", "attempt_timeout": "--attempt-timeout",
             "breaker_failures": "--breaker-failures", "breaker_cool_down": "--breaker-cool-down",
             "max_in_flight": "--max-in-flight", "min_budget": "--min-budget",
-            "provider header": "--provider-header", "audit_path": "--audit"}
+            "provider header": "--provider-header", "audit_path": "--audit",
+            "breaker_failure_ratio": "--breaker-failure-ratio", "breaker_window": "--breaker-window",
+            "head_timeout": "--head-timeout", "keep_alive_timeout": "--keep-alive-timeout",
+            "max_clients": "--max-clients", "max_head_size": "--max-head-size"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 Every answer carries the counters of the one logical operation behind it, in the body and
 in ``X-Retrybudget-*`` headers. Failures are JSON problems (RFC 9457,
 ``application/problem+json``) whose ``code`` is stable: for provider outcomes it is the
-code of :data:`~retrybudget.core.outcome.GATEWAY_MAPPING`.
+code of :data:`~retrybudget.gateway.GATEWAY_MAPPING`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..core.outcome import Outcome, Reason
-from ..observe._redact import redact_text
+from ..observe import redact_text
 from ._store import StoredFact
 
 __all__ = [
@@ -49,6 +49,7 @@ TITLES: Mapping[str, str] = {
     "reservation_declined": "The provider declined the reservation",
     "reservation_not_stored": "The confirmed reservation could not be stored",
     "gateway_overloaded": "The gateway is overloaded",
+    "request_timeout": "The request head did not arrive in time",
     "internal_error": "The gateway failed",
 }
 """The title of each problem code."""

@@ -39,8 +39,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
+from .._gateway_mapping import GATEWAY_MAPPING
 from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
-from ..core.outcome import GATEWAY_MAPPING, Outcome, Reason
+from ..core.outcome import Outcome, Reason
 from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR, asend_with_outcome
 from ..integrations.httpx import AsyncRetryTransport
 from ..observe import AuditHook, JsonlAuditSink, redact_url
@@ -214,6 +215,9 @@ class Gateway:
         self.metrics = GatewayMetrics()
         if coordinator is None:
             breaker = BreakerConfig(consecutive_failures=config.breaker_failures,
+                                    failure_ratio=config.breaker_failure_ratio,
+                                    window=config.breaker_window,
+                                    min_operations=config.breaker_min_operations,
                                     cool_down=config.breaker_cool_down,
                                     probe_ttl=config.deadline * 2)
             coordinator = MemoryCoordinator(CoordinationConfig(breaker=breaker), clock=clock)

@@ -47,6 +47,11 @@ class GatewayConfig:
         max_connections: the provider connection pool's size.
         breaker_failures: failed lookups in a row that open the circuit breaker.
         breaker_cool_down: seconds the open breaker refuses lookups before one probe.
+        breaker_failure_ratio: the failed share of the last ``breaker_window`` lookups that
+            opens the breaker too, once ``breaker_min_operations`` of them were seen; None
+            (the default): off, only ``breaker_failures`` in a row open it.
+        breaker_window: the recent lookups the failure ratio looks at.
+        breaker_min_operations: the lookups the window must hold before the ratio counts.
         reservation_lease: seconds a reservation in flight holds its idempotency key; a
             request with the same key inside that time is answered 409.
         max_in_flight: provider operations (lookups and reservations) running at once at most;
@@ -54,6 +59,14 @@ class GatewayConfig:
         min_budget: the least budget (seconds) a provider operation is started with; a request
             that has less left of its deadline (it waited, or the event loop lags) is answered
             503 ``gateway_overloaded`` at once.
+        head_timeout: seconds a client connection may take to send a request head (a new
+            connection, or a kept-alive one that started its next request); then it is
+            answered 408 and closed, so slow or idle heads (slowloris) cannot hold connections.
+        keep_alive_timeout: whole seconds an idle kept-alive client connection stays open.
+        max_clients: client connections open at once at most; one beyond it is answered 503
+            ``gateway_overloaded`` and closed before its request is read.
+        max_head_size: bytes of an incomplete request head at most; a longer one is
+            answered 400 and closed.
     """
 
     provider: str
@@ -72,6 +85,13 @@ class GatewayConfig:
     reservation_lease: float = 30.0
     max_in_flight: int = 32
     min_budget: float = 0.25
+    breaker_failure_ratio: float | None = None
+    breaker_window: int = 20
+    breaker_min_operations: int = 10
+    head_timeout: float = 5.0
+    keep_alive_timeout: int = 5
+    max_clients: int = 512
+    max_head_size: int = 16_384
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.provider) if isinstance(self.provider, str) else None
@@ -82,13 +102,18 @@ class GatewayConfig:
         object.__setattr__(self, "provider", self.provider.rstrip("/"))
         if not str(self.db_path):
             raise PolicyError("db_path is required")
-        for name in ("deadline", "breaker_cool_down", "reservation_lease", "min_budget"):
+        for name in ("deadline", "breaker_cool_down", "reservation_lease", "min_budget",
+                     "head_timeout"):
             positive = seconds(getattr(self, name), name)
             if not positive:
                 raise PolicyError(f"{name} must be positive")
             object.__setattr__(self, name, positive)
         timeout = seconds(self.attempt_timeout, "attempt_timeout", allow_none=True)
         object.__setattr__(self, "attempt_timeout", timeout or None)
+        ratio = self.breaker_failure_ratio
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                                  or not 0 < ratio <= 1):
+            raise PolicyError(f"breaker_failure_ratio must be above 0 and at most 1, got {ratio!r}")
         if self.min_budget > self.deadline / 2:
             raise PolicyError("min_budget must be at most half the deadline")
         _path_template(self.availability_path, "availability_path")
@@ -103,7 +128,10 @@ class GatewayConfig:
         object.__setattr__(self, "provider_headers", MappingProxyType(headers))
         for name, low, high in (("max_attempts", 1, 10), ("db_threads", 1, 64),
                                 ("max_connections", 1, 10_000), ("breaker_failures", 1, 10_000),
-                                ("max_in_flight", 1, 10_000)):
+                                ("max_in_flight", 1, 10_000), ("breaker_window", 1, 1000),
+                                ("breaker_min_operations", 1, 1000),
+                                ("keep_alive_timeout", 1, 3600), ("max_clients", 1, 100_000),
+                                ("max_head_size", 1024, 1_048_576)):
             count = getattr(self, name)
             if isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high:
                 raise PolicyError(f"{name} must be an integer from {low} to {high}, got {count!r}")

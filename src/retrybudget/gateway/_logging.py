@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Any
 
-from ..observe._redact import redact_text, scrub
+from ..observe import redact_text, scrub
 
 __all__ = ["LOGGER_NAME", "JsonLogFormatter", "configure_logging"]
 

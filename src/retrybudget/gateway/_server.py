@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import threading
@@ -10,11 +11,13 @@ from typing import Any
 
 import httpx
 import uvicorn
+from starlette.responses import Response
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..coordination import Coordinator
+from ._answers import counters, problem
 from ._app import ARRIVED, create_app
 from ._config import GatewayConfig
 
@@ -38,37 +41,111 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+def _raw(response: Response, reason: str) -> bytes:
+    """``response`` as the bytes of an HTTP/1.1 answer that closes its connection."""
+    lines = [f"HTTP/1.1 {response.status_code} {reason}".encode("ascii")]
+    lines += [name + b": " + value for name, value in response.raw_headers]
+    lines.append(b"connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + response.body
+
+
+_TOO_MANY = _raw(problem(503, "gateway_overloaded", "too many client connections are open; "
+                         "try again in a moment", counters(None, "logical_requests"),
+                         instance="/", headers={"Retry-After": "1"},
+                         extra={"shed": "connections"}), "Service Unavailable")
+"""The answer to a connection beyond ``max_clients``, sent before its request is read."""
+
+_HEAD_TIMED_OUT = _raw(problem(408, "request_timeout", "the request head did not arrive in "
+                               "time; the connection is closed", counters(None, "logical_requests"),
+                               instance="/"), "Request Timeout")
+"""The answer to a connection whose request head did not arrive within ``head_timeout``."""
+
+
 class _Stamped(H11Protocol):
-    """uvicorn's h11 protocol, stamping each request with the instant its bytes were read.
+    """uvicorn's h11 protocol, stamping each request with the instant its bytes were read,
+    with a timeout on incomplete request heads and a cap on open client connections.
 
     A request's deadline starts there: the time it then waits for the event loop to run its
     handler is paid out of its budget (the app stamps on entry when no server did).
+
+    uvicorn times out idle keep-alive connections only after a response, and its
+    ``limit_concurrency`` answers 503 only once a complete head arrived: a client that opens
+    connections and trickles their heads (slowloris) holds them all. Here a connection waiting
+    for a head (a new one, or a kept-alive one that started another) is answered 408 and
+    closed after ``head_timeout`` seconds, and a connection beyond ``max_clients`` open at
+    once is answered 503 ``gateway_overloaded`` and closed before anything is read.
     """
 
     clock: Clock = SYSTEM_CLOCK
+    head_timeout: float | None = None
+    max_clients: int | None = None
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Count the connection; one beyond the cap is answered 503 and closed at once."""
+        super().connection_made(transport)
+        if self.max_clients is not None and len(self.connections) > self.max_clients:
+            self.transport.write(_TOO_MANY)
+            self.transport.close()
+            return
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection (and its head timer)."""
+        self._head_received()
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         """Read ``data``; a request it completes carries the instant in its scope."""
         arrived = self.clock.monotonic()
         before = getattr(self, "cycle", None)
+        if before is None or before.response_complete:
+            self._await_head()  # the bytes of a new request: its head has head_timeout
         super().data_received(data)
         cycle = getattr(self, "cycle", None)
         if cycle is not None and cycle is not before:
             cycle.scope.setdefault(ARRIVED, arrived)
+            self._head_received()
+
+    def _await_head(self) -> None:
+        if self.head_timeout is not None and self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _head_received(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        cycle = getattr(self, "cycle", None)
+        if cycle is not None and not cycle.response_complete:
+            return  # a request is being served: its own deadline bounds it
+        if not self.transport.is_closing():
+            self.transport.write(_HEAD_TIMED_OUT)
+            self.transport.close()
 
 
 def _protocol(app: ASGIApp) -> type[H11Protocol]:
-    """The stamping protocol, on the clock of ``app`` (a gateway app) or the real one."""
+    """The gateway's protocol, on the clock and the server settings of ``app`` (a gateway
+    app; another app gets the real clock and uvicorn's own behaviour)."""
     gateway = getattr(getattr(app, "state", None), "gateway", None)
-    clock = getattr(gateway, "clock", SYSTEM_CLOCK)
-    return type("GatewayProtocol", (_Stamped,), {"clock": clock})
+    config: GatewayConfig | None = getattr(gateway, "config", None)
+    settings: dict[str, Any] = {"clock": getattr(gateway, "clock", SYSTEM_CLOCK)}
+    if config is not None:
+        settings.update(head_timeout=config.head_timeout, max_clients=config.max_clients)
+    return type("GatewayProtocol", (_Stamped,), settings)
 
 
 def uvicorn_config(app: ASGIApp, *, log_level: str = "warning", quiet: bool = False) -> uvicorn.Config:
     """The uvicorn configuration the gateway runs with (lifespan on: it closes the store).
 
     It serves HTTP/1.1 with uvicorn's h11 protocol, which stamps each request with the
-    instant its bytes were read (the start of its deadline).
+    instant its bytes were read (the start of its deadline), with the server settings of
+    the app's :class:`GatewayConfig`: ``head_timeout`` and ``max_clients`` (see
+    :class:`_Stamped`), ``keep_alive_timeout`` (uvicorn's ``timeout_keep_alive``) and
+    ``max_head_size`` (uvicorn's ``h11_max_incomplete_event_size``: a longer head is
+    answered 400).
 
     Args:
         app: the gateway app.
@@ -76,6 +153,11 @@ def uvicorn_config(app: ASGIApp, *, log_level: str = "warning", quiet: bool = Fa
         quiet: leave logging alone (no uvicorn logging set-up, no access log).
     """
     extra: dict[str, Any] = {"log_config": None} if quiet else {}
+    gateway = getattr(getattr(app, "state", None), "gateway", None)
+    config: GatewayConfig | None = getattr(gateway, "config", None)
+    if config is not None:
+        extra.update(timeout_keep_alive=config.keep_alive_timeout,
+                     h11_max_incomplete_event_size=config.max_head_size)
     return uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False,
                           server_header=False, timeout_graceful_shutdown=5,
                           http=_protocol(app), **extra)

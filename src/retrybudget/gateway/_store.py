@@ -30,11 +30,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-__all__ = ["Claim", "ClaimKind", "FactStore", "StoredFact", "key_digest"]
+from .._files import APPLICATION_ID, check_own_database
+
+__all__ = ["TABLES", "Claim", "ClaimKind", "FactStore", "StoredFact", "key_digest"]
 
 T = TypeVar("T")
 
-_SCHEMA = """
+TABLES = ("rentals", "reservations")
+"""The tables of a gateway database; a file holding any other is not the gateway's."""
+
+_SCHEMA = f"""
+PRAGMA application_id = {APPLICATION_ID};
 CREATE TABLE IF NOT EXISTS rentals (
     rental_id TEXT PRIMARY KEY,
     available INTEGER NOT NULL CHECK (available IN (0, 1)),
@@ -131,10 +137,15 @@ class FactStore:
     Args:
         path: the database file.
         threads: pool threads (and so connections) at most.
+
+    Raises:
+        ValueError: ``path`` is another application's file (not SQLite, or holding tables
+            that are not the gateway's); it is left unchanged.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, threads: int = 4) -> None:
         self.path = os.fspath(path)
+        check_own_database(self.path, self.path, "a gateway database", TABLES)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

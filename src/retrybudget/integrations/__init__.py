@@ -1,9 +1,13 @@
-"""Integrations with HTTP clients: httpx transports, a requests adapter, an aiohttp middleware.
+"""Integrations with HTTP clients: httpx and httpx2 transports, a requests adapter, an aiohttp
+middleware.
 
 The client modules import their library, so import the one you use:
 
 - :mod:`retrybudget.integrations.httpx`: ``RetryTransport`` and ``AsyncRetryTransport``;
+- :mod:`retrybudget.integrations.httpx2`: the same for httpx2 (anthropic's and openai's);
 - :mod:`retrybudget.integrations.requests`: ``RetryAdapter``;
+- :mod:`retrybudget.integrations.urllib3`: ``BudgetRetry``, for a library that takes only a
+  urllib3 ``Retry`` (PyGithub);
 - :mod:`retrybudget.integrations.aiohttp`: ``RetryMiddleware``.
 
 This package itself needs none of these libraries. It holds what they share: reading the

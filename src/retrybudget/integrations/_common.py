@@ -24,7 +24,16 @@ from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
 from .._drivers import Begun, Retrier, validated
-from .._native import EVIDENCE, evidence
+from .._native import (
+    EVIDENCE,
+    OUTCOME,
+    OUTCOME_ATTRIBUTE,
+    RETRY_COUNT_HEADER,
+    Carried,
+    evidence,
+    outcome_of,
+    sdk_retries_taken,
+)
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
@@ -32,8 +41,7 @@ from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
-from ..observe._logging import logs_steps
-from ..observe._redact import redact_url
+from ..observe import logs_steps, redact_url
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -41,6 +49,7 @@ __all__ = [
     "OUTCOME",
     "OUTCOME_ATTRIBUTE",
     "REDIRECTS",
+    "RETRY_COUNT_HEADER",
     "STATS",
     "STATS_ATTRIBUTE",
     "VALIDATOR",
@@ -74,14 +83,8 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 STATS = "retrybudget"
 """Where the operation's stats dict is attached to the final response."""
 
-OUTCOME = "retrybudget.outcome"
-"""Where the operation's :class:`~retrybudget.Outcome` is attached to the final response."""
-
 STATS_ATTRIBUTE = "retrybudget"
 """The attribute of a requests response that holds the stats dict."""
-
-OUTCOME_ATTRIBUTE = "retrybudget_outcome"
-"""The attribute of a requests response that holds the :class:`~retrybudget.Outcome`."""
 
 VALIDATOR = "retrybudget.validator"
 """The httpx request extension that carries a per-request payload validator."""
@@ -145,38 +148,6 @@ def stats_of(response: object) -> dict[str, Any] | None:
     if found is None:
         found = getattr(response, STATS_ATTRIBUTE, None)
     return cast("dict[str, Any] | None", found)
-
-
-def outcome_of(response: object) -> Outcome[object] | None:
-    """The :class:`~retrybudget.Outcome` of the operation that produced ``response`` (or raised
-    it, for an error), or None.
-
-    httpx: ``response.extensions["retrybudget.outcome"]``; requests and aiohttp:
-    ``response.retrybudget_outcome``. Every other ending of an operation carries it too: a
-    :class:`~retrybudget.RetryBudgetError` as ``error.outcome``, and an error an integration
-    raises again as it was (a bug, an invalid URL) as ``error.retrybudget_outcome``.
-    """
-    if isinstance(response, RetryBudgetError):
-        return response.outcome
-    extensions = getattr(response, "extensions", None)
-    found = extensions.get(OUTCOME) if isinstance(extensions, Mapping) else None
-    if found is None:
-        found = getattr(response, OUTCOME_ATTRIBUTE, None)
-    if isinstance(found, _Carried):
-        found = found.outcome
-    return found if isinstance(found, Outcome) else None
-
-
-class _Carried:
-    """An outcome attached to an error raised again as it was; it stays behind when pickled."""
-
-    __slots__ = ("outcome",)
-
-    def __init__(self, outcome: Outcome[object] | None) -> None:
-        self.outcome = outcome
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Carried, (None,))
 
 
 def _carried(error: Exception) -> Outcome[object]:
@@ -418,6 +389,7 @@ class Engine:
         "retrier",
         "routed",
         "shapes",
+        "sniffing",
     )
 
     def __init__(
@@ -462,6 +434,9 @@ class Engine:
         self.quick: Retrier | None = None
         self.quick_methods: frozenset[str] = frozenset()
         self.quick_routed = bool(profile.routes) and not self.observed and policy.validator is None
+        # profile="auto" picks a profile by the official SDK's request headers for a host it
+        # does not know: such a request's profile is its own, not its host's
+        self.sniffing = any(p.sdk_headers for _, p in profile.routes)
         self.quick_routes: dict[int, tuple[Profile, Retrier | None, frozenset[str]]] = {}
         if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
             self.quick = self.retrier
@@ -505,7 +480,11 @@ class Engine:
         """
         retrier, methods = self.quick, self.quick_methods
         if retrier is None and self.quick_routed:
-            retrier, methods = self.quick_for(self.policy.profile.resolve(url))
+            profile = self.policy.profile
+            resolved = profile.resolve(url)
+            if self.sniffing and resolved is profile.resolve(None):
+                return None  # an unknown host: each request's headers may name its SDK
+            retrier, methods = self.quick_for(resolved)
         if retrier is None or self.own_headers or not ok_unread(retrier.policy.profile):
             return None
         clock = retrier.clock
@@ -617,7 +596,7 @@ class Operation:
         job_id: the caller's job or fixture id, for audit (None: the retrier's).
     """
 
-    __slots__ = ("engine", "info", "profile", "retrier", "validator")
+    __slots__ = ("counted", "engine", "info", "profile", "retrier", "validator")
 
     def __init__(
         self,
@@ -629,8 +608,12 @@ class Operation:
         validator: Validator | None = None,
         job_id: str | None = None,
     ) -> None:
+        # The retry count a Stainless-built SDK (openai, anthropic) sends: each retry made
+        # underneath counts on top of the SDK's own (see count_retry)
+        sent = headers.get(RETRY_COUNT_HEADER)
+        self.counted = None if sent is None else (headers, sdk_retries_taken(sent))
         policy = engine.policy
-        profile = policy.profile.resolve(url)
+        profile = policy.profile.resolve(url, headers)  # profile="auto": an SDK's headers too
         # The provider's own key header; one that asks for it (Stripe) gets one on every POST.
         own = profile.idempotency_header
         has_key = (own or IDEMPOTENCY_HEADER) in headers
@@ -643,12 +626,21 @@ class Operation:
         # The URL is read by hooks and a coordinator; profile="auto" (which picks by host) is
         # resolved here, and the operation runs under its host's profile, unless they read it.
         observed = engine.observed
-        self.retrier = engine.retrier if observed else engine.retrier_for(profile)
+        self.retrier = (engine.retrier if observed and not engine.sniffing
+                        else engine.retrier_for(profile))
         wants_url = observed or bool(self.retrier.policy.profile.routes)
         self.info = RequestInfo(method, key, has_key, _safe_url(url) if wants_url else None,
                                 job_id if job_id is not None else engine.retrier.job_id)
         # HEAD carries no payload to validate.
         self.validator = None if method == "HEAD" else (validator or policy.validator)
+
+    def count_retry(self, attempt: Attempt) -> None:
+        """Before ``attempt`` is sent: the SDK's retry-count header says how many retries this
+        call has taken (the SDK's own and those made underneath), as the SDK counts them."""
+        counted = self.counted
+        if counted is not None:
+            headers, taken = counted
+            headers[RETRY_COUNT_HEADER] = str(taken + attempt.number - 1)
 
     def wants_body(self, response: ResponseLike, attempt: Attempt) -> bool:
         """Whether to read the body now: to validate a 2xx, to classify, or to release it.
@@ -706,6 +698,6 @@ class Operation:
             return response
         if outcome.reason is Reason.UNEXPECTED and outcome.error is not None:
             with contextlib.suppress(AttributeError, TypeError):  # a class without a __dict__
-                setattr(outcome.error, OUTCOME_ATTRIBUTE, _Carried(outcome))
+                setattr(outcome.error, OUTCOME_ATTRIBUTE, Carried(outcome))
             raise outcome.error
         raise self.engine.error(outcome, request)

@@ -62,7 +62,7 @@ from ..core.decide import Stop
 from ..core.flow import FlowGen
 from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy
-from ..observe._logging import log_hooks, logs_steps
+from ..observe import log_hooks, logs_steps
 from ._common import (
     _DEADLINE,
     JOB_ID,
@@ -451,6 +451,7 @@ class _Operation(Operation):
     def begin(self, attempt: Attempt) -> httpx.Request:
         """The request for ``attempt``, each timeout at most what is left of the deadline."""
         self.request.extensions = _clipped(self.extensions, attempt.timeout)
+        self.count_retry(attempt)
         return self.request
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
@@ -531,7 +532,7 @@ class _Base(Generic[T]):
             url = None
         elif engine.quick_routed:  # profile="auto": the host's profile decides
             url = str(request.url)
-            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url))
+            retrier, methods = engine.quick_for(engine.policy.profile.resolve(url, request.headers))
             if retrier is None or method not in methods:
                 return None
         else:
@@ -842,14 +843,15 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         on can hold the attempt past that end: on a loaded machine, a connect to a provider
         whose accept queue is full was seen to hold its attempt seconds past its end, in
         anyio's ``connect_tcp``, its cancellation taking effect only once the connect attempt
-        ended. An exchange still running at the end is cancelled and left behind; a response
-        it still returns (``response_of`` finds it in what the exchange returns) is closed
-        unread.
+        ended. An exchange still running at the end is cancelled (its scope: see
+        :func:`_scoped`) and left behind; a response it still returns (``response_of`` finds
+        it in what the exchange returns) is closed unread.
         """
         loop = asyncio.get_running_loop()
         token = _DEADLINE.set(deadline)
+        scope = anyio.CancelScope()
         try:
-            task = loop.create_task(exchange)  # runs in a copy of this context
+            task = loop.create_task(_scoped(exchange, scope))  # runs in a copy of this context
         finally:
             _DEADLINE.reset(token)
         ended = loop.create_future()
@@ -860,14 +862,14 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
             await ended
         except BaseException:  # the operation itself was cancelled (or dropped unfinished)
             if not loop.is_closed():
-                _leave_behind(task, response_of)
+                _leave_behind(task, scope, response_of)
             raise
         finally:
             timer.cancel()
             task.remove_done_callback(wake)
         if task.done():
             return task.result()
-        _leave_behind(task, response_of)
+        _leave_behind(task, scope, response_of)
         return None
 
     async def _exchange(self, op: _Operation, attempt: Attempt) -> AttemptResult:
@@ -899,18 +901,36 @@ def _wake(ended: asyncio.Future[None], _: object) -> None:
         ended.set_result(None)
 
 
-def _leave_behind(task: asyncio.Task[R], response_of: Callable[[R], object]) -> None:
-    """Cancel ``task`` without waiting for it; close the response it may still return."""
-    task.cancel()
+async def _scoped(exchange: Coroutine[Any, Any, R], scope: anyio.CancelScope) -> R | None:
+    """``exchange`` inside ``scope``; None once the scope was cancelled.
+
+    The exchange is cut by cancelling its scope, never its task: a task's own cancellation
+    also breaks into what httpcore shields, the close of a connection an exchange was cut
+    on included (its read timed out at the same instant), and the connection then stays open,
+    the provider still sending into it. A cancelled scope lets a shielded close finish.
+    """
+    with scope:
+        return await exchange
+    return None
+
+
+def _leave_behind(task: asyncio.Task[R | None], scope: anyio.CancelScope,
+                  response_of: Callable[[R], object]) -> None:
+    """Cancel ``task``'s exchange without waiting for it; close the response it may still
+    return."""
+    scope.cancel()
     _LEFT_BEHIND.add(task)
     task.add_done_callback(partial(_ended_behind, response_of))
 
 
-def _ended_behind(response_of: Callable[[R], object], task: asyncio.Task[R]) -> None:
+def _ended_behind(response_of: Callable[[R], object], task: asyncio.Task[R | None]) -> None:
     _LEFT_BEHIND.discard(task)
     if task.cancelled() or task.exception() is not None:
         return
-    response = response_of(task.result())
+    result = task.result()
+    if result is None:  # cut: whatever it held is closed
+        return
+    response = response_of(result)
     if isinstance(response, httpx.Response):
         closing = asyncio.ensure_future(response.aclose())
         _LEFT_BEHIND.add(closing)

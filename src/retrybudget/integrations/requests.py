@@ -47,6 +47,7 @@ from urllib3 import connection as u3_connection
 from urllib3 import connectionpool as u3_pool
 
 from .. import errors
+from .._clock import Clock
 from .._drivers import Begun, Retrier
 from .._native import evidence
 from .._native import requests_evidence as _evidence
@@ -175,6 +176,10 @@ class _Guarded:
     bounds each socket read, not that call. Each request on the connection arms the running
     attempt's watchdog; the watchdog shuts the socket down only while that attempt still owns
     the connection (the next request on it takes the ownership first, under the lock).
+
+    The socket shut is the one the connection last connected (``held``), not ``sock``:
+    http.client lets go of ``sock`` as soon as a response's head says the connection closes
+    after it, and a body delimited by that close is then read through the response alone.
     """
 
     sock: socket.socket | None
@@ -183,20 +188,51 @@ class _Guarded:
         super().__init__(*args, **kwargs)
         self._guard = threading.Lock()
         self._owner: Deadline | None = None
+        self._held: socket.socket | None = None
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        with self._guard:
+            self._held = self.sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         deadline = current_deadline()
         with self._guard:
             self._owner = deadline
+            if self.sock is None:  # the last socket went with its response: a new one comes
+                self._held = None
         if deadline is not None:
             deadline.watch(partial(_shut, self, deadline))
         super().request(*args, **kwargs)  # type: ignore[misc]
 
 
+class _Watched(Deadline):
+    """An attempt's end that knows whether the watchdog cut its connection (``cut``).
+
+    A body delimited by the connection's close reads a cut as its end: only ``cut`` tells a
+    truncated answer from a whole one.
+    """
+
+    __slots__ = ("cut",)
+
+    def __init__(self, clock: Clock, timeout: float) -> None:
+        super().__init__(clock, timeout)
+        self.cut = False
+
+    def check(self, response: requests.Response) -> None:
+        """Raise the attempt's timeout, the response closed, when the watchdog cut it."""
+        if self.cut:
+            response.close()  # its connection is shut: closed, never back in the pool
+            raise requests.exceptions.ReadTimeout("the attempt's deadline passed before "
+                                                  "the exchange ended")
+
+
 def _shut(connection: _Guarded, deadline: Deadline) -> None:
     with connection._guard:
-        sock = connection.sock
+        sock = connection._held
         if connection._owner is deadline and sock is not None:
+            if isinstance(deadline, _Watched):
+                deadline.cut = True
             # The plain socket's shutdown (an SSL socket's own would reset its TLS state
             # under the reading thread); the blocked read then ends at once.
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
@@ -334,7 +370,7 @@ class RetryAdapter(HTTPAdapter):
         plan = begun[4]
         if isinstance(plan, Stop):
             return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
-        deadline = None if plan is None else Deadline(self._engine.clock, plan)
+        deadline = None if plan is None else _Watched(self._engine.clock, plan)
         op: _Operation | None = None
         try:
             with bounded(deadline):
@@ -346,6 +382,8 @@ class RetryAdapter(HTTPAdapter):
                     body = response.content if op.wants_body(response, Attempt(1, plan)) else None
                 if not stream:  # the session reads it next: read it inside the budget
                     response.content  # noqa: B018 - requests caches what it read
+                if deadline is not None:
+                    deadline.check(response)
             if op is None:
                 outcome = unread_outcome(unread, begun, plan, response, status, _evidence_later,
                                          dict(response.headers._store),  # type: ignore[attr-defined]
@@ -385,7 +423,8 @@ class RetryAdapter(HTTPAdapter):
                             None if first is None else first[0])
 
         def perform(attempt: Attempt) -> AttemptResult:
-            deadline = self._engine.deadline(attempt)
+            deadline = (None if attempt.timeout is None
+                        else _Watched(self._engine.clock, attempt.timeout))
             try:
                 with bounded(deadline):
                     response = HTTPAdapter.send(self, request, stream, op.timeout_for(attempt),
@@ -393,6 +432,8 @@ class RetryAdapter(HTTPAdapter):
                     body = response.content if op.wants_body(response, attempt) else None
                     if not stream:  # the session reads it next: read it inside the budget
                         response.content  # noqa: B018 - requests caches what it read
+                    if deadline is not None:
+                        deadline.check(response)
                 return op.seen(response, body)
             except Exception as exc:
                 return op.failed(_timed_out(exc, deadline))

@@ -28,8 +28,8 @@ from ._audit import (
     load_audit,
     merge_audits,
 )
-from ._hooks import BREAKER_STATES, AttemptEvent, CoordinatorEvents, Hook, WaitEvent
-from ._logging import LOGGER, LogHook
+from ._hooks import BREAKER_STATES, AttemptEvent, CoordinatorEvents, Hook, WaitEvent, notify
+from ._logging import LOGGER, LogHook, log_hooks, logs_steps
 from ._metrics import METRICS, WAIT_BUCKETS, MetricsHook, MetricSpec, OtelHook, PrometheusHook
 from ._redact import (
     REDACTED,
@@ -42,7 +42,9 @@ from ._redact import (
     redact_url,
     scrub,
 )
-from ._report import CHECKS, REPORT_KEYS, review_report
+from ._report import CHECKS, DECISIONS, REPORT_KEYS, review_report
+from ._report_html import render_html
+from ._report_text import review_summary
 from ._schema import AUDIT_SCHEMA, AUDIT_SCHEMA_ID, validate_audit_record
 from ._stats import StatsAggregator, operation_stats
 from ._tracing import OtelTracingHook
@@ -52,6 +54,7 @@ __all__ = [
     "AUDIT_SCHEMA_ID",
     "BREAKER_STATES",
     "CHECKS",
+    "DECISIONS",
     "LOGGER",
     "METRICS",
     "REDACTED",
@@ -82,12 +85,17 @@ __all__ = [
     "is_secret_header",
     "is_secret_param",
     "load_audit",
+    "log_hooks",
+    "logs_steps",
     "merge_audits",
+    "notify",
     "operation_stats",
     "redact_headers",
     "redact_text",
     "redact_url",
+    "render_html",
     "review_report",
+    "review_summary",
     "scrub",
     "validate_audit_record",
 ]

@@ -62,6 +62,9 @@ class QueueConfig:
         backoff: seconds of the first deferral when the provider named no time; doubled
             on each further deferral, capped at ``max_backoff``.
         max_backoff: the longest such deferral.
+        own_deferrals: whether an outcome that names no ``retry_at`` is deferred by the
+            queue's own backoff; False: it completes as a failure at once (the operation's
+            policy already spent its attempts and its deadline on it).
     """
 
     visibility_timeout: float = 30.0
@@ -70,6 +73,7 @@ class QueueConfig:
     jitter: float = 1.0
     backoff: float = 5.0
     max_backoff: float = 300.0
+    own_deferrals: bool = True
 
     def __post_init__(self) -> None:
         for name in ("visibility_timeout", "jitter", "backoff", "max_backoff"):
@@ -144,11 +148,16 @@ def decide(
         return Decision(Action.COMPLETE, reason, ok=True, why="the provider succeeded")
     if reason not in LATER:
         return Decision(Action.COMPLETE, reason, why=f"{reason} is not retryable: not re-queued")
+    if retry_at is not None and not math.isfinite(retry_at):
+        retry_at = None
+    if retry_at is None and not config.own_deferrals:
+        return Decision(Action.COMPLETE, reason,
+                        why=f"{reason} named no time to come back: not re-queued")
     if deferrals >= config.max_deferrals:
         return Decision(Action.DEAD_LETTER, reason,
                         why=f"{reason} after {deferrals} deferral(s), the most allowed")
     fraction = min(max(jitter, 0.0), 1.0) if math.isfinite(jitter) else 0.0
-    if retry_at is not None and math.isfinite(retry_at):
+    if retry_at is not None:
         base, source = max(retry_at, now), "the provider's retry_at"
     else:
         base = now + min(config.backoff * 2.0 ** min(deferrals, 64), config.max_backoff)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
+from .._files import APPLICATION_ID, check_own_database
 from ._base import STATUSES, HeldLease, JobQueue, Lease, Operation, QueueError, check_id, check_payload, dumps
 from ._decide import Action, Decision, QueueConfig
 
@@ -62,7 +63,8 @@ class SqliteQueue(JobQueue):
             closes it).
 
     Raises:
-        QueueError: the file cannot be opened or is not a database.
+        QueueError: the file cannot be opened, or is not a queue (another application's
+            database is refused unchanged, never given the queue's table).
     """
 
     def __init__(self, path: str | Path = ":memory:", config: QueueConfig | None = None, *,
@@ -75,13 +77,18 @@ class SqliteQueue(JobQueue):
         try:
             if connection is None:
                 if self.path != ":memory:":
+                    check_own_database(self.path, self.path, "a queue", None, required="queue_ops")
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                 connection = sqlite3.connect(self.path, isolation_level=None,
                                              check_same_thread=False, timeout=30.0)
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
             self._db = connection
+            if self._db.execute("SELECT 1 FROM sqlite_master").fetchone() is None:  # a new file
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             self._db.executescript(_SCHEMA)
+        except ValueError as exc:
+            raise QueueError(str(exc)) from None
         except (OSError, sqlite3.Error) as exc:
             raise QueueError(f"{self.path}: cannot open the queue ({exc})") from None
 

@@ -16,7 +16,7 @@ or from a shell: ``python -m retrybudget.sandbox --port 8080``.
 
 from __future__ import annotations
 
-from retrybudget.acceptance.fixtures import (
+from retrybudget._fixtures import (
     FixtureError,
     Step,
     load_fixture_file,

@@ -14,10 +14,19 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from retrybudget.acceptance.fixtures import FixtureError, load_fixture_file
-from retrybudget.cli._errors import in_option_words, report_bad_input
-from retrybudget.cli._options import count, log_level, port, positive_int, seconds, share
-from retrybudget.cli._paths import cannot_listen, os_reason
+from retrybudget._cmdline import (
+    cannot_listen,
+    count,
+    in_option_words,
+    log_level,
+    os_reason,
+    port,
+    positive_int,
+    report_bad_input,
+    seconds,
+    share,
+)
+from retrybudget._fixtures import FixtureError, load_fixture_file
 from retrybudget.sandbox._app import create_app
 from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
 from retrybudget.sandbox._server import bind_loopback, uvicorn_config

@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrybudget._clock import SYSTEM_CLOCK, Clock
-from retrybudget.acceptance.fixtures import FixtureError, Step, parse_script, resolve_placeholders
+from retrybudget._fixtures import FixtureError, Step, parse_script, resolve_placeholders
 from retrybudget.core.profiles import SLACK
 from retrybudget.sandbox._config import RateLimit, SandboxConfig
 from retrybudget.sandbox._faults import MALFORMED_BODY

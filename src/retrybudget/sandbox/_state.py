@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrybudget._clock import Clock
-from retrybudget.acceptance.fixtures import Step
+from retrybudget._fixtures import Step
 from retrybudget.sandbox._config import SandboxConfig
 from retrybudget.sandbox._faults import FaultDraw, draw_fault, fault_rng, in_outage
 from retrybudget.sandbox._limits import FixedWindow, WindowReading

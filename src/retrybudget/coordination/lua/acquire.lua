@@ -2,10 +2,13 @@
 -- quota_hold) or plan_slot (a release by quota when the window's quota is known, into the
 -- first window with room; a due slot the key does not let go is booked so again); a request
 -- that goes is sent (counted) and holds a lease.
+-- A slot the caller would not wait for (declines: longer than its max_wait, or behind a
+-- closed gate when it fails fast) is answered but not reserved: nothing is written.
 -- ARGV: idle, attempt (unused), spread, claim_grace, pacing (0|1), threshold, min_remaining,
 -- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, probes (requests a
 -- key no answer has come back for lets go; 0: off), this coordinator's
--- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), and optionally a seed
+-- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), herd_window, the
+-- caller's max_wait ('': any), fail_fast (0|1), and optionally a seed
 -- (limit, remaining, seconds to the reset): a quota observation to adopt when none is
 -- stored (Redis came back empty), so the first window is not sent blind.
 -- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or '',
@@ -21,7 +24,10 @@ local lease_ttl = finite(ARGV[9]) or 60
 local poll = finite(ARGV[10]) or 0.05
 local probes = finite(ARGV[11]) or 0
 local me = ARGV[12] or ''
-local seed_limit, seed_left, seed_reset = finite(ARGV[13]), finite(ARGV[14]), finite(ARGV[15])
+local herd_window = finite(ARGV[13]) or 1
+local max_wait = finite(ARGV[14])
+local fail_fast = ARGV[15] == '1'
+local seed_limit, seed_left, seed_reset = finite(ARGV[16]), finite(ARGV[17]), finite(ARGV[18])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
 
@@ -82,10 +88,8 @@ if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or booked ag
 if #due == 0 or NOW < gate or hold ~= nil then
   -- plan_slot: the key's first acquire, before any answer (its probe went then)
   local first = instant(s.first)
-  if first == nil and s.answered == nil then
-    first = NOW
-    redis.call('HSET', state, 'first', fmt(NOW))
-  end
+  local probe = first == nil and s.answered == nil
+  if probe then first = NOW end  -- stored once the slot is taken
   -- pacing_interval
   local interval = 0
   if pacing and remaining ~= nil and reset_at ~= nil and NOW < reset_at then
@@ -159,24 +163,42 @@ if #due == 0 or NOW < gate or hold ~= nil then
     slot = NOW
     if spacing > 0 or held then
       local paced = tail + spacing
+      local opens = math.max(NOW, gate, hold or NEVER)
+      local bounded = fail_fast and interval <= 0  -- the quota unknown: one herd window
       if interval > 0 and reset_at ~= nil and paced > reset_at then
         paced = math.max(reset_at, tail + spread)  -- the window has reset by then
+        opens, spacing, bounded = math.max(opens, reset_at), spread, fail_fast
       end
-      slot = math.max(NOW, gate, paced, hold or NEVER)
+      slot = math.max(opens, paced)
+      if bounded and slot > opens + herd_window then
+        -- herd_slot: a fail_fast worker is placed within one herd window; beyond, it
+        -- shares its slots in turn, counted by the slots reserved in it
+        slot = opens
+        if herd_window > 0 and spacing > 0 then
+          local booked = redis.call('ZCOUNT', slots, fmt(opens - EPSILON), fmt(opens + herd_window))
+          slot = opens + math.fmod(booked * spacing, herd_window)
+        end
+      end
     end
   end
-  redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
-  if herded then redis.call('HSET', state, 'herd', fmt(slot)) end  -- held, quota unknown
-  extend(state, math.max(IDLE, slot - NOW) + 1)
+  local wait, answer = slot - NOW, nil
   if slot > NOW + EPSILON then
-    redis.call('ZADD', slots, fmt(slot), next_id(state))
-    extend(slots, slot - NOW + grace + 1)
     local reset_in = ''
     if hold ~= nil and not unnamed then reset_in = fmt(hold - NOW) end
-    if gated then
-      return {'gate', fmt(slot - NOW), fmt(gate - NOW), '', reset_in, live}
+    answer = {'pace', fmt(wait), '0', '', reset_in, live}
+    if gated then answer = {'gate', fmt(wait), fmt(gate - NOW), '', reset_in, live} end
+    if (gated and fail_fast) or (max_wait ~= nil and wait > max_wait) then
+      return answer  -- declines: it stops, nothing reserved
     end
-    return {'pace', fmt(slot - NOW), '0', '', reset_in, live}
+  end
+  if probe then redis.call('HSET', state, 'first', fmt(NOW)) end
+  redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
+  if herded then redis.call('HSET', state, 'herd', fmt(math.max(herd, slot))) end  -- held
+  extend(state, math.max(IDLE, slot - NOW) + 1)
+  if answer ~= nil then
+    redis.call('ZADD', slots, fmt(slot), next_id(state))
+    extend(slots, slot - NOW + grace + 1)
+    return answer
   end
 end
 

@@ -1,7 +1,7 @@
 """The in-process scripted provider: answers calls from a script, on the injected clock.
 
 :class:`ScriptedProvider` answers from a script in the acceptance-fixture format
-(:mod:`retrybudget.acceptance.fixtures`, which the HTTP sandbox reads too). With a
+(``retrybudget._fixtures``, which the HTTP sandbox reads too). With a
 :class:`~retrybudget.FakeClock` a script with long delays runs in microseconds; it does no
 network I/O. Users import it from :mod:`retrybudget.testing`.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import attempt_timeout
-from .fixtures import expand_placeholders, parse_script
+from ._format import expand_placeholders, parse_script
 
 __all__ = ["ScriptedProvider", "ScriptedResponse"]
 

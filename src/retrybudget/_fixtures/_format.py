@@ -14,10 +14,9 @@ HTTP response. :func:`parse_script` checks a script and raises
 answered (after its delay). :func:`json_payload` is the JSON check of the acceptance cases,
 and :func:`load_fixture_file` reads a file of scripts for the sandbox.
 
-The in-process :class:`~retrybudget.testing.ScriptedProvider` and the HTTP sandbox
-(:mod:`retrybudget.sandbox`) both read scripts through this module, and nothing else
-defines the format. It imports no other part of the acceptance package, so the providers
-below the cases can use it.
+The in-process :class:`~retrybudget.testing.ScriptedProvider`, the HTTP sandbox
+(:mod:`retrybudget.sandbox`) and the acceptance cases all read scripts through this module,
+and nothing else defines the format.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The provider table of ``docs/providers.md``, generated from the profile data.
 
-``python -m retrybudget._provider_table > docs/providers.md`` regenerates it; a test fails
-when the committed file and the profiles drift apart.
+``python tools/provider_table.py > docs/providers.md`` regenerates it (from the repository's
+root, with the package installed); a test fails when the committed file and the profiles drift
+apart. It is a tool of the repository, not part of the installed package.
 """
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from .core.profiles import PROVIDERS, Profile
+from retrybudget.core.profiles import PROVIDERS, Profile
 
 __all__ = ["provider_table"]
 
 _INTRO = """\
 # Provider profiles
 
-<!-- Generated from the profile data by `python -m retrybudget._provider_table`;
+<!-- Generated from the profile data by `python tools/provider_table.py`;
      do not edit by hand (a test fails when this file and the profiles drift apart). -->
 
 Every response is classified by the profile of its provider. `rb.PROVIDERS` lists the
@@ -46,6 +47,7 @@ bucket_path = "/rpc/([a-z.]+)"       # or the bucket named by the request path (
 scope_headers = ["x-acme-scope"]     # global | shared | user; a shared 429 holds no one else
 write_pacing = 1.0                   # seconds between the starts of writes (POST/PATCH/PUT/DELETE)
 hosts = ["api.acme.example"]
+sdk_headers = ["x-acme-sdk"]         # on any other host, a request carrying it is acme's
 
 [[delay]]                            # the first valid one wins
 header = "x-acme-wait-ms"
@@ -104,6 +106,17 @@ def _statuses(values: Iterable[int]) -> str:
 def _code(values: Iterable[str]) -> str:
     shown = [f"`{v}`" for v in values]
     return ", ".join(shown) if shown else "—"
+
+
+def _hosts(profile: Profile) -> str:
+    """The hosts ``profile="auto"`` picks the profile for, and the SDK headers it picks it by
+    on any other host."""
+    hosts = _code(profile.hosts)
+    if not profile.sdk_headers:
+        return hosts
+    names = ", ".join(f"`{h}*`" if h.endswith("-") else f"`{h}`" for h in profile.sdk_headers)
+    where = " on the API's paths" if profile.sdk_paths else ""
+    return f"{hosts}; elsewhere, the SDK's {names}{where}"
 
 
 def _cell(text: str) -> str:
@@ -178,7 +191,7 @@ def provider_table() -> str:
         delays = ", ".join(f"`{h}` ({u})" for h, u in p.delay_headers) or "—"
         resets = ", ".join(f"`{h}` ({u})" for h, u in p.reset_units) or "by magnitude"
         row = [f"`{p.name}`", rate, _statuses(p.transient), _statuses(p.rejected), delays,
-               resets, _hints(p), _rules(p), _code(p.hosts), _sources(p)]
+               resets, _hints(p), _rules(p), _hosts(p), _sources(p)]
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     return "\n".join(lines) + "\n"
 
