@@ -4,15 +4,17 @@ refusal before any attempt, reviewer decisions, and the report's handover."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.test_cli_support import one_line_error, read_lines, run_cli, write_urls
+from tests.test_cli_support import one_line_error, read_lines, restored_provider, run_cli, write_urls
 
 from retrybudget.core.outcome import Outcome, Reason
 from retrybudget.observe import review_report
 from retrybudget.observe._audit import audit_record
+from retrybudget.queue import SqliteQueue
 from retrybudget.sandbox import SandboxConfig, serve_in_thread
 
 
@@ -123,7 +125,7 @@ def test_a_decision_on_every_conflicting_record_clears_review_required() -> None
     decision = {"operation_id": "op-1", "decision": "accept", "reviewer": "dana",
                 "note": None, "decided_at": 1.95e9}
     report = review_report([record], decisions=[decision])
-    assert report["review_required"] is False
+    assert report["review_required"] is False, report["draft_explanation"]
     by_fixture = {**decision, "operation_id": "A07"}
     assert review_report([record], decisions=[by_fixture])["review_required"] is False
     assert report["draft_explanation"].endswith("Every step above is proposed, not done.")
@@ -136,13 +138,75 @@ def test_a_decision_on_every_conflicting_record_clears_review_required() -> None
     ["review", "decide", "a.jsonl", "op-1", "--decision", "maybe", "--reviewer", "a"],
     ["review", "decide", "a.jsonl", "op-1", "--decision", "accept", "--reviewer", " "],
     ["review", "decide", "a.jsonl", "op-1", "--decision", "accept"],
+    ["review", "decide", "a.jsonl", "op-1", "--decision", "accept", "--reviewer", "a",
+     "--queue", "a.jsonl"],  # only a retry is requeued
+    ["review", "decide", "a.jsonl", "op-1", "--decision", "retry", "--reviewer", "a",
+     "--queue", "missing.sqlite"],
+    ["review", "decide", "a.jsonl", "op-1", "--decision", "retry", "--reviewer", "a",
+     "--queue", "s.sqlite"],  # a queue without that operation
+    ["review", "list", "missing.jsonl"],
+    ["review", "list"],
     ["fetch", "in.txt", "--job-file", "missing.toml"],
     ["fetch", "in.txt", "--job-file", "bad.toml"],
 ])
 def test_bad_review_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str]) -> None:
     (tmp_path / "a.jsonl").write_text(json.dumps(_conflicted()) + "\n", "utf-8")
+    SqliteQueue(tmp_path / "s.sqlite").close()
     (tmp_path / "bad.toml").write_text('policy = "background"\n', "utf-8")  # no owner
     write_urls(tmp_path / "in.txt", ["http://127.0.0.1:9/x"])
     result = run_cli(*argv, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert one_line_error(result)
+    assert not (tmp_path / "a.jsonl.reviews.jsonl").exists()  # nothing recorded
+
+
+def test_a_404_reviewed_with_retry_is_requeued_run_again_and_shown_in_the_report(
+        tmp_path: Path) -> None:
+    with restored_provider() as provider:
+        base = f"http://{provider.host}"
+        urls = write_urls(tmp_path / "in.txt", [f"{base}/rentals/{n}/availability"
+                                                for n in (1, 2, 3)])
+        job = _job_file(tmp_path, [provider.host])
+        fetch = ("fetch", str(urls), "--job-file", str(job), "--quiet")
+        first = run_cli(*fetch, cwd=tmp_path)
+        audit, state = tmp_path / "out" / "a.jsonl", tmp_path / "out" / "s.sqlite"
+        listed = run_cli("review", "list", str(audit))
+        decided = run_cli("review", "decide", str(audit), "line-2", "--decision", "retry",
+                          "--reviewer", "dana", "--note", "record restored upstream",
+                          "--queue", str(state))
+        left = run_cli("review", "list", str(audit), "--json")
+        second = run_cli(*fetch, cwd=tmp_path)
+        requests = dict(provider.seen)
+    assert first.returncode == 1, first.stdout + first.stderr  # the 404 failed
+    assert listed.returncode == 0, listed.stderr
+    head, case, hint = listed.stdout.splitlines()
+    assert head == f"1 case(s) await a decision in {audit} (owner: Dana Example <dana@example.com>):"
+    assert case.startswith("  line-2  not_found: ")
+    evidence = re.fullmatch(r".*\(audit line (\d+)\)", case)
+    assert evidence is not None
+    named = audit.read_text("utf-8").splitlines()[int(evidence.group(1)) - 1]
+    assert json.loads(named)["job_id"] == "line-2"  # the line shows that operation's record
+    assert "review decide" in hint
+    assert decided.returncode == 0, decided.stderr
+    assert decided.stdout.splitlines()[1] == ("requeued line-2: run the job again (the same "
+                                              "fetch command) to send it")
+    assert left.stdout == ""  # nothing awaits a decision any more
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert requests == {f"/rentals/{n}/availability": 2 if n == 2 else 1 for n in (1, 2, 3)}
+    lines = read_lines(tmp_path / "out" / "r.jsonl")
+    assert sorted((line["id"], line["outcome"]) for line in lines) == [
+        ("line-1", "ok"), ("line-2", "ok"), ("line-3", "ok")]  # each once, the retry ok
+    exported = run_cli("queue", "export", str(state))
+    ops = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert sorted(op["id"] for op in ops) == ["line-1", "line-2", "line-3"]
+    [again] = [op for op in ops if op["id"] == "line-2"]
+    assert [h["outcome"] for h in again["history"]] == ["not_found", "ok"]
+    text = run_cli("report", str(audit)).stdout
+    assert "reviewer decisions (1):" in text
+    [shown] = [line for line in text.splitlines() if line.startswith("  - line-2: retry by dana")]
+    assert shown.endswith("(requeued): record restored upstream")
+    report = _report(audit)
+    [step] = [s for s in report["proposed_steps"] if s["action"] == "handover"]
+    assert "requeued as line-2" in step["description"]
+    assert report["review_required"] is False, report["draft_explanation"]
+

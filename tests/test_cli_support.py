@@ -5,14 +5,17 @@ Not a test module of its own (it holds no tests); the ``test_cli*`` modules impo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.server
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from retrybudget import SYSTEM_CLOCK
 
@@ -80,3 +83,82 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+def answer_json(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes,
+                headers: Sequence[tuple[str, str]] = ()) -> None:
+    """Send one JSON answer from a standard-library request handler."""
+    handler.send_response(status)
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+class RestoredProvider(http.server.ThreadingHTTPServer):
+    """A provider on loopback whose record 2 is missing (404) until it is restored upstream:
+    every request after the first for it answers 200, as every other record does. Each
+    answer takes ``latency`` seconds; ``seen`` counts the requests per path."""
+
+    daemon_threads = True
+
+    def __init__(self, latency: float = 0.0) -> None:
+        super().__init__(("127.0.0.1", 0), _RestoredHandler)
+        self.latency = latency
+        self.lock = threading.Lock()
+        self.seen: dict[str, int] = {}
+
+    @property
+    def host(self) -> str:
+        """``127.0.0.1:PORT``."""
+        return f"127.0.0.1:{self.server_address[1]}"
+
+
+class _RestoredHandler(http.server.BaseHTTPRequestHandler):
+    server: RestoredProvider
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            n = self.server.seen[self.path] = self.server.seen.get(self.path, 0) + 1
+        if self.server.latency:
+            SYSTEM_CLOCK.sleep(self.server.latency)
+        missing = self.path.startswith("/rentals/2/") and n == 1
+        answer_json(self, 404 if missing else 200,
+                    b'{"error": "no such rental"}' if missing else b'{"available": true}')
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet."""
+
+
+def restored_provider(latency: float = 0.0) -> contextlib.AbstractContextManager[RestoredProvider]:
+    """A :class:`RestoredProvider` serving on its own thread until the block ends."""
+    return serving(RestoredProvider(latency))
+
+
+S = TypeVar("S", bound=http.server.HTTPServer)
+
+
+@contextlib.contextmanager
+def serving(server: S) -> Iterator[S]:
+    """Serve ``server`` on its own thread until the block ends, then close it."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def held_by(url: str, job: str, pid: int) -> list[str]:
+    """The operations of the Redis job ``job`` the process ``pid`` (of this host) holds."""
+    from retrybudget.queue import RedisQueue
+
+    queue = RedisQueue(url, job)
+    try:
+        return [h.op_id for h in queue.held() if f"-{pid}-" in h.worker]
+    finally:
+        queue.close()

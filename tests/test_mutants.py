@@ -136,6 +136,22 @@ MUTANTS = [
         ("tests/test_coordination_exact.py::"
          "test_the_first_window_short_of_its_quota_is_filled_before_a_later_one",),
     ),
+    # arq's early start not caught: a job another worker just deferred runs before retry_at
+    Mutant(
+        "arq-early-start-runs", "queue/arq.py",
+        "if isinstance(due, int) and due / 1000 > clock.wall():",
+        "if False:",
+        ("tests/test_queue_engines.py::"
+         "test_arq_on_time_defers_an_early_start_to_its_score_and_gives_the_try_back",),
+    ),
+    # a running operation's lease not renewed: a slow operation is taken by another worker
+    Mutant(
+        "lease-not-renewed", "queue/_base.py",
+        "with queue.keep(lease):",
+        "with contextlib.nullcontext():",
+        ("tests/test_queue_leases.py::"
+         "test_drain_keeps_the_lease_of_an_operation_slower_than_the_timeout",),
+    ),
     # a caller that will not wait for its slot books it anyway: every refusal at a gate
     # pushes the herd's tail a spread further, and a short 429 becomes an outage
     Mutant(

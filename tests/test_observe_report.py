@@ -198,6 +198,16 @@ def test_a_later_success_for_the_same_job_is_reviewed_but_not_a_fabrication() ->
     assert status(report, "no fabricated completion after final failure") == "pass"
 
 
+def test_a_later_success_of_a_job_a_reviewer_decided_to_retry_is_no_case() -> None:
+    failed, later = by_job("A02"), {**by_job("A01"), "job_id": "A02"}
+    for decision, cases in (("accept", 1), ("reject", 1), ("retry", 0)):
+        said = {"operation_id": failed["operation_id"], "decision": decision,
+                "reviewer": "dana", "note": None, "decided_at": 1.9e9}
+        report = review_report([failed, later], decisions=[said])
+        assert len(review_cases(report)) == cases, decision
+        assert status(report, "no fabricated completion after final failure") == "pass"
+
+
 # Checks that fail ---------------------------------------------------------------------------
 
 

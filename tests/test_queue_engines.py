@@ -25,10 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrybudget import SYSTEM_CLOCK, RetryBudgetError
 from retrybudget.core.outcome import Outcome, Reason
 from retrybudget.queue import QueueConfig, Step, handoff
+from strategies import examples
 from test_coordination_support import RedisServer
 
 pytest_plugins = ("test_coordination_support",)
@@ -372,3 +375,71 @@ def test_arq_defers_a_retry_and_fails_a_rejection_once(own_redis: RedisServer, f
         _assert_deferred_once(script)
     else:
         assert len(script.starts) == 1
+
+
+def _arq_start(now: float, defer_score: int) -> float:
+    """The earliest instant an arq worker starts a job deferred by ``defer_score`` ms at
+    ``now``: it scores the job at its own whole-millisecond clock plus the deferral, and
+    starts it once its clock, rounded the same way, reaches the score."""
+    from arq.utils import as_int
+
+    score = as_int(now * 1000) + defer_score
+    return (score - 0.5) / 1000  # as_int rounds: the clock reads ``score`` from here on
+
+
+@settings(max_examples=examples(300, cap=2000), deadline=None)
+@given(now=st.floats(1.7e9, 1.9e9), delay=st.floats(0.0, 3600.0))
+def test_arq_never_schedules_a_retry_before_retry_at_despite_its_rounding(
+        now: float, delay: float) -> None:
+    from arq import Retry
+
+    from retrybudget._clock import FakeClock
+    from retrybudget.queue.arq import settle
+
+    clock = FakeClock(wall=now)
+    retry_at = now + delay
+    with pytest.raises(Retry) as raised:
+        settle({"job_try": 1}, _ended(Reason.RATE_LIMITED, retry_at), clock=clock)
+    assert raised.value.defer_score is not None
+    assert _arq_start(now, raised.value.defer_score) >= retry_at
+
+
+class _Counter:
+    """The one Redis command :func:`on_time` sends: ``DECR`` of a job's try count."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {"arq:retry:j1": 2}
+
+    async def decr(self, key: str) -> int:
+        self.counts[key] -= 1
+        return self.counts[key]
+
+
+def test_arq_on_time_defers_an_early_start_to_its_score_and_gives_the_try_back() -> None:
+    from arq import Retry
+
+    from retrybudget._clock import FakeClock
+    from retrybudget.queue.arq import on_time
+
+    clock = FakeClock(wall=1_800_000_000.0)
+    runs: list[int] = []
+
+    async def sync(ctx: dict[str, Any], job: int) -> int:
+        runs.append(job)
+        return job
+
+    guarded = on_time(sync, clock=clock)
+    assert guarded.__name__ == "sync"  # arq names the function by it
+    redis = _Counter()
+    due_ms = int(clock.wall() * 1000) + 750
+    early = {"score": due_ms, "redis": redis, "job_id": "j1", "job_try": 2}
+    with pytest.raises(Retry) as raised:
+        asyncio.run(guarded(early, 7))
+    assert runs == []
+    assert redis.counts["arq:retry:j1"] == 1
+    assert raised.value.defer_score is not None
+    assert _arq_start(clock.wall(), raised.value.defer_score) >= due_ms / 1000
+    clock.advance(0.75)
+    assert asyncio.run(guarded(early, 7)) == 7  # due now: the task runs
+    assert runs == [7]
+    assert redis.counts["arq:retry:j1"] == 1

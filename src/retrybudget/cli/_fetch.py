@@ -19,12 +19,12 @@ from ..coordination import Coordinator, MemoryCoordinator
 from ..core.policy import Policy
 from ..integrations import json_object
 from ..observe import AuditHook, JsonlAuditSink
-from ..queue import QueueConfig
+from ..queue import QueueConfig, worker_name
 from ._inputs import Op, parse_header, read_ops, resolve_headers
 from ._job import JobSettings, run_job
 from ._jobfile import JobFile, load_job_file, write_job_sidecar
 from ._policy import load_policy, with_overrides
-from ._progress import LiveTally, ProgressView
+from ._progress import LiveTally, ProgressView, queue_waits
 from ._state import TABLES, JobState, Reopened
 
 __all__ = ["JobPaths", "JobReport", "build_policy", "execute", "exit_status", "print_outcome",
@@ -119,7 +119,9 @@ def execute(
                 run_job(ops, state, run_settings, on_result=tally,
                         on_interrupt=lambda n: _interrupted(None, n))
             else:
-                with ProgressView(console, tally, pending, title, clock) as view:
+                own = worker_name(0).removesuffix("0")
+                with ProgressView(console, tally, pending, title, clock,
+                                  waits=lambda: queue_waits(state.queue, own)) as view:
                     run_job(ops, state, run_settings, on_result=tally, on_tick=view.tick,
                             on_interrupt=lambda n: _interrupted(console, n))
         finally:
@@ -130,12 +132,17 @@ def execute(
         state.close()
 
 
-def queue_options(args: argparse.Namespace, policy: Policy) -> tuple[str | None, str, QueueConfig]:
-    """``--queue``, ``--job`` and the queue's rules: a lease outlives one operation's deadline;
-    deferrals get 50 ms of jitter at most (the shared gate already spreads a herd). Only an
-    outcome that names a time (``retry_at``: a rate limit, an open breaker) is deferred; one
-    that names none (attempts or deadline spent on an unreachable host, say) is a recorded
-    failure: ``--attempts`` and ``--deadline`` bound the operation, the queue adds no runs.
+LEASE = 30.0
+"""Seconds a fetch worker's lease lasts unless renewed (every 10 s while it runs)."""
+
+
+def queue_options(args: argparse.Namespace) -> tuple[str | None, str, QueueConfig]:
+    """``--queue``, ``--job`` and the queue's rules: a lease lasts :data:`LEASE` seconds
+    whatever the deadline (a live worker renews it, a dead one's lapses); deferrals get 50 ms
+    of jitter at most (the shared gate already spreads a herd). Only an outcome that names a
+    time (``retry_at``: a rate limit, an open breaker) is deferred; one that names none
+    (attempts or deadline spent on an unreachable host, say) is a recorded failure:
+    ``--attempts`` and ``--deadline`` bound the operation, the queue adds no runs.
 
     Raises:
         CliError: ``--queue`` is not a Redis URL, or ``--job`` is not a usable name.
@@ -147,10 +154,8 @@ def queue_options(args: argparse.Namespace, policy: Policy) -> tuple[str | None,
     job = args.job or Path(args.input).stem or "fetch"
     if not job.isprintable() or len(job) > 200:
         raise CliError("--job: expected a printable name of at most 200 characters")
-    deadline = policy.deadline if policy.deadline is not None else 60.0
-    config = QueueConfig(visibility_timeout=max(30.0, 2 * deadline + 10.0),
-                         max_deferrals=args.max_deferrals, jitter=0.05, backoff=0.5,
-                         max_backoff=30.0, own_deferrals=False)
+    config = QueueConfig(visibility_timeout=LEASE, max_deferrals=args.max_deferrals,
+                         jitter=0.05, backoff=0.5, max_backoff=30.0, own_deferrals=False)
     return queue, job, config
 
 
@@ -291,7 +296,7 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
     pairs = [parse_header(h, "--header") for h in args.header]
     headers = resolve_headers(pairs, os.environ, "--header", secrets)
     ops = read_ops(args.input, env=os.environ, headers=headers, secrets=secrets)
-    queue, job, queue_config = queue_options(args, policy)
+    queue, job, queue_config = queue_options(args)
     shared, option = (args.redis, "--redis") if args.redis else (queue, "--queue")
     coordinator = redis_coordinator(shared, option) if shared else MemoryCoordinator(clock=clock)
     stem = Path(args.input).stem or "fetch"

@@ -10,10 +10,8 @@ outcome is ok. A failed operation never carries a value.
 from __future__ import annotations
 
 import json
-import os
 import random
 import secrets
-import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ from ..core.policy import Policy
 from ..integrations import JOB_ID, send_with_outcome
 from ..integrations.httpx import RetryTransport
 from ..observe import operation_stats, scrub
-from ..queue import Lease
+from ..queue import Lease, worker_name
 from ._inputs import Op
 from ._state import JobState
 
@@ -120,7 +118,7 @@ class _Worker:
                                hooks=settings.hooks, random=random.Random(seed),
                                method="GET")
         self.error: BaseException | None = None
-        self.name = f"{socket.gethostname()}-{os.getpid()}-{number}"
+        self.name = worker_name(number)
         self.busy = False
         """Whether an operation is in flight (read by run_job when Ctrl-C comes)."""
 

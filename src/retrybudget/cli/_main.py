@@ -86,9 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
                   "checklist, whether review is required, an explanation); --html writes a "
                   "self-contained HTML report with a timeline and a table per operation.",
                   "examples:\n  retrybudget report out/demo-audit.jsonl\n"
+                  "  retrybudget report host-a/out/rentals.audit.jsonl host-b/out/rentals.audit.jsonl\n"
                   "  retrybudget report out/demo-audit.jsonl --json > review.json\n"
                   "  retrybudget report out/demo-audit.jsonl --html out/review.html")
-    report.add_argument("audit", metavar="AUDIT.jsonl", help="an audit file (JSON lines)")
+    report.add_argument("audit", metavar="AUDIT.jsonl", nargs="+",
+                        help="an audit file (JSON lines); several (each fetch process of one "
+                             "job writes its own) are merged: ordered by recording time, a "
+                             "record in more than one file kept once")
     shape = report.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the whole review report as JSON")
     shape.add_argument("--html", metavar="FILE", default=None,
@@ -114,17 +118,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "example:\n  retrybudget offline-demo --real-time")
     offline.add_argument("--real-time", action="store_true",
                          help="sleep for real instead of on a simulated clock")
-    queue = _add(sub, "queue", "watch a job's queue, requeue its dead letters, export its results",
+    queue = _add(sub, "queue", "watch a job's queue and its leases, requeue its dead letters, "
+                 "release a dead worker's leases, export its results",
                  "Inspect the queue of a fetch job: a state file, or a Redis URL with --job.",
                  "examples:\n  retrybudget queue status out/rentals.sqlite\n"
                  "  retrybudget queue requeue redis://127.0.0.1:6379/0 --job rentals\n"
+                 "  retrybudget queue release redis://127.0.0.1:6379/0 --job rentals --dead\n"
                  "  retrybudget queue export out/rentals.sqlite --out results.jsonl")
     _queue_module().add_arguments(queue)
-    review = _add(sub, "review", "record a reviewer's decision about an operation of an audit",
-                  "Append a reviewer decision (accept, reject or retry, with the time) for one "
-                  "operation of an audit file; 'retrybudget report' then reflects it.",
-                  "example:\n  retrybudget review decide out/rentals.audit.jsonl line-3 "
-                  "--decision retry --reviewer dana --note 'provider fixed the record'")
+    review = _add(sub, "review", "list what awaits a reviewer's decision, record one (a retry "
+                  "requeued)",
+                  "List the operations of an audit file that await a reviewer's decision, or "
+                  "append one (accept, reject or retry, with the time); a retry given --queue "
+                  "goes back on the job's queue. 'retrybudget report' then reflects it.",
+                  "examples:\n  retrybudget review list out/rentals.audit.jsonl\n"
+                  "  retrybudget review decide out/rentals.audit.jsonl line-3 "
+                  "--decision retry --reviewer dana --note 'provider fixed the record' "
+                  "--queue out/rentals.sqlite")
     _review_module().add_arguments(review)
     return parser
 

@@ -24,12 +24,20 @@ FETCH_EXAMPLE = """examples:
 
 INPUT is one URL per line, or JSON lines {"id": "...", "url": "...", "headers": {...}}.
 Run the same command again to resume: finished operations are skipped. A rate-limited
-operation is deferred to its retry_at and run then by the same run. Exit status: 0 every operation ok, 1 some
-operation failed (see the results file), 2 bad input (nothing was run)."""
+operation is deferred to its retry_at and run then by the same run.
+
+exit status:
+  0    every operation ok
+  1    some operation failed (see the results file)
+  2    bad input (nothing was run)
+  3    operations left to do (still rate-limited when the run ended: run it again after
+       the time printed)
+  130  interrupted (Ctrl-C): the operations in flight finished; run it again to resume"""
 
 DEMO_EXAMPLE = """examples:
   retrybudget demo
   retrybudget demo --size 300 --workers 16 --limit 30 --window 2 --fault-5xx 0.1
+  retrybudget demo --out out/run-2        # a directory of its own: an earlier run's files stay
 
 A third of the way in, another client of the same account spends what is left of a window
 (--no-other-client: nobody does): the first worker to meet the throttled answer closes the

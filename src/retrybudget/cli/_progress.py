@@ -8,6 +8,7 @@ stay readable.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -20,8 +21,12 @@ from ..core.actions import RequestInfo
 from ..core.classify import Kind
 from ..core.outcome import Outcome, WaitReason
 from ..observe import AttemptEvent, WaitEvent
+from ..queue import JobQueue
 
-__all__ = ["LiveTally", "ProgressView", "render_status"]
+__all__ = ["LiveTally", "ProgressView", "queue_waits", "render_status"]
+
+_WAITS_EVERY_S = 1.0
+"""How often the view asks the queue what the job waits for."""
 
 _PLAIN_EVERY_S = 2.0
 _PLAIN_WIDTH = 200
@@ -111,6 +116,26 @@ class LiveTally:
         return f"{self.counts()} · gate {self.gate()}"
 
 
+def queue_waits(queue: JobQueue, own: str) -> str:
+    """What the job waits for besides its own workers: operations other workers hold (who,
+    and when the first lease lapses unless renewed) and deferred ones (when the first is due).
+    ``own`` is the prefix of this process's worker names. Empty when nothing else is waited for.
+    """
+    now = queue.clock.wall()
+    parts = []
+    others = [h for h in queue.held() if not h.worker.startswith(own)]
+    if others:
+        holders = sorted({h.worker for h in others})
+        shown = ", ".join(holders[:2]) + (f" +{len(holders) - 2}" if len(holders) > 2 else "")
+        lapse = min(h.expires_at for h in others) - now
+        parts.append(f"waiting for {len(others)} leased by {shown} "
+                     f"(lapses in {_clock_text(max(0.0, lapse))} unless renewed)")
+    due = queue.next_due()
+    if due is not None and due > now:
+        parts.append(f"next deferred due in {_clock_text(due - now)}")
+    return " · ".join(parts)
+
+
 def _clock_text(seconds: float) -> str:
     whole = max(0, round(seconds))
     hours, rest = divmod(whole, 3600)
@@ -178,23 +203,37 @@ class ProgressView:
         total: operations to run.
         title: what the job is.
         clock: paces the plain (non-terminal) lines.
+        waits: what the job waits for besides its own workers (see :func:`queue_waits`),
+            asked at most once a second and shown after the counts.
     """
 
     def __init__(self, console: Console, tally: LiveTally, total: int, title: str,
-                 clock: Clock) -> None:
+                 clock: Clock, waits: Callable[[], str] | None = None) -> None:
         self.console = console
         self.tally = tally
         self.total = total
         self.title = title
         self.clock = clock
+        self.waits = waits
+        self._waiting = ""
+        self._next_waits = 0.0
         self._live: Live | None = None
         self._next_plain = 0.0
         self._started = 0.0
 
+    def _waits(self) -> str:
+        now = self.clock.monotonic()
+        if self.waits is not None and now >= self._next_waits:
+            self._next_waits = now + _WAITS_EVERY_S
+            self._waiting = self.waits()
+        return self._waiting
+
     def _status(self, width: int) -> str:
+        waiting = self._waits()
+        counts = self.tally.counts() + (f" · {waiting}" if waiting else "")
         return render_status(width, title=self.title, done=self.tally.done, total=self.total,
                              elapsed=self.clock.monotonic() - self._started,
-                             gate=self.tally.gate_state(), counts=self.tally.counts())
+                             gate=self.tally.gate_state(), counts=counts)
 
     def __rich__(self) -> Text:
         """The live line, fitted to the console's width at each refresh."""

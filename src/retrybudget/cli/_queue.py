@@ -1,5 +1,6 @@
-"""``retrybudget queue status|requeue|export QUEUE``: watch a job, requeue its dead letters,
-export its results.
+"""``retrybudget queue status|requeue|release|export QUEUE``: watch a job (its counts and who
+holds each lease until when), requeue its dead letters, release a dead worker's leases, export
+its results.
 
 QUEUE is a fetch state file (the SQLite queue) or a Redis URL with ``--job NAME``.
 """
@@ -29,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, help_ in (("status", "operations by status and the next deferred instant (JSON)"),
                         ("requeue", "return dead-lettered (and with --failed, failed) "
                                     "operations to pending"),
+                        ("release", "return the operations dead workers hold to pending (a "
+                                    "live worker renews its leases; a dead one's lapse within "
+                                    "30 s anyway)"),
                         ("export", "every recorded operation, one JSON line each")):
         action = sub.add_parser(name, help=help_, description=help_)
         action.add_argument("queue", metavar="QUEUE",
@@ -41,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 help="only this operation (repeatable)")
             action.add_argument("--failed", action="store_true",
                                 help="failed operations too (a success is never re-run)")
+        if name == "release":
+            which = action.add_mutually_exclusive_group(required=True)
+            which.add_argument("--dead", action="store_true",
+                               help="the workers of this host whose process is gone")
+            which.add_argument("--worker", action="append", default=[], metavar="NAME",
+                               help="this worker, known dead (any host; repeatable; names as "
+                                    "queue status shows them)")
         if name == "export":
             action.add_argument("--out", default=None, metavar="FILE",
                                 help="write here instead of standard output")
@@ -87,6 +98,20 @@ def _export(queue: JobQueue, out: IO[str]) -> int:
     return n
 
 
+def leases(queue: JobQueue, now: float) -> list[dict[str, object]]:
+    """Each lease: its operation, holder (and whether this host sees it alive), expiry."""
+    return [{"id": h.op_id, "worker": h.worker, "holder": str(h.holder()),
+             "expires_at": round(h.expires_at, 3),
+             "expires_in": round(max(0.0, h.expires_at - now), 1)} for h in queue.held()]
+
+
+def _release(queue: JobQueue, args: argparse.Namespace) -> None:
+    workers = queue.dead_holders() if args.dead else sorted(set(args.worker))
+    moved = queue.release(workers)
+    who = ", ".join(workers) if workers else "no dead worker holds a lease"
+    print(f"released {moved} operation(s) ({who})")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one ``queue`` action."""
     queue = open_named(args.queue, args.job)
@@ -94,13 +119,16 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "status":
             counts = queue.counts()
             report = {"queue": args.queue.rsplit("@", 1)[-1], "job": args.job, "counts": counts,
-                      "unfinished": queue.pending(), "next_due": queue.next_due()}
+                      "unfinished": queue.pending(), "next_due": queue.next_due(),
+                      "leases": leases(queue, queue.clock.wall())}
             json.dump(report, sys.stdout, indent=2)
             sys.stdout.write("\n")
         elif args.action == "requeue":
             ids = args.op or [None]
             moved = sum(queue.requeue(op, failed=args.failed) for op in ids)
             print(f"requeued {moved} operation(s)")
+        elif args.action == "release":
+            _release(queue, args)
         elif args.out is None:
             _export(queue, sys.stdout)
         else:

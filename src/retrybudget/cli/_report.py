@@ -12,7 +12,7 @@ import sys
 
 from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
 from .._files import unreadable
-from ..observe import AuditFileError, AuditLog, load_audit, review_report, review_summary
+from ..observe import AuditFileError, AuditLog, load_audit, merge_audits, review_report, review_summary
 from ._hints import program
 
 __all__ = ["load", "run"]
@@ -33,19 +33,21 @@ def run(args: argparse.Namespace) -> int:
     html = getattr(args, "html", None)
     if html is not None:
         check_new_file(html, "--html", create_dirs=False)
-    log = load(args.audit)
+    audits = [args.audit] if isinstance(args.audit, str) else list(dict.fromkeys(args.audit))
+    log = merge_audits([load(audit) for audit in audits])
+    name = audits[0] if len(audits) == 1 else f"{len(audits)} audit files"
     if not log.records and not log.bad_lines:
-        raise CliError(f"{args.audit}: empty, no audit records to review")
-    from ._review import review_inputs  # noqa: PLC0415 - decisions and owner beside the audit
+        raise CliError(f"{name}: empty, no audit records to review")
+    from ._review import decisions_of  # noqa: PLC0415 - decisions and owner beside the audits
 
-    decisions, owner = review_inputs(args.audit)
+    decisions, owner = decisions_of(audits)
     report = review_report(log, decisions=decisions, owner=owner)
     if html is not None:
         from ..observe import render_html  # noqa: PLC0415 - only for --html
 
         try:
             with open(html, "w", encoding="utf-8") as out:
-                out.write(render_html(log.records, report, title=f"Review of {args.audit}"))
+                out.write(render_html(log.records, report, title=f"Review of {name}"))
         except OSError as exc:
             raise CliError(f"--html {html}: cannot write: {os_reason(exc)}") from None
         print(f"wrote {html}")
@@ -53,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(review_summary(log.records, report, str(args.audit)))
-        sys.stdout.write(f"\nthe whole report: {program()} report {args.audit} --json\n")
+        if len(audits) > 1:
+            sys.stdout.write(f"merged {len(audits)} audit files ({', '.join(audits)}): "
+                             f"{len(log.records)} records, {log.duplicates} duplicate(s) "
+                             "dropped\n")
+        sys.stdout.write(review_summary(log.records, report, name))
+        sys.stdout.write(f"\nthe whole report: {program()} report {' '.join(audits)} --json\n")
     return EXIT_OK

@@ -201,6 +201,8 @@ class JobState:
                 cursor = self._db.execute("INSERT INTO runs (started, pid) VALUES (?, ?)",
                                           (now, pid))
                 self._run = int(cursor.lastrowid or 1)
+        elif callable(begin := getattr(self.queue, "begin_run", None)):
+            self._run = int(begin())  # a Redis job: each process's run numbered apart
 
     @property
     def _where(self) -> str:

@@ -26,6 +26,7 @@ from ._audit import (
     LoggingAuditSink,
     audit_record,
     load_audit,
+    merge_audits,
 )
 from ._hooks import BREAKER_STATES, AttemptEvent, CoordinatorEvents, Hook, WaitEvent, notify
 from ._logging import LOGGER, LogHook, log_hooks, logs_steps
@@ -86,6 +87,7 @@ __all__ = [
     "load_audit",
     "log_hooks",
     "logs_steps",
+    "merge_audits",
     "notify",
     "operation_stats",
     "redact_headers",

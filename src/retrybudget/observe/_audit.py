@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import select
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,6 +52,7 @@ __all__ = [
     "LoggingAuditSink",
     "audit_record",
     "load_audit",
+    "merge_audits",
 ]
 
 _PIPE_BUF: int = getattr(select, "PIPE_BUF", 512)
@@ -356,16 +358,20 @@ class AuditLog:
     """What :func:`load_audit` read.
 
     Attributes:
-        path: the file.
-        records: the valid records, in file order.
-        lines: the line number of each record (same order).
+        path: the file (for a merged log, the files joined by ", ").
+        records: the valid records, in file order (merged: in recording order).
+        lines: the line number of each record in its file (same order).
         bad_lines: the lines skipped, each with its reason (only with ``skip_bad``).
+        files: for a merged log, the file of each record (same order); empty otherwise.
+        duplicates: for a merged log, how many records were in more than one file.
     """
 
     path: str
     records: tuple[dict[str, Any], ...]
     lines: tuple[int, ...]
     bad_lines: tuple[BadLine, ...] = ()
+    files: tuple[str, ...] = ()
+    duplicates: int = 0
 
 
 def _parse_line(raw: bytes, last: bool) -> tuple[dict[str, Any] | None, str]:
@@ -424,3 +430,40 @@ def load_audit(path: str | os.PathLike[str], *, skip_bad: bool = False) -> Audit
                     raise AuditFileError(name, number, why)
             raw = following
     return AuditLog(name, tuple(records), tuple(lines), tuple(bad))
+
+
+def merge_audits(logs: Sequence[AuditLog]) -> AuditLog:
+    """One job's audit from several files (each worker process writes its own).
+
+    The records of every log, ordered by ``recorded_at`` (a record without one after those
+    with one, in the order given), and a record found in more than one file (the same
+    record, byte for byte as JSON) kept once: the first. Each record keeps its line number
+    in its own file, and :attr:`AuditLog.files` names that file.
+    """
+    if len(logs) == 1:
+        return logs[0]
+    seen: set[str] = set()
+    kept: list[tuple[dict[str, Any], int, str]] = []
+    duplicates = 0
+    for log in logs:
+        for record, line in zip(log.records, log.lines, strict=True):
+            key = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+            kept.append((record, line, log.path))
+    kept.sort(key=lambda item: _recorded(item[0]))
+    return AuditLog(", ".join(log.path for log in logs), tuple(r for r, _, _ in kept),
+                    tuple(n for _, n, _ in kept),
+                    tuple(bad for log in logs for bad in log.bad_lines),
+                    tuple(f for _, _, f in kept), duplicates)
+
+
+def _recorded(record: Mapping[str, Any]) -> tuple[int, float]:
+    """Sort key: records with a recording time first, by that time (the sort is stable)."""
+    at = record.get("recorded_at")
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at):
+        return (0, float(at))
+    return (1, 0.0)
+

@@ -407,7 +407,10 @@ _CHECKERS = {
 
 def _later_success(recs: Sequence[_Rec]) -> list[tuple[_Rec, _Rec, str]]:
     """For each failed record, the first later ok record with its operation id, and the first
-    later ok record of another operation with its job id: ``(failure, success, field)``."""
+    later ok record of another operation with its job id: ``(failure, success, field)``.
+
+    A job a reviewer decided to retry is run again as a new operation: its later success
+    under the same job id is the retry that was decided, not a conflict."""
     ok_at: dict[tuple[str, str], list[int]] = {}
     for rec in recs:
         if rec.outcome == "ok":
@@ -422,11 +425,19 @@ def _later_success(recs: Sequence[_Rec]) -> list[tuple[_Rec, _Rec, str]]:
             indices = ok_at.get((field, value), []) if value is not None else []
             later = (recs[i] for i in indices[bisect.bisect_right(indices, failed.index):])
             if field == "job_id":
+                if _retried(failed):
+                    continue
                 later = (r for r in later if r.op != failed.op)
             first = next(later, None)
             if first is not None:
                 pairs.append((failed, first, field))
     return pairs
+
+
+def _retried(rec: _Rec) -> bool:
+    """Whether a reviewer decided to retry the operation ``rec`` records."""
+    decision = rec.data.get("reviewer_decision")
+    return isinstance(decision, Mapping) and decision.get("decision") == "retry"
 
 
 def _summarise(name: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
@@ -538,6 +549,8 @@ def _decided(recs: Sequence[_Rec], decisions: Iterable[Mapping[str, Any]]) -> li
         if isinstance(d.get("operation_id"), str) and d.get("decision") in DECISIONS:
             latest[d["operation_id"]] = {k: d.get(k) for k in
                                          ("decision", "reviewer", "note", "decided_at")}
+            if d.get("requeued") is not None:  # the retry was put back on the job's queue
+                latest[d["operation_id"]]["requeued"] = d.get("requeued")
     out = []
     for rec in recs:
         found = latest.get(rec.op or "") or latest.get(rec.job or "")
@@ -564,9 +577,16 @@ def _handover(recs: Sequence[_Rec], owner: str | None) -> tuple[list[dict[str, A
         template = _STEPS.get(rec.outcome or "", "Investigate {who}; it did not complete.")
         proposal = template.format(who=rec.who(), key=rec.data.get("key"),
                                    retry_at=_at(rec.data.get("retry_at")))
+        queue_id = rec.job or rec.op  # the id the job's queue and its results know it by
         if isinstance(decision, Mapping) and decision.get("decision") == "retry":
-            proposal = (f"{decision.get('reviewer')} decided to retry it: requeue {rec.op} "
-                        "(retrybudget queue requeue STATE --failed --op ID) and run the job again.")
+            if decision.get("requeued"):
+                proposal = (f"{decision.get('reviewer')} decided to retry it and it was requeued "
+                            f"as {queue_id} at {_at(decision.get('decided_at'))}: run the job "
+                            "again to send it.")
+            else:
+                proposal = (f"{decision.get('reviewer')} decided to retry it: requeue {queue_id} "
+                            f"(retrybudget queue requeue STATE --failed --op {queue_id}) and run "
+                            "the job again.")
         why = str(rec.data.get("detail") or "no detail recorded")
         step = _step("handover", f"{rec.who()} ended {rec.outcome}: {why}. Owner: {who_owns}. "
                      f"Proposed: {proposal}", [rec.ref("outcome")])
@@ -639,8 +659,10 @@ def review_report(
     if out.missing:
         steps.append(_step("supply_missing_inputs",
                            f"Supply the {len(out.missing)} missing input(s) listed in "
-                           "missing_inputs where they matter (for the policy, give "
-                           "AuditHook(policy=...)).",
+                           "missing_inputs where they matter (an empty field, such as "
+                           "retry_at of an operation that was not rate-limited, is not a "
+                           "problem; a missing policy: fetch and demo record it, your own "
+                           "code passes AuditHook(policy=...)).",
                            [m["source"] for m in out.missing]))
     open_cases = [c for c in cases if _open(c["evidence"], by_record)]
     review = bool(open_cases) or bool(out.malformed) or any(

@@ -7,6 +7,7 @@ and throttled answers beside the report's checklist and proposed steps, as plain
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +29,20 @@ def _table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> list[str
     return [fmt(header), *(fmt(row) for row in rows)]
 
 
+def _decision_line(fact: Mapping[str, Any]) -> str:
+    """``line-2: retry by dana at 2026-… (requeued): note``."""
+    source, value = fact.get("source") or {}, fact.get("value") or {}
+    who = source.get("job_id") or source.get("operation_id")
+    at = value.get("decided_at")
+    when = ""
+    if isinstance(at, (int, float)) and 0 <= at < 1e11:  # a recorded epoch, not a stray value
+        when = " at " + dt.datetime.fromtimestamp(at, tz=dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
+    requeued = " (requeued)" if value.get("requeued") else ""
+    note = f": {value['note']}" if value.get("note") else ""
+    return f"{who}: {value.get('decision')} by {value.get('reviewer')}{when}{requeued}{note}"
+
+
 def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, Any],
                    source: str) -> str:
     """A short human summary of ``report`` (from :func:`review_report`) and its ``records``."""
@@ -45,7 +60,10 @@ def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, An
             waits.setdefault(reason, []).append(float(w.get("seconds") or 0.0))
             asked.setdefault(reason, set()).add(str(w.get("source")))
         throttled += sum(1 for a in r.get("history") or () if a.get("classification") == "rate_limited")
-    review = "review required" if report.get("review_required") else "no review required"
+    steps = list(report.get("proposed_steps") or ())
+    review = ("review required" if report.get("review_required") else
+              f"no review required, {len(steps)} follow-up step(s) proposed" if steps else
+              "no review required")
     lines = [f"{source}: {ops} operations, {attempts} attempts ({attempts - ops} beyond the first), "
              f"{throttled} throttled answers; {review}", ""]
     rows = [(reason, str(n), f"{100 * n / ops:.0f}%" if ops else "")
@@ -64,13 +82,27 @@ def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, An
         checks.append((str(item.get("check")), _STATUS_WORDS.get(str(item.get("status")),
                                                                  str(item.get("status"))), counted))
     lines += _table(checks, ("check", "result", "evidence"))
-    steps = list(report.get("proposed_steps") or ())
+    decided = [f for f in report.get("observed_facts") or ()
+               if (f.get("source") or {}).get("field") == "reviewer_decision"]
+    if decided:
+        lines += ["", f"reviewer decisions ({len(decided)}):"]
+        lines += [f"  - {_decision_line(f)}" for f in decided]
     if steps:
-        lines += ["", f"proposed steps for a reviewer ({len(steps)}; none has been carried out):"]
+        lines += ["", f"proposed steps ({len(steps)}; none has been carried out):"]
         lines += [f"  - {step.get('description', '')}" for step in steps[:_STEPS_SHOWN]]
         if len(steps) > _STEPS_SHOWN:
             lines.append(f"  … and {len(steps) - _STEPS_SHOWN} more in the full report (--json)")
     missing = report.get("missing_inputs") or ()
     if missing:
-        lines += ["", f"{len(missing)} missing or unreadable input(s): see the full report (--json)"]
+        broken = [m for m in missing if not str(m.get("reason", "")).startswith("not recorded")]
+        fields = {str((m.get("source") or {}).get("field")) for m in missing if m not in broken}
+        parts = []
+        if len(missing) > len(broken):
+            shown = ", ".join(sorted(fields)[:4]) + (", …" if len(fields) > 4 else "")
+            parts.append(f"{len(missing) - len(broken)} field(s) not recorded ({shown}: empty "
+                         "where they do not apply, such as retry_at of an operation nothing "
+                         "rate-limited)")
+        if broken:
+            parts.append(f"{len(broken)} unreadable line(s) or record(s) not matching the schema")
+        lines += ["", "; ".join(parts) + ": see the full report (--json)"]
     return "\n".join(lines) + "\n"

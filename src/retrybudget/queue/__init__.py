@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._base import STATUSES, Handler, JobQueue, Lease, Operation, OutcomeLike, QueueError, drain
+from ._base import STATUSES, Handler, HeldLease, JobQueue, Lease, Operation, OutcomeLike, QueueError, drain
 from ._decide import FINAL_FAILURES, LATER, Action, Decision, QueueConfig, decide
 from ._handoff import Handoff, Step, handoff
+from ._keeper import Holder, holder_state, worker_name
 from ._sqlite import SqliteQueue
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ __all__ = [
     "Decision",
     "Handler",
     "Handoff",
+    "HeldLease",
+    "Holder",
     "JobQueue",
     "Lease",
     "Operation",
@@ -54,7 +57,9 @@ __all__ = [
     "decide",
     "drain",
     "handoff",
+    "holder_state",
     "open_queue",
+    "worker_name",
 ]
 
 

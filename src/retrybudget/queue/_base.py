@@ -10,19 +10,21 @@ outcome is recorded exactly once.
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import random
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.outcome import Reason
 from ._decide import Decision, QueueConfig, decide
+from ._keeper import Holder, LeaseKeeper, holder_state
 
-__all__ = ["STATUSES", "Handler", "JobQueue", "Lease", "Operation", "OutcomeLike", "QueueError",
-           "check_id", "check_payload", "drain", "dumps"]
+__all__ = ["STATUSES", "Handler", "HeldLease", "JobQueue", "Lease", "Operation", "OutcomeLike",
+           "QueueError", "check_id", "check_payload", "drain", "dumps"]
 
 STATUSES = ("pending", "leased", "deferred", "done", "dead")
 """Where an operation can be: waiting, held by a worker, waiting for its time, recorded, or
@@ -75,6 +77,25 @@ class Lease:
     expires_at: float
     worker: str
     backend_ref: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLease:
+    """A lease as the queue stores it (what :meth:`JobQueue.held` returns).
+
+    Attributes:
+        op_id: the leased operation.
+        worker: its holder's name (``host-pid-n`` for a ``fetch`` worker).
+        expires_at: when it lapses unless renewed (epoch seconds, the holder's clock).
+    """
+
+    op_id: str
+    worker: str
+    expires_at: float
+
+    def holder(self) -> Holder:
+        """Whether the holder is a live process of this host, a gone one, or unknown here."""
+        return holder_state(self.worker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +175,8 @@ class JobQueue(abc.ABC):
         self._random_lock = threading.Lock()
         self._idle = threading.Lock()
         """Held by the one :func:`drain` loop of this handle that waits for due work."""
+        self._keeper = LeaseKeeper(self.renew, self.config.visibility_timeout / 3,
+                                   errors=(QueueError,))
 
     # what a backend implements ----------------------------------------------------------------
 
@@ -182,6 +205,20 @@ class JobQueue(abc.ABC):
     def release_leases(self) -> int:
         """Return every leased operation to pending at once; how many (for the only owner of
         a queue restarting after a crash, who knows no lease is alive)."""
+
+    @abc.abstractmethod
+    def renew(self, lease: Lease) -> bool:
+        """Extend ``lease`` by ``config.visibility_timeout`` from now; False when it is no
+        longer the holder's (it lapsed and another worker took it, or it was released)."""
+
+    @abc.abstractmethod
+    def held(self) -> list[HeldLease]:
+        """Every current lease: its operation, holder and expiry."""
+
+    @abc.abstractmethod
+    def release(self, workers: Collection[str]) -> int:
+        """Return the operations these workers hold to pending at once; how many (for a
+        person, or a process, who knows those workers are dead)."""
 
     @abc.abstractmethod
     def counts(self) -> dict[str, int]:
@@ -235,6 +272,17 @@ class JobQueue(abc.ABC):
             check_payload(record)
         return decision if self._store(lease, decision, entry, record) else None
 
+    def keep(self, lease: Lease) -> contextlib.AbstractContextManager[None]:
+        """Renew ``lease`` while the block runs (every third of the visibility timeout), so
+        an operation that outlasts the timeout keeps its lease and only a dead worker's
+        lapses; :func:`drain` keeps every lease it runs."""
+        return self._keeper.holding(lease)
+
+    def dead_holders(self) -> list[str]:
+        """The workers holding leases that are processes of this host no longer running
+        (pass them to :meth:`release`)."""
+        return sorted({h.worker for h in self.held() if h.holder() is Holder.DEAD})
+
     def pending(self) -> int:
         """Operations not yet recorded (pending, leased or deferred)."""
         c = self.counts()
@@ -284,8 +332,9 @@ def drain(
             lease = _wait_for_work(queue, worker, poll, stop)
             if lease is None:
                 return ran
-        outcome, result = handler(lease)
-        decision = queue.complete(lease, outcome, result)
+        with queue.keep(lease):
+            outcome, result = handler(lease)
+            decision = queue.complete(lease, outcome, result)
         ran += 1
         if on_decision is not None:
             on_decision(lease, decision)

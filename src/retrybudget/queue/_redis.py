@@ -22,7 +22,7 @@ import json
 import random
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import redis
@@ -30,7 +30,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from .._clock import SYSTEM_CLOCK, Clock
-from ._base import STATUSES, JobQueue, Lease, Operation, QueueError, check_id, check_payload
+from ._base import STATUSES, HeldLease, JobQueue, Lease, Operation, QueueError, check_id, check_payload
 from ._decide import Decision, QueueConfig
 
 __all__ = ["RedisQueue"]
@@ -125,6 +125,37 @@ redis.call('XADD', KEYS[3], '*', 'id', ARGV[1])
 return 1
 """
 
+_RENEW = """
+-- the holder's lease is still current: its stream entry's idle time starts again (XCLAIM by
+-- the same consumer, JUSTID: the delivery count stays) and its expiry moves
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] or redis.call('HGET', KEYS[2], ARGV[2]) ~= 'leased' then
+  return 0
+end
+local entry = redis.call('HGET', KEYS[1], 'entry')
+if entry then
+  redis.call('XCLAIM', KEYS[3], ARGV[4], ARGV[5], 0, entry, 'JUSTID')
+end
+redis.call('HSET', KEYS[1], 'expires_at', ARGV[3])
+return 1
+"""
+
+_RELEASE = """
+-- an operation a dead worker holds back to pending: its entry acknowledged away, a new one added
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= 'leased' or redis.call('HGET', KEYS[1], 'worker') ~= ARGV[2] then
+  return 0
+end
+local entry = redis.call('HGET', KEYS[1], 'entry')
+redis.call('HDEL', KEYS[1], 'token', 'worker', 'expires_at', 'entry')
+redis.call('HSET', KEYS[2], ARGV[1], 'pending')
+redis.call('HSET', KEYS[1], 'status', 'pending')
+if entry then
+  redis.call('XACK', KEYS[3], ARGV[3], entry)
+  redis.call('XDEL', KEYS[3], entry)
+end
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[1])
+return 1
+"""
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -171,11 +202,14 @@ class RedisQueue(JobQueue):
         self._deferred = base + "deferred"
         self._order = base + "order"
         self._done = base + "done"
+        self._runs = base + "runs"
         self._enqueue = self._r.register_script(_ENQUEUE)
         self._promote = self._r.register_script(_PROMOTE)
         self._begin = self._r.register_script(_BEGIN)
         self._complete = self._r.register_script(_COMPLETE)
         self._requeue = self._r.register_script(_REQUEUE)
+        self._renew = self._r.register_script(_RENEW)
+        self._release = self._r.register_script(_RELEASE)
         self._grouped = False
 
     def _group(self) -> None:
@@ -266,9 +300,46 @@ class RedisQueue(JobQueue):
                                      args=[i, now, "1" if failed else "0"])) for i in ids)
 
     def release_leases(self) -> int:
-        """Release nothing: workers on other machines may hold live leases, so a Redis lease
-        ends only by completion or by its visibility timeout. Returns 0."""
-        return 0
+        """Release only the leases of this host's workers whose process is gone (workers on
+        other machines may hold live leases: theirs end by completion, or lapse within the
+        visibility timeout once their worker stops renewing them); how many."""
+        return self.release(self.dead_holders())
+
+    def begin_run(self) -> int:
+        """Number a run of the job (a process starting on it): 1, 2, … across every process,
+        so each process tells what it recorded in this run from what earlier runs did."""
+        return int(self._r.incr(self._runs))
+
+    def renew(self, lease: Lease) -> bool:
+        """Extend ``lease``: its entry's idle time starts again, its expiry moves."""
+        expires = self.clock.wall() + self.config.visibility_timeout
+        try:
+            return bool(self._renew(keys=[self._op + lease.op_id, self._status, self._stream],
+                                    args=[lease.token, lease.op_id, repr(expires), GROUP,
+                                          lease.worker]))
+        except redis.RedisError as exc:
+            raise QueueError(f"cannot renew a lease ({type(exc).__name__})") from None
+
+    def held(self) -> list[HeldLease]:
+        """Every current lease, ordered by expiry."""
+        ids = sorted(_text(k) for k, v in self._r.hgetall(self._status).items()
+                     if _text(v) == "leased")
+        pipe = self._r.pipeline(transaction=False)
+        for op_id in ids:
+            pipe.hmget(self._op + op_id, "worker", "expires_at")
+        out = [HeldLease(op_id, _text(worker or b""), float(_text(expires or b"0")))
+               for op_id, (worker, expires) in zip(ids, pipe.execute(), strict=True)]
+        return sorted(out, key=lambda h: (h.expires_at, h.op_id))
+
+    def release(self, workers: Collection[str]) -> int:
+        """Return the operations ``workers`` hold to pending; how many."""
+        names = set(workers)
+        if not names:
+            return 0
+        self._group()
+        return sum(int(self._release(keys=[self._op + h.op_id, self._status, self._stream],
+                                     args=[h.op_id, h.worker, GROUP]))
+                   for h in self.held() if h.worker in names)
 
     def counts(self) -> dict[str, int]:
         """Operations by status (zeros included)."""

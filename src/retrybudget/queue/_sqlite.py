@@ -15,13 +15,13 @@ import random
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._files import APPLICATION_ID, check_own_database
-from ._base import STATUSES, JobQueue, Lease, Operation, QueueError, check_id, check_payload, dumps
+from ._base import STATUSES, HeldLease, JobQueue, Lease, Operation, QueueError, check_id, check_payload, dumps
 from ._decide import Action, Decision, QueueConfig
 
 __all__ = ["SqliteQueue"]
@@ -178,6 +178,36 @@ class SqliteQueue(JobQueue):
         with self._transaction() as db:
             return db.execute("UPDATE queue_ops SET status = 'pending', token = NULL, "
                               "worker = NULL, expires_at = NULL WHERE status = 'leased'").rowcount
+
+    def renew(self, lease: Lease) -> bool:
+        """Extend ``lease`` by the visibility timeout from now; False when it is not current."""
+        expires = self.clock.wall() + self.config.visibility_timeout
+        try:
+            with self._transaction() as db:
+                return db.execute("UPDATE queue_ops SET expires_at = ? WHERE id = ? AND "
+                                  "status = 'leased' AND token = ?",
+                                  (expires, lease.op_id, lease.token)).rowcount == 1
+        except sqlite3.Error as exc:
+            raise QueueError(f"{self.path}: cannot renew a lease ({exc})") from None
+
+    def held(self) -> list[HeldLease]:
+        """Every current lease, in lease order."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, worker, expires_at FROM queue_ops WHERE "
+                                    "status = 'leased' ORDER BY seq").fetchall()
+        return [HeldLease(op_id, worker or "", float(expires or 0.0))
+                for op_id, worker, expires in rows]
+
+    def release(self, workers: Collection[str]) -> int:
+        """Return the operations ``workers`` hold to pending; how many."""
+        names = sorted(set(workers))
+        if not names:
+            return 0
+        marks = ", ".join("?" * len(names))
+        with self._transaction() as db:
+            return db.execute("UPDATE queue_ops SET status = 'pending', token = NULL, "  # noqa: S608
+                              f"worker = NULL, expires_at = NULL WHERE status = 'leased' AND "
+                              f"worker IN ({marks})", names).rowcount
 
     def counts(self) -> dict[str, int]:
         """Operations by status (zeros included)."""
