@@ -347,7 +347,7 @@ def test_a_private_module_is_open_to_its_own_package(importer: str, source: str,
 
 
 def test_a_private_name_inside_its_own_package_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    extra = [Import(f"{PACKAGE}.coordination._redis", f"{PACKAGE}.coordination._logic",
+    extra = [Import(f"{PACKAGE}.coordination._redis", f"{PACKAGE}.coordination._config",
                     "_private_helper", 1)]
     monkeypatch.setattr(sys.modules[__name__], "IMPORTS", [*IMPORTS, *extra])
     assert not any(key[0] == "imports-a-private-name" and key[1].endswith("_redis")
