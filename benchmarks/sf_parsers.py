@@ -13,7 +13,7 @@ from functools import partial
 
 import http_sf
 
-from retrybudget.core.headers import _sf_parse
+from retrybudget.core.headers._structured import _sf_parse
 
 VALUES = [
     ('"default";r=50;t=30', False),

@@ -192,9 +192,9 @@ def check_sdk_retries_warned(sdk: Sdk, mode: str, failure: Answer,
                              monkeypatch: pytest.MonkeyPatch) -> None:
     """An SDK whose own retries are on retries on top: its retry count says so, and a
     warning (once a process) says how to turn them off."""
-    from retrybudget import _native
+    from retrybudget._native import _sdks
 
-    monkeypatch.setattr(_native, "_SDK_RETRIES_WARNED", [])
+    monkeypatch.setattr(_sdks, "_SDK_RETRIES_WARNED", [])
     once = rb.Policy(profile=sdk.profile, max_attempts=1)
     with serve(failure) as p:
         client = sdk.client(mode, p.url, once, False)

@@ -310,7 +310,7 @@ def test_a_clamped_transient_hint_reports_the_asked_time() -> None:
 
 @given(st.integers(min_value=0, max_value=2**32))
 def test_the_fast_date_reading_matches_email_utils(at) -> None:
-    from retrybudget.core.headers import _http_date
+    from retrybudget.core.headers._parsers import _http_date
 
     value = httpdate(at)
     assert _http_date(value) == float(at)

@@ -1,7 +1,7 @@
 """The coordinator's arithmetic at its edges: the breaker, the retry budget's slices, the
 release of held workers by quota, and the answers handed to the flow.
 
-Pure functions of ``coordination/_logic.py`` on exact instants; each test kills mutants the
+Pure functions of ``coordination/_logic/`` on exact instants; each test kills mutants the
 behavioural suites let through (``docs/mutation.md``).
 """
 

@@ -24,6 +24,8 @@ from retrybudget.core.headers import (
     MAX_HINT_SECONDS,
     NO_RATE_LIMIT_INFO,
     RateLimitInfo,
+    _fast,
+    _read,
     normalize_headers,
     parse_rate_limit_headers,
 )
@@ -31,7 +33,7 @@ from retrybudget.core.profiles import PROFILES
 
 PROP = "test_the_fast_reader_agrees_with_the_general_one"
 RULES = sorted({p.header_rules for p in PROFILES.values()}, key=repr)
-general = headers_module._parse_general  # the reader the fast one must agree with
+general = _read._parse_general  # the reader the fast one must agree with
 
 counts = st.integers(0, 6000).map(str)
 resets = st.one_of(
@@ -92,7 +94,7 @@ def test_the_fast_reader_agrees_with_the_general_one(
         parse_rate_limit_headers(headers, now - 7.0, rules)
     expected = general(headers, now, rules)
     assert parse_rate_limit_headers(headers, now, rules) == expected
-    fast = headers_module._read_simple(headers, now, rules)
+    fast = _fast._read_simple(headers, now, rules)
     if fast is not None:
         assert fast == expected
         if fast is NO_RATE_LIMIT_INFO:
@@ -123,11 +125,11 @@ def test_the_fast_reader_reached_its_checks() -> None:
 
 def test_the_remembered_sets_and_names_are_bounded() -> None:
     rules = headers_module.HeaderRules()
-    for i in range(3 * headers_module._CACHE_MAX):
+    for i in range(3 * _fast._CACHE_MAX):
         headers = (("x-ratelimit-limit", "10"), (f"x-unrelated-{i}", "1"))
         assert parse_rate_limit_headers(headers, WALL0, rules).limit == 10
-    assert len(rules.plans) <= headers_module._CACHE_MAX
-    assert len(rules.roles) <= headers_module._CACHE_MAX
+    assert len(rules.plans) <= _fast._CACHE_MAX
+    assert len(rules.roles) <= _fast._CACHE_MAX
 
 
 def test_fast_construction_gives_frozen_values_of_their_own_class() -> None:

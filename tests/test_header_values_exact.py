@@ -565,7 +565,7 @@ def test_a_malformed_ietf_policy_is_a_note_with_its_reason() -> None:
 @pytest.mark.parametrize("prefix", ["x-ratelimit-", "x-rate-limit-"])
 def test_each_plain_vendor_family_is_read_without_the_general_reader(
         prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    headers_module = importlib.import_module("retrybudget.core.headers")
+    headers_module = importlib.import_module("retrybudget.core.headers._read")
     general = headers_module._parse_general
     calls: list[object] = []
     monkeypatch.setattr(headers_module, "_parse_general",

@@ -198,7 +198,7 @@ class GitHubCanned(httpx.BaseTransport):
 def test_quota_headers_are_read_without_the_general_parser(
         calls: Counter[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """GitHub's quota headers on a 200 are read by the fast reader, never the general one."""
-    headers = importlib.import_module("retrybudget.core.headers")
+    headers = importlib.import_module("retrybudget.core.headers._read")
     general: Callable[..., Any] = headers._parse_general
     monkeypatch.setattr(headers, "_parse_general",
                         lambda *a: (calls.update(["general header parser"]), general(*a))[1])

@@ -60,7 +60,7 @@ MUTANTS = [
         (EXACT + "test_a_concurrency_wait_past_the_deadline_ends_with_deadline",),
     ),
     Mutant(
-        "doubling-restarts-after-the-gate-opened", "coordination/_logic.py",
+        "doubling-restarts-after-the-gate-opened", "coordination/_logic/_gate.py",
         "if since_gate > throttle.floor:", "if since_gate > 0:",
         (EXACT + "test_a_429_within_one_floor_after_the_gate_opened_doubles_the_gate",
          EXACT + "test_the_gate_keeps_doubling_while_429s_keep_coming_after_each_opening"),
@@ -121,7 +121,7 @@ MUTANTS = [
     # before any roll, the held beyond the first release all asked again one spread later:
     # a job queue deferred them to one instant and leased them late (the release by quota)
     Mutant(
-        "first-window-bound-ignored", "coordination/_logic.py",
+        "first-window-bound-ignored", "coordination/_logic/_slots.py",
         "step = max(at - s.first, spread)  # a lower bound of the window's length",
         "step = None  # a lower bound of the window's length",
         ("tests/test_coordination_exact.py::"
@@ -130,7 +130,7 @@ MUTANTS = [
     # the reservations from the release on counted as one line: asks again crowding the
     # release's window push every later booking out, and a window is left with none
     Mutant(
-        "release-books-one-line", "coordination/_logic.py",
+        "release-books-one-line", "coordination/_logic/_slots.py",
         "    windows = 0\n",
         "    return at + (booked // quota) * step, booked + 1\n    windows = 0\n",
         ("tests/test_coordination_exact.py::"
@@ -166,7 +166,7 @@ MUTANTS = [
     # a fail_fast caller's slot not bounded by the herd window: its wait grows with the
     # number of workers ahead of it, far past what the provider asked
     Mutant(
-        "herd-window-ignored", "coordination/_logic.py",
+        "herd-window-ignored", "coordination/_logic/_slots.py",
         "if bounded and slot > opens + gate.herd_window:",
         "if False:",
         ("tests/test_coordination_behaviour.py::"

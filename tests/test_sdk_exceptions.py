@@ -246,9 +246,9 @@ def test_githubkit_async_errors_are_read() -> None:
 
 def test_an_sdk_whose_own_retries_are_on_is_warned_about_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from retrybudget import _native
+    from retrybudget._native import _sdks
 
-    monkeypatch.setattr(_native, "_SDK_RETRIES_WARNED", [])
+    monkeypatch.setattr(_sdks, "_SDK_RETRIES_WARNED", [])
     retried_by_the_sdk = openai.OpenAI(api_key="sk-test", max_retries=1, base_url="")
 
     @rb.retrying(POLICY.replace(profile="openai", max_attempts=2))

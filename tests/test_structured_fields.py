@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from retrybudget.core.headers import _Bytes, _sf_parse, _Token
+from retrybudget.core.headers._structured import _Bytes, _sf_parse, _Token
 
 http_sf = pytest.importorskip("http_sf")
 

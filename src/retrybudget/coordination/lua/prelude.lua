@@ -68,7 +68,7 @@ local function next_id(key)
   return string.format('%d', n)
 end
 
--- The retry budget's live slices (_logic._live): sums of healthy operations and retries over the
+-- The retry budget's live slices (_logic/_budget.py: _live): sums of healthy operations and retries over the
 -- last SLICES slices; older or garbage fields are deleted.
 local function budget_live(key, ttl)
   typed(key, 'hash')

@@ -1,0 +1,63 @@
+"""The coordination arithmetic, pure: the gate instant, slots and pacing, the retry budget
+and the breaker's state machine.
+
+Time comes in as an argument (seconds on one clock: the process's monotonic clock for the
+memory backend, Redis server ``TIME`` for the Redis backend); state comes in and goes out as
+frozen values. :class:`~retrybudget.coordination.MemoryCoordinator` calls these functions
+under its lock. The Redis Lua scripts (``lua/*.lua``) must be atomic inside Redis, so they
+implement the same steps again; each Lua function names the function here that it mirrors,
+and one behavioural test suite runs against both backends. docs/coordination.md describes
+the algorithms in prose.
+
+The package's modules, one rule each: ``_instants`` (the shared
+tolerance and instants), ``_health`` (what an outcome says), ``_gate`` (a key's schedule and
+gate), ``_pacing`` (low-quota spacing, write spacing), ``_slots`` (a held worker's slot),
+``_budget`` (the retry budget), ``_breaker`` (the breaker) and ``_answers`` (an admission, a
+permit). The Lua scripts' comments name the functions as this package exports them
+(``_logic.learn``).
+"""
+
+from __future__ import annotations
+
+from ._answers import admission_of, permit_of
+from ._breaker import Breaker, Phase, Verdict, breaker_admit, breaker_finish, moved
+from ._budget import SLICES, Budget, budget_deposit, budget_withdraw
+from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
+from ._health import Health, health
+from ._instants import EPSILON, FLIGHT_TTL, NEVER
+from ._pacing import pacing_interval, write_wait
+from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota, release_slot
+
+__all__ = [
+    "EPSILON",
+    "FLIGHT_TTL",
+    "NEVER",
+    "SLICES",
+    "Breaker",
+    "Budget",
+    "Health",
+    "Phase",
+    "Schedule",
+    "Verdict",
+    "admission_of",
+    "breaker_admit",
+    "breaker_finish",
+    "budget_deposit",
+    "budget_withdraw",
+    "gate_delay",
+    "health",
+    "herd_slot",
+    "learn",
+    "moved",
+    "pacing_interval",
+    "permit_of",
+    "plan_slot",
+    "quota_hold",
+    "booked_from",
+    "release_quota",
+    "release_slot",
+    "rolled",
+    "sent",
+    "window_used",
+    "write_wait",
+]
