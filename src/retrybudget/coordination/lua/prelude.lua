@@ -5,7 +5,7 @@
 -- ARGV[1] is always the idle TTL in seconds. Every instant is seconds on this server's clock
 -- (TIME): clients' clocks differ, so they only ever receive relative waits. Values read back
 -- are checked: garbage, NaN, infinities and implausible instants count as absent, and a key
--- holding the wrong type is dropped.
+-- holding the wrong type is dropped (rc).
 
 local HORIZON = __HORIZON__          -- seconds ahead a stored instant may plausibly lie
 local EPSILON = __EPSILON__          -- _logic.EPSILON
@@ -39,21 +39,26 @@ local function fmt(x)
   return string.format('%.6f', x)
 end
 
-local function typed(key, kind)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= kind then redis.call('DEL', key) end
+-- redis.call on `key`, which drops a key holding the wrong type (then runs the command
+-- again on the empty key): no TYPE check per call.
+local function rc(cmd, key, ...)
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then
+    if string.sub(r.err, 1, 9) == 'WRONGTYPE' then redis.call('DEL', key) end
+    return redis.call(cmd, key, ...)
+  end
+  return r
 end
 
 -- Make sure `key` lives at least `seconds` more (never shortens a TTL).
 local function extend(key, seconds)
   local ms = math.ceil(seconds * 1000)
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  if rc('PTTL', key) < ms then rc('PEXPIRE', key, ms) end
 end
 
 -- The hash's fields as a table; absent fields are nil.
 local function load(key, fields)
-  typed(key, 'hash')
-  local values = redis.call('HMGET', key, unpack(fields))
+  local values = rc('HMGET', key, unpack(fields))
   local out = {}
   for i, f in ipairs(fields) do
     if values[i] then out[f] = values[i] end
@@ -63,19 +68,18 @@ end
 
 -- A fresh id from the state hash's counter (garbage restarts it).
 local function next_id(key)
-  local n = (count(redis.call('HGET', key, 'seq'), 1e12) or 0) + 1
-  redis.call('HSET', key, 'seq', string.format('%d', n))
+  local n = (count(rc('HGET', key, 'seq'), 1e12) or 0) + 1
+  rc('HSET', key, 'seq', string.format('%d', n))
   return string.format('%d', n)
 end
 
 -- The retry budget's live slices (_logic._live): sums of healthy operations and retries over the
 -- last SLICES slices; older or garbage fields are deleted.
 local function budget_live(key, ttl)
-  typed(key, 'hash')
   local current = math.floor(NOW * SLICES / ttl)
-  local flat = redis.call('HGETALL', key)
+  local flat = rc('HGETALL', key)
   if #flat > 8 * SLICES then
-    redis.call('DEL', key)
+    rc('DEL', key)
     return current, 0, 0
   end
   local deposits, withdrawals, stale = 0, 0, {}
@@ -91,20 +95,19 @@ local function budget_live(key, ttl)
       withdrawals = withdrawals + n
     end
   end
-  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+  if #stale > 0 then rc('HDEL', key, unpack(stale)) end
   return current, deposits, withdrawals
 end
 
 local function budget_add(key, ttl, kind, current)
-  redis.call('HINCRBY', key, kind .. ':' .. string.format('%d', current), 1)
+  rc('HINCRBY', key, kind .. ':' .. string.format('%d', current), 1)
   extend(key, ttl + 1)
 end
 
 -- Live leases (requests in flight), after dropping the expired ones.
 local function live_leases(key)
-  typed(key, 'zset')
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW))
-  return redis.call('ZCARD', key)
+  rc('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW))
+  return rc('ZCARD', key)
 end
 
 -- _logic.rolled: once the observed window has reset, drop the observation and count again
@@ -116,17 +119,17 @@ local function rolled(key, s, in_flight)
   local reset_at = instant(s.reset_at)
   if reset_at == nil or NOW + EPSILON < reset_at then return quota end  -- EPSILON: a slot
   s.remaining, s.reset_at, s.rolled_at = nil, nil, fmt(reset_at)
-  redis.call('HDEL', key, 'remaining', 'reset_at')
-  redis.call('HSET', key, 'rolled_at', s.rolled_at)
+  rc('HDEL', key, 'remaining', 'reset_at')
+  rc('HSET', key, 'rolled_at', s.rolled_at)
   local size = count(s.limit, 1e15)
   if size == nil then
     s.quota, s.used = nil, nil
-    redis.call('HDEL', key, 'quota', 'used')
+    rc('HDEL', key, 'quota', 'used')
     return nil
   end
   local used = math.min(in_flight, size)
   quota = size - used
   s.quota, s.used = string.format('%d', quota), string.format('%d', used)
-  redis.call('HSET', key, 'quota', s.quota, 'used', s.used)
+  rc('HSET', key, 'quota', s.quota, 'used', s.used)
   return quota
 end
