@@ -63,6 +63,7 @@ from ._logic import (
     permit_of,
 )
 from ._memory import MemoryCoordinator
+from ._settle import aged, deferrable
 from ._stats import CoordinationStats, Tally
 
 __all__ = ["OnFailure", "RedisCoordinator"]
@@ -92,10 +93,11 @@ finish)``."""
 
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
 _SCRIPTS = ("admit", "acquire", "learn", "spend", "finish", "write")
-_MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish")}
-"""Scripts made of two: one round trip where the flow makes two calls back to back (an
+_MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish"),
+           "cycle": ("learn", "finish", "admit", "acquire")}
+"""Scripts made of several: one round trip where the flow makes calls back to back (an
 operation's admission and its first attempt's acquire; its last attempt's learn and its
-finish)."""
+finish; a held-back settlement and the worker's next admission and acquire)."""
 Arg = str | int | float
 
 
@@ -111,24 +113,36 @@ def _scripts_text() -> dict[str, str]:
         .replace("__SLICES__", repr(SLICES))
         .replace("__WORKER_TTL__", repr(WORKER_TTL))
     )
-    texts = {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
-    for name, (first, second) in _MERGED.items():
-        parts = "".join(f"local function {part}_part(ARGS)\n"
-                        + _source(part).replace("ARGV[", "ARGS[") + "\nend\n"
-                        for part in (first, second))
-        texts[name] = prelude + "\n" + parts + f"""
--- {first}, then {second} in the same call (the second only when the first admits, for an
--- admission). ARGV: idle, n (the first's own argument count), the first's arguments, the
--- second's. Returns {{the first's reply, the second's reply or false}}.
-local n = tonumber(ARGV[2]) or 0
-local first, second = {{ARGV[1]}}, {{ARGV[1]}}
-for i = 3, 2 + n do first[#first + 1] = ARGV[i] end
-for i = 3 + n, #ARGV do second[#second + 1] = ARGV[i] end
-local reply = {first}_part(first)
-if {"true" if first == "learn" else "reply[1] == 1"} then
-  return {{reply, {second}_part(second)}}
+    texts = {name: prelude + "\nlocal function main(ARGS)\n"
+             + _source(name).replace("ARGV[", "ARGS[")
+             + "\nend\nlocal reply = main(ARGV)\nflush()  -- the state's writes, once\nreturn reply\n"
+             for name in _SCRIPTS}
+    for name, parts in _MERGED.items():
+        bodies = "".join(f"local function {part}_part(ARGS)\n"
+                         + _source(part).replace("ARGV[", "ARGS[") + "\nend\n"
+                         for part in parts)
+        listed = ", ".join(f"{part}_part" for part in parts)
+        gates = ", ".join("true" if part == "admit" else "false" for part in parts)
+        texts[name] = prelude + "\n" + bodies + f"""
+-- {", then ".join(parts)} in the same call (after an admission, the rest only when it
+-- admits). ARGV: idle, the argument counts of every part but the last, then each part's
+-- arguments in turn. Returns each part's reply (false: not run).
+local parts, gates = {{{listed}}}, {{{gates}}}
+local pos, replies, stop = 1 + #parts, {{}}, false
+for i, part in ipairs(parts) do
+  local n = #ARGV - pos + 1
+  if i < #parts then n = tonumber(ARGV[1 + i]) or 0 end
+  local args = {{ARGV[1]}}
+  for j = pos, pos + n - 1 do args[#args + 1] = ARGV[j] end
+  pos = pos + n
+  replies[i] = false
+  if not stop then
+    replies[i] = part(args)
+    stop = gates[i] and replies[i][1] ~= 1
+  end
 end
-return {{reply, false}}
+flush()  -- the state's writes, once
+return replies
 """
     return texts
 
@@ -370,6 +384,11 @@ class RedisCoordinator(Coordinator):
         self._id = uuid.uuid4().hex
         self._live: dict[str, int] = {}  # key -> live workers last seen in Redis
         self._reseed: set[str] = set()  # keys whose next acquire offers the local observation
+        self._settling: dict[str, tuple[Learn, Outcome[Any], float]] = {}
+        """Per key, a settlement held back for the next admission: its final learn, the
+        operation's outcome and when it was learnt (see :mod:`._settle`)."""
+        self._settled: set[str] = set()  # keys whose first settlement went (never held back)
+        self._counted: dict[str, float] = {}  # key -> when Redis last counted this worker live
 
     def __repr__(self) -> str:
         state = "degraded" if self._degraded else "up"
@@ -553,12 +572,17 @@ class RedisCoordinator(Coordinator):
         return entry[1]
 
     def close(self) -> None:
-        """Close the sync client this coordinator made (a client passed in stays open)."""
+        """Send the settlements held back, then close the sync client this coordinator made
+        (a client passed in stays open)."""
+        if self._client is not None:
+            self.settle()
         if self._owns_client and self._client is not None:
             self._client.close()
 
     async def aclose(self) -> None:
-        """Close the async client this coordinator made for the running event loop."""
+        """Send the settlements held back, then close the async client this coordinator made
+        for the running event loop."""
+        await self.asettle()
         loop = asyncio.get_running_loop()
         self._pipelines.pop(loop, None)
         entry = self._per_loop.pop(loop, None)
@@ -612,15 +636,16 @@ class RedisCoordinator(Coordinator):
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
             0 if pacing is None else pacing.probes,
-            self._id, gate.herd_window, "" if max_wait is None else max_wait,
+            self._me(key), gate.herd_window, "" if max_wait is None else max_wait,
             1 if fail_fast else 0, *self._seed(key),
         )
 
         def parse(raw: object) -> Permit:
             code, wait, gate_in, lease, reset_in, live = _items(raw, 6)
             workers = int(_number(live, 1.0))
-            if workers >= 1:
+            if workers >= 1:  # 0: not counted by this call
                 self._live[key] = workers
+                self._counted[key] = self.clock.monotonic()
             self._reseed.discard(key)  # Redis answered: it holds (or now has) the quota
             permit = permit_of(_text(code), _number(wait), _number(gate_in), _text(lease),
                                self.clock.wall(), _optional(reset_in))
@@ -630,6 +655,15 @@ class RedisCoordinator(Coordinator):
 
         return self._call("acquire", key, args, parse, lambda: self.local.acquire(
             key, attempt, max_wait=max_wait, fail_fast=fail_fast))
+
+    def _me(self, key: str) -> str:
+        """This coordinator's id for an acquire to count among ``key``'s live workers, or ''
+        when Redis counted it less than a quarter of :data:`WORKER_TTL` ago (it still counts
+        it: the acquire skips the workers set)."""
+        at = self._counted.get(key)
+        if at is None or key in self._reseed or self.clock.monotonic() - at >= WORKER_TTL / 4:
+            return self._id
+        return ""
 
     def _write(self, key: str, gap: float) -> _Call[float]:
         """The write spacing (``write.lua``): seconds this write waits, 0 when it goes."""
@@ -751,8 +785,74 @@ class RedisCoordinator(Coordinator):
             return admission, acquire.local() if admission.allowed else None
 
         refusal = None if admit.refusal is None else (admit.refusal, None)
-        return self._call("begin", key, (len(own), *own, *acquire.args[1:]), parse, local,
-                          refusal)
+        with self._lock:
+            held = self._settling.pop(key, None)
+        if held is None:
+            return self._call("begin", key, (len(own), *own, *acquire.args[1:]), parse, local,
+                              refusal)
+        return self._cycle(held, self._call("begin", key, (*own, *acquire.args[1:]), parse,
+                                            local, refusal), len(own))
+
+    def _cycle(self, held: tuple[Learn, Outcome[Any], float],
+               begin: _Call[tuple[Admission, Permit | None]],
+               admits: int) -> _Call[tuple[Admission, Permit | None]]:
+        """A settlement held back (learn and finish), then ``begin`` (whose first ``admits``
+        arguments are the admission's): one script."""
+        learn, outcome, at = held
+        assert learn.throttle is not None  # noqa: S101 - deferrable() holds back none other
+        first = self._learn(learn.key, aged(learn.throttle, self.clock.monotonic() - at),
+                            learn.lease)
+        second = self._finish(learn.key, outcome, False)
+
+        def parse(raw: object) -> tuple[Admission, Permit | None]:
+            one, two, three, four = _items(raw, 4)
+            first.parse(one)
+            self._opened(second.parse(two))
+            return begin.parse([three, four])
+
+        def local() -> tuple[Admission, Permit | None]:
+            first.local()
+            self._opened(second.local())
+            return begin.local()
+
+        counts = (len(first.args) - 1, len(second.args) - 1, admits)
+        return _Call(begin.key, "cycle", begin.keys,
+                     (begin.args[0], *counts, *first.args[1:], *second.args[1:],
+                      *begin.args[1:]), parse, local, begin.refusal)
+
+    def _defer(self, learn: Learn, finish: Finish) -> bool:
+        """Hold back ``learn`` and ``finish`` for the worker's next admission under the key
+        when they may wait (:func:`._settle.deferrable`); False: they go now."""
+        key = learn.key
+        if (self.config.breaker is None or self._degraded or finish.key != key
+                or (learn.lease is not None and learn.lease.startswith("m:"))
+                or not deferrable(self.config, learn.throttle, health(finish.outcome),
+                                  finish.probe)):
+            return False
+        with self._lock:
+            if key not in self._settled or key in self._settling:
+                self._settled.add(key)  # a key's first answer, or one already held: now
+                return False
+            self._settling[key] = (learn, finish.outcome, self.clock.monotonic())
+        return True
+
+    def _held_back(self) -> list[_Call[bool]]:
+        """Every settlement held back, as calls that send them now."""
+        with self._lock:
+            held, self._settling = self._settling, {}
+        return [self._end(dataclasses.replace(learn, throttle=aged(
+                    learn.throttle, self.clock.monotonic() - at)), outcome, False)
+                for learn, outcome, at in held.values() if learn.throttle is not None]
+
+    def settle(self) -> None:
+        """Send every settlement held back for a next admission now (:meth:`close` does)."""
+        for call in self._held_back():
+            self._opened(self._run(call))
+
+    async def asettle(self) -> None:
+        """Async :meth:`settle` (:meth:`aclose` does)."""
+        for call in self._held_back():
+            self._opened(await self._arun(call))
 
     def _end(self, learn: Learn, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
         """A final attempt's learn and the operation's finish: one script when both are due."""
@@ -798,6 +898,8 @@ class RedisCoordinator(Coordinator):
                 # not the admission's: the lease taken with the admission goes back.
                 return False, None, self._learn(key, None, permit.lease)
             if isinstance(action, Finish) and learn is not None and action.key == key:
+                if self._defer(learn, action):
+                    return True, None, None  # a healthy settlement: with the next admission
                 return True, None, self._end(learn, action.outcome, action.probe)
             if learn is not None:  # not the finish it expected: send it on its own now
                 return False, None, self._learn(learn.key, learn.throttle, learn.lease)
