@@ -5,7 +5,8 @@ N sequential requests through ``RetryTransport`` with ``background(profile="gith
 (the five quota headers, far from the quota), against a private ``redis-server`` on a unix
 socket started by this script. Reported per request, from ``INFO commandstats`` deltas: round
 trips (the commands the client sent: ``EVALSHA``/``EVAL``/``SCRIPT``), Redis commands (every
-command, the ones scripts run included) by name, and the client's CPU microseconds.
+command the scripts ran) by name, and the wall and CPU microseconds of this process; beside
+them, the same requests with a ``MemoryCoordinator`` (the peer: no network, no Redis).
 
 Usage::
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from retrybudget import Retrier, background
+from retrybudget import MemoryCoordinator, Retrier, background
 from retrybudget.coordination import RedisCoordinator
 from retrybudget.integrations.httpx import RetryTransport
 
@@ -36,6 +37,8 @@ from transport_overhead import CANNED_URL, CannedTransport
 
 CLIENT = ("eval", "evalsha", "script")
 """What a client sends itself: each is one round trip here (sequential, no pipeline)."""
+CONNECTION = ("hello", "client", "ping", "select", "auth")
+"""A connection's set-up: neither a round trip of a request nor run by a script."""
 
 
 @contextlib.contextmanager
@@ -72,6 +75,17 @@ def stats(sock: Path) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in raw.items()}
 
 
+def timed(transport: RetryTransport, n: int) -> tuple[float, float]:
+    """Microseconds of wall and CPU time per request over ``n`` sequential requests."""
+    wall, cpu = time.perf_counter_ns(), time.process_time_ns()
+    for _ in range(n):
+        response = transport.handle_request(httpx.Request("GET", CANNED_URL))
+        if response.status_code != 200:
+            raise SystemExit(f"unexpected status {response.status_code}")
+    return ((time.perf_counter_ns() - wall) / n / 1000,
+            (time.process_time_ns() - cpu) / n / 1000)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the requests and print the figures."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -85,16 +99,16 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(50):  # warm up: connect, load the scripts, the key's first window
             transport.handle_request(httpx.Request("GET", CANNED_URL))
         before = stats(sock)
-        start = time.process_time_ns()
-        for _ in range(n):
-            response = transport.handle_request(httpx.Request("GET", CANNED_URL))
-            if response.status_code != 200:
-                raise SystemExit(f"unexpected status {response.status_code}")
-        cpu = (time.process_time_ns() - start) / n / 1000
+        wall, cpu = timed(transport, n)
         coordinator.close()
         after = stats(sock)
+    peer = RetryTransport(CannedTransport(), retrier=Retrier(
+        policy=background(profile="github"), coordinator=MemoryCoordinator()))
+    timed(peer, 50)
+    peer_wall, peer_cpu = timed(peer, n)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    delta = {k: v for k, v in delta.items() if v > 0 and not k.startswith("info")}
+    delta = {k: v for k, v in delta.items()
+             if v > 0 and k.split("|")[0] not in ("info", *CONNECTION)}
     trips = sum(v for k, v in delta.items() if k.split("|")[0] in CLIENT)
     inside = {k: v for k, v in delta.items() if k.split("|")[0] not in CLIENT}
     print(f"{n} sequential successful requests, github profile, RedisCoordinator")
@@ -102,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"redis commands per request:  {sum(inside.values()) / n:.3f} (inside scripts)")
     for name, v in sorted(inside.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<24} {v / n:.3f}")
-    print(f"client CPU per request:      {cpu:.0f} us")
+    print(f"per request, wall / CPU:     {wall:.0f} / {cpu:.0f} us"
+          f" (MemoryCoordinator: {peer_wall:.0f} / {peer_cpu:.0f} us)")
     return 0
 
 
