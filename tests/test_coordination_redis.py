@@ -81,7 +81,7 @@ def two_workers(server: RedisServer,
 
 def test_the_scripts_are_complete() -> None:
     assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish", "write", "begin", "end",
-                          "cycle"}
+                          "cycle", "settled"}
     assert all("__" not in text for text in _TEXT.values())
 
 

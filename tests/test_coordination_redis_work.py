@@ -103,7 +103,7 @@ def test_a_low_quota_is_shared_at_once(redis_server: RedisServer) -> None:
     c.close()
 
 
-def test_a_held_back_settlement_goes_with_the_next_admission_or_on_close(
+def test_a_held_back_settlement_goes_with_the_next_call_under_its_key_or_on_close(
     redis_server: RedisServer,
 ) -> None:
     prefix = unique_prefix()
@@ -120,6 +120,11 @@ def test_a_held_back_settlement_goes_with_the_next_admission_or_on_close(
     c.close()
     assert raw.zcard(leases) == 0
     assert raw.hget(f"{prefix}{{{KEY}}}:state", "remaining") == b"4898"
+    assert r.call(ScriptedProvider([github(4897)])).reason is Reason.OK
+    permit = c.acquire(KEY, 1)  # an acquire on its own brings what was held back too
+    assert raw.hget(f"{prefix}{{{KEY}}}:state", "remaining") == b"4897"
+    assert raw.zrange(leases, 0, -1) == [permit.lease.encode()]
+    c.close()
     raw.close()
 
 

@@ -94,10 +94,12 @@ finish)``."""
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
 _SCRIPTS = ("admit", "acquire", "learn", "spend", "finish", "write")
 _MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish"),
-           "cycle": ("learn", "finish", "admit", "acquire")}
+           "cycle": ("learn", "finish", "admit", "acquire"),
+           "settled": ("learn", "finish", "acquire")}
 """Scripts made of several: one round trip where the flow makes calls back to back (an
 operation's admission and its first attempt's acquire; its last attempt's learn and its
-finish; a held-back settlement and the worker's next admission and acquire)."""
+finish; a held-back settlement and the next admission and acquire under its key, or the
+next acquire)."""
 Arg = str | int | float
 
 
@@ -785,40 +787,40 @@ class RedisCoordinator(Coordinator):
             return admission, acquire.local() if admission.allowed else None
 
         refusal = None if admit.refusal is None else (admit.refusal, None)
-        with self._lock:
-            held = self._settling.pop(key, None)
-        if held is None:
-            return self._call("begin", key, (len(own), *own, *acquire.args[1:]), parse, local,
-                              refusal)
-        return self._cycle(held, self._call("begin", key, (*own, *acquire.args[1:]), parse,
-                                            local, refusal), len(own))
+        return self._after_held(self._call("begin", key, (len(own), *own, *acquire.args[1:]),
+                                           parse, local, refusal), "cycle", 1)
 
-    def _cycle(self, held: tuple[Learn, Outcome[Any], float],
-               begin: _Call[tuple[Admission, Permit | None]],
-               admits: int) -> _Call[tuple[Admission, Permit | None]]:
-        """A settlement held back (learn and finish), then ``begin`` (whose first ``admits``
-        arguments are the admission's): one script."""
+    def _after_held(self, call: _Call[T], script: str, counts: int) -> _Call[T]:
+        """``call``, after the settlement held back under its key if there is one: then one
+        script (``script``: the learn, the finish, then ``call``'s own parts, whose argument
+        counts are the first ``counts`` of its arguments)."""
+        with self._lock:
+            held = self._settling.pop(call.key, None)
+        if held is None:
+            return call
         learn, outcome, at = held
         assert learn.throttle is not None  # noqa: S101 - deferrable() holds back none other
         first = self._learn(learn.key, aged(learn.throttle, self.clock.monotonic() - at),
                             learn.lease)
         second = self._finish(learn.key, outcome, False)
+        parts = 2 + counts + 1  # the replies: learn, finish, then call's own
 
-        def parse(raw: object) -> tuple[Admission, Permit | None]:
-            one, two, three, four = _items(raw, 4)
-            first.parse(one)
-            self._opened(second.parse(two))
-            return begin.parse([three, four])
+        def parse(raw: object) -> T:
+            replies = _items(raw, parts)
+            first.parse(replies[0])
+            self._opened(second.parse(replies[1]))
+            return call.parse(replies[2:] if parts > 3 else replies[2])
 
-        def local() -> tuple[Admission, Permit | None]:
+        def local() -> T:
             first.local()
             self._opened(second.local())
-            return begin.local()
+            return call.local()
 
-        counts = (len(first.args) - 1, len(second.args) - 1, admits)
-        return _Call(begin.key, "cycle", begin.keys,
-                     (begin.args[0], *counts, *first.args[1:], *second.args[1:],
-                      *begin.args[1:]), parse, local, begin.refusal)
+        own = call.args[1:]
+        return _Call(call.key, script, call.keys,
+                     (call.args[0], len(first.args) - 1, len(second.args) - 1, *own[:counts],
+                      *first.args[1:], *second.args[1:], *own[counts:]), parse, local,
+                     call.refusal)
 
     def _defer(self, learn: Learn, finish: Finish) -> bool:
         """Hold back ``learn`` and ``finish`` for the worker's next admission under the key
@@ -959,7 +961,8 @@ class RedisCoordinator(Coordinator):
                 max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """The shared gate, slots, pacing and concurrency cap; then a write's spacing. A slot
         the caller would not wait for (``max_wait``, ``fail_fast``) is not reserved."""
-        permit = self._run(self._acquire(key, attempt, max_wait, fail_fast))
+        permit = self._run(self._after_held(self._acquire(key, attempt, max_wait, fail_fast),
+                                            "settled", 0))
         return self._tally.permit(self._paced(key, permit, write_gap))
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
@@ -981,7 +984,8 @@ class RedisCoordinator(Coordinator):
     async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
                        max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """Async :meth:`acquire`."""
-        permit = await self._arun(self._acquire(key, attempt, max_wait, fail_fast))
+        permit = await self._arun(self._after_held(
+            self._acquire(key, attempt, max_wait, fail_fast), "settled", 0))
         return self._tally.permit(await self._apaced(key, permit, write_gap))
 
     async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
