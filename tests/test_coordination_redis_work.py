@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrybudget import Policy, Retrier, background
+from retrybudget import SYSTEM_CLOCK, Policy, Retrier, background
 from retrybudget.coordination import ConcurrencyConfig, CoordinationConfig, RedisCoordinator
 from retrybudget.coordination._logic import Health, Schedule, pacing_interval
 from retrybudget.coordination._settle import aged, deferrable
@@ -126,6 +126,47 @@ def test_a_held_back_settlement_goes_with_the_next_call_under_its_key_or_on_clos
     assert raw.zrange(leases, 0, -1) == [permit.lease.encode()]
     c.close()
     raw.close()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_settlement_held_back_goes_on_its_own_once_its_worker_is_idle(
+    redis_server: RedisServer, asynchronous: bool,
+) -> None:
+    prefix = unique_prefix()
+    c = RedisCoordinator(redis_server.url, prefix=prefix, socket_timeout=2.0)
+    r = retrier(c)
+    raw = redis_server.client()
+    leases = f"{prefix}{{{KEY}}}:leases"
+    assert r.call(ScriptedProvider([github(4900)])).reason is Reason.OK  # goes at once
+
+    def idle_until_settled() -> float:
+        """Seconds it took (polled; bounded at 10 s, twenty times SETTLE_IDLE)."""
+        start = SYSTEM_CLOCK.monotonic()
+        while raw.zcard(leases) and SYSTEM_CLOCK.monotonic() - start < 10:
+            SYSTEM_CLOCK.sleep(0.02)
+        return SYSTEM_CLOCK.monotonic() - start
+
+    if asynchronous:
+        async def run() -> None:
+            provider = ScriptedProvider([github(4899)])
+
+            async def fetch() -> object:
+                return provider()
+            assert (await r.acall(fetch)).reason is Reason.OK
+            assert raw.zcard(leases) == 1  # held back
+            start = SYSTEM_CLOCK.monotonic()
+            while raw.zcard(leases) and SYSTEM_CLOCK.monotonic() - start < 10:
+                await SYSTEM_CLOCK.async_sleep(0.02)  # the loop runs its timer meanwhile
+            await c.aclose()
+        asyncio.run(run())
+    else:
+        assert r.call(ScriptedProvider([github(4899)])).reason is Reason.OK
+        assert raw.zcard(leases) == 1  # held back
+        assert idle_until_settled() < 10
+    assert raw.zcard(leases) == 0
+    assert raw.hget(f"{prefix}{{{KEY}}}:state", "remaining") == b"4899"
+    raw.close()
+    c.close()
 
 
 def test_under_a_concurrency_cap_nothing_is_held_back(redis_server: RedisServer) -> None:

@@ -82,6 +82,10 @@ WORKER_TTL = 10.0
 """Seconds a coordinator counts among a key's live workers after its last acquire (its share of
 the quota while Redis is unreachable is ``1 / live workers``)."""
 
+SETTLE_IDLE = 0.5
+"""Seconds at most a settlement held back waits for a next call under its key: then whatever
+is held back is sent on its own (its worker went idle)."""
+
 HORIZON = MAX_HINT_SECONDS + MAX_DURATION
 """How far ahead a stored instant may lie before the scripts treat it as garbage."""
 
@@ -391,6 +395,9 @@ class RedisCoordinator(Coordinator):
         operation's outcome and when it was learnt (see :mod:`._settle`)."""
         self._settled: set[str] = set()  # keys whose first settlement went (never held back)
         self._counted: dict[str, float] = {}  # key -> when Redis last counted this worker live
+        self._idle: tuple[threading.Timer | asyncio.TimerHandle,
+                          asyncio.AbstractEventLoop | None] | None = None  # sends what is held
+        self._idle_tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps weak refs
 
     def __repr__(self) -> str:
         state = "degraded" if self._degraded else "up"
@@ -576,6 +583,7 @@ class RedisCoordinator(Coordinator):
     def close(self) -> None:
         """Send the settlements held back, then close the sync client this coordinator made
         (a client passed in stays open)."""
+        self._disarm()
         if self._client is not None:
             self.settle()
         if self._owns_client and self._client is not None:
@@ -584,6 +592,7 @@ class RedisCoordinator(Coordinator):
     async def aclose(self) -> None:
         """Send the settlements held back, then close the async client this coordinator made
         for the running event loop."""
+        self._disarm()
         await self.asettle()
         loop = asyncio.get_running_loop()
         self._pipelines.pop(loop, None)
@@ -823,8 +832,9 @@ class RedisCoordinator(Coordinator):
                      call.refusal)
 
     def _defer(self, learn: Learn, finish: Finish) -> bool:
-        """Hold back ``learn`` and ``finish`` for the worker's next admission under the key
-        when they may wait (:func:`._settle.deferrable`); False: they go now."""
+        """Hold back ``learn`` and ``finish`` for the next call under the key (at most
+        :data:`SETTLE_IDLE` seconds) when they may wait (:func:`._settle.deferrable`); False:
+        they go now."""
         key = learn.key
         if (self.config.breaker is None or self._degraded or finish.key != key
                 or (learn.lease is not None and learn.lease.startswith("m:"))
@@ -836,7 +846,46 @@ class RedisCoordinator(Coordinator):
                 self._settled.add(key)  # a key's first answer, or one already held: now
                 return False
             self._settling[key] = (learn, finish.outcome, self.clock.monotonic())
+        self._arm()
         return True
+
+    def _arm(self) -> None:
+        """Send what is held back in :data:`SETTLE_IDLE` seconds, unless a timer that will
+        is set already (from a thread, or in this event loop)."""
+        loop = asyncio.get_running_loop() if _in_event_loop() else None
+        with self._lock:
+            if self._idle is not None and (self._idle[1] is None or self._idle[1] is loop):
+                return
+            if loop is not None:
+                self._idle = (loop.call_later(SETTLE_IDLE, self._idle_async, loop), loop)
+            elif self._client is not None:
+                timer = threading.Timer(SETTLE_IDLE, self._idle_sync)
+                timer.daemon = True
+                self._idle = (timer, None)
+                timer.start()
+
+    def _idle_sync(self) -> None:
+        with self._lock:
+            self._idle = None
+        self.settle()
+
+    def _idle_async(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._idle = None
+        task = loop.create_task(self.asettle())
+        self._idle_tasks.add(task)
+        task.add_done_callback(self._idle_tasks.discard)
+
+    def _disarm(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, None
+        if idle is None:
+            return
+        timer, loop = idle
+        if loop is None or loop is (asyncio.get_running_loop() if _in_event_loop() else None):
+            timer.cancel()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(timer.cancel)
 
     def _held_back(self) -> list[_Call[bool]]:
         """Every settlement held back, as calls that send them now."""
@@ -847,7 +896,8 @@ class RedisCoordinator(Coordinator):
                 for learn, outcome, at in held.values() if learn.throttle is not None]
 
     def settle(self) -> None:
-        """Send every settlement held back for a next admission now (:meth:`close` does)."""
+        """Send every settlement held back for a next call now (:meth:`close` does, and a
+        timer :data:`SETTLE_IDLE` seconds after one was held back)."""
         for call in self._held_back():
             self._opened(self._run(call))
 
