@@ -9,7 +9,11 @@ quota running low, a failure) still goes at once, and what was held back goes on
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -240,3 +244,18 @@ def test_a_held_back_observation_ages(throttle: Throttle, age: float) -> None:
 def test_the_held_back_properties_reached_their_checks() -> None:
     assert_reached(PROP, ("held back", "sent at once", "a low quota sent at once",
                           "a window gone", "a reset closer"))
+
+
+def test_the_work_benchmark_reports_the_success_path_counts() -> None:
+    """``benchmarks/redis_work.py`` runs on its own redis-server and prints the counts the
+    docs quote (the same bounds as above; its times are not checked)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "redis_work.py"), "--requests", "100"],
+        capture_output=True, text=True, timeout=120, cwd=root, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+    assert float(lines["round trips per request"]) <= 1.05
+    assert float(lines["redis commands per request"].split()[0]) <= COMMANDS_PER_REQUEST
