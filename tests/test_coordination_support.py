@@ -123,6 +123,28 @@ def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]
     server.stop()
 
 
+SCRIPT_CALLS = ("eval", "evalsha", "script")
+"""What a coordinator sends (each a round trip when sent on its own)."""
+CONNECTION = ("client", "hello", "ping", "select", "info", "auth")
+"""What a connection's set-up and these counts send (neither a call nor run by a script)."""
+
+
+def command_calls(server: RedisServer) -> tuple[int, int]:
+    """``(script calls clients sent, commands scripts ran)`` on ``server`` so far, from INFO
+    commandstats."""
+    raw = redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2.0)
+    stats = raw.info("commandstats")
+    raw.close()
+    sent = ran = 0
+    for name, value in stats.items():
+        command = name.removeprefix("cmdstat_").split("|")[0]
+        if command in SCRIPT_CALLS:
+            sent += int(value["calls"])
+        elif command not in CONNECTION:
+            ran += int(value["calls"])
+    return sent, ran
+
+
 def unique_prefix() -> str:
     """A key prefix no other test uses."""
     return f"rbtest:{uuid.uuid4().hex[:12]}:"

@@ -40,6 +40,19 @@ class Mutant:
 
 
 MUTANTS = [
+    # a settlement held back that tightens the shared state: a throttle, a low quota
+    Mutant(
+        "throttle-held-back", "coordination/_settle.py",
+        "if throttle is None or throttle.throttled:", "if throttle is None:",
+        # a throttled answer is also low or a failure in every real flow: the property sees it
+        ("tests/test_coordination_redis_work.py::"
+         "test_only_a_healthy_success_far_from_the_quota_is_held_back",),
+    ),
+    Mutant(
+        "low-quota-held-back", "coordination/_settle.py",
+        "return pacing_interval(window, 0.0, config.pacing) <= 0", "return True",
+        ("tests/test_coordination_redis_work.py::test_a_low_quota_is_shared_at_once",),
+    ),
     Mutant(
         "no-reset-slack", "core/decide.py",
         "hint.delay + (profile.reset_slack if hint.delay > 0 else 0.0)", "hint.delay + 0.0",

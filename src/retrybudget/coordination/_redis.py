@@ -63,6 +63,7 @@ from ._logic import (
     permit_of,
 )
 from ._memory import MemoryCoordinator
+from ._settle import aged, deferrable
 from ._stats import CoordinationStats, Tally
 
 __all__ = ["OnFailure", "RedisCoordinator"]
@@ -81,6 +82,10 @@ WORKER_TTL = 10.0
 """Seconds a coordinator counts among a key's live workers after its last acquire (its share of
 the quota while Redis is unreachable is ``1 / live workers``)."""
 
+SETTLE_IDLE = 0.5
+"""Seconds at most a settlement held back waits for a next call under its key: then whatever
+is held back is sent on its own (its worker went idle)."""
+
 HORIZON = MAX_HINT_SECONDS + MAX_DURATION
 """How far ahead a stored instant may lie before the scripts treat it as garbage."""
 
@@ -92,10 +97,13 @@ finish)``."""
 
 _ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, OSError, asyncio.TimeoutError)
 _SCRIPTS = ("admit", "acquire", "learn", "spend", "finish", "write")
-_MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish")}
-"""Scripts made of two: one round trip where the flow makes two calls back to back (an
+_MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish"),
+           "cycle": ("learn", "finish", "admit", "acquire"),
+           "settled": ("learn", "finish", "acquire")}
+"""Scripts made of several: one round trip where the flow makes calls back to back (an
 operation's admission and its first attempt's acquire; its last attempt's learn and its
-finish)."""
+finish; a held-back settlement and the next admission and acquire under its key, or the
+next acquire)."""
 Arg = str | int | float
 
 
@@ -111,24 +119,36 @@ def _scripts_text() -> dict[str, str]:
         .replace("__SLICES__", repr(SLICES))
         .replace("__WORKER_TTL__", repr(WORKER_TTL))
     )
-    texts = {name: prelude + "\n" + _source(name) for name in _SCRIPTS}
-    for name, (first, second) in _MERGED.items():
-        parts = "".join(f"local function {part}_part(ARGS)\n"
-                        + _source(part).replace("ARGV[", "ARGS[") + "\nend\n"
-                        for part in (first, second))
-        texts[name] = prelude + "\n" + parts + f"""
--- {first}, then {second} in the same call (the second only when the first admits, for an
--- admission). ARGV: idle, n (the first's own argument count), the first's arguments, the
--- second's. Returns {{the first's reply, the second's reply or false}}.
-local n = tonumber(ARGV[2]) or 0
-local first, second = {{ARGV[1]}}, {{ARGV[1]}}
-for i = 3, 2 + n do first[#first + 1] = ARGV[i] end
-for i = 3 + n, #ARGV do second[#second + 1] = ARGV[i] end
-local reply = {first}_part(first)
-if {"true" if first == "learn" else "reply[1] == 1"} then
-  return {{reply, {second}_part(second)}}
+    texts = {name: prelude + "\nlocal function main(ARGS)\n"
+             + _source(name).replace("ARGV[", "ARGS[")
+             + "\nend\nlocal reply = main(ARGV)\nflush()  -- the state's writes, once\nreturn reply\n"
+             for name in _SCRIPTS}
+    for name, parts in _MERGED.items():
+        bodies = "".join(f"local function {part}_part(ARGS)\n"
+                         + _source(part).replace("ARGV[", "ARGS[") + "\nend\n"
+                         for part in parts)
+        listed = ", ".join(f"{part}_part" for part in parts)
+        gates = ", ".join("true" if part == "admit" else "false" for part in parts)
+        texts[name] = prelude + "\n" + bodies + f"""
+-- {", then ".join(parts)} in the same call (after an admission, the rest only when it
+-- admits). ARGV: idle, the argument counts of every part but the last, then each part's
+-- arguments in turn. Returns each part's reply (false: not run).
+local parts, gates = {{{listed}}}, {{{gates}}}
+local pos, replies, stop = 1 + #parts, {{}}, false
+for i, part in ipairs(parts) do
+  local n = #ARGV - pos + 1
+  if i < #parts then n = tonumber(ARGV[1 + i]) or 0 end
+  local args = {{ARGV[1]}}
+  for j = pos, pos + n - 1 do args[#args + 1] = ARGV[j] end
+  pos = pos + n
+  replies[i] = false
+  if not stop then
+    replies[i] = part(args)
+    stop = gates[i] and replies[i][1] ~= 1
+  end
 end
-return {{reply, false}}
+flush()  -- the state's writes, once
+return replies
 """
     return texts
 
@@ -370,6 +390,14 @@ class RedisCoordinator(Coordinator):
         self._id = uuid.uuid4().hex
         self._live: dict[str, int] = {}  # key -> live workers last seen in Redis
         self._reseed: set[str] = set()  # keys whose next acquire offers the local observation
+        self._settling: dict[str, tuple[Learn, Outcome[Any], float]] = {}
+        """Per key, a settlement held back for the next admission: its final learn, the
+        operation's outcome and when it was learnt (see :mod:`._settle`)."""
+        self._settled: set[str] = set()  # keys whose first settlement went (never held back)
+        self._counted: dict[str, float] = {}  # key -> when Redis last counted this worker live
+        self._idle: tuple[threading.Timer | asyncio.TimerHandle,
+                          asyncio.AbstractEventLoop | None] | None = None  # sends what is held
+        self._idle_tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps weak refs
 
     def __repr__(self) -> str:
         state = "degraded" if self._degraded else "up"
@@ -553,12 +581,19 @@ class RedisCoordinator(Coordinator):
         return entry[1]
 
     def close(self) -> None:
-        """Close the sync client this coordinator made (a client passed in stays open)."""
+        """Send the settlements held back, then close the sync client this coordinator made
+        (a client passed in stays open)."""
+        self._disarm()
+        if self._client is not None:
+            self.settle()
         if self._owns_client and self._client is not None:
             self._client.close()
 
     async def aclose(self) -> None:
-        """Close the async client this coordinator made for the running event loop."""
+        """Send the settlements held back, then close the async client this coordinator made
+        for the running event loop."""
+        self._disarm()
+        await self.asettle()
         loop = asyncio.get_running_loop()
         self._pipelines.pop(loop, None)
         entry = self._per_loop.pop(loop, None)
@@ -612,15 +647,16 @@ class RedisCoordinator(Coordinator):
             FLIGHT_TTL if cap is None else cap.lease_ttl,
             0 if cap is None else cap.poll,
             0 if pacing is None else pacing.probes,
-            self._id, gate.herd_window, "" if max_wait is None else max_wait,
+            self._me(key), gate.herd_window, "" if max_wait is None else max_wait,
             1 if fail_fast else 0, *self._seed(key),
         )
 
         def parse(raw: object) -> Permit:
             code, wait, gate_in, lease, reset_in, live = _items(raw, 6)
             workers = int(_number(live, 1.0))
-            if workers >= 1:
+            if workers >= 1:  # 0: not counted by this call
                 self._live[key] = workers
+                self._counted[key] = self.clock.monotonic()
             self._reseed.discard(key)  # Redis answered: it holds (or now has) the quota
             permit = permit_of(_text(code), _number(wait), _number(gate_in), _text(lease),
                                self.clock.wall(), _optional(reset_in))
@@ -630,6 +666,15 @@ class RedisCoordinator(Coordinator):
 
         return self._call("acquire", key, args, parse, lambda: self.local.acquire(
             key, attempt, max_wait=max_wait, fail_fast=fail_fast))
+
+    def _me(self, key: str) -> str:
+        """This coordinator's id for an acquire to count among ``key``'s live workers, or ''
+        when Redis counted it less than a quarter of :data:`WORKER_TTL` ago (it still counts
+        it: the acquire skips the workers set)."""
+        at = self._counted.get(key)
+        if at is None or key in self._reseed or self.clock.monotonic() - at >= WORKER_TTL / 4:
+            return self._id
+        return ""
 
     def _write(self, key: str, gap: float) -> _Call[float]:
         """The write spacing (``write.lua``): seconds this write waits, 0 when it goes."""
@@ -751,8 +796,115 @@ class RedisCoordinator(Coordinator):
             return admission, acquire.local() if admission.allowed else None
 
         refusal = None if admit.refusal is None else (admit.refusal, None)
-        return self._call("begin", key, (len(own), *own, *acquire.args[1:]), parse, local,
-                          refusal)
+        return self._after_held(self._call("begin", key, (len(own), *own, *acquire.args[1:]),
+                                           parse, local, refusal), "cycle", 1)
+
+    def _after_held(self, call: _Call[T], script: str, counts: int) -> _Call[T]:
+        """``call``, after the settlement held back under its key if there is one: then one
+        script (``script``: the learn, the finish, then ``call``'s own parts, whose argument
+        counts are the first ``counts`` of its arguments)."""
+        with self._lock:
+            held = self._settling.pop(call.key, None)
+        if held is None:
+            return call
+        learn, outcome, at = held
+        assert learn.throttle is not None  # noqa: S101 - deferrable() holds back none other
+        first = self._learn(learn.key, aged(learn.throttle, self.clock.monotonic() - at),
+                            learn.lease)
+        second = self._finish(learn.key, outcome, False)
+        parts = 2 + counts + 1  # the replies: learn, finish, then call's own
+
+        def parse(raw: object) -> T:
+            replies = _items(raw, parts)
+            first.parse(replies[0])
+            self._opened(second.parse(replies[1]))
+            return call.parse(replies[2:] if parts > 3 else replies[2])
+
+        def local() -> T:
+            first.local()
+            self._opened(second.local())
+            return call.local()
+
+        own = call.args[1:]
+        return _Call(call.key, script, call.keys,
+                     (call.args[0], len(first.args) - 1, len(second.args) - 1, *own[:counts],
+                      *first.args[1:], *second.args[1:], *own[counts:]), parse, local,
+                     call.refusal)
+
+    def _defer(self, learn: Learn, finish: Finish) -> bool:
+        """Hold back ``learn`` and ``finish`` for the next call under the key (at most
+        :data:`SETTLE_IDLE` seconds) when they may wait (:func:`._settle.deferrable`); False:
+        they go now."""
+        key = learn.key
+        if (self.config.breaker is None or self._degraded or finish.key != key
+                or (learn.lease is not None and learn.lease.startswith("m:"))
+                or not deferrable(self.config, learn.throttle, health(finish.outcome),
+                                  finish.probe)):
+            return False
+        with self._lock:
+            if key not in self._settled or key in self._settling:
+                self._settled.add(key)  # a key's first answer, or one already held: now
+                return False
+            self._settling[key] = (learn, finish.outcome, self.clock.monotonic())
+        self._arm()
+        return True
+
+    def _arm(self) -> None:
+        """Send what is held back in :data:`SETTLE_IDLE` seconds, unless a timer that will
+        is set already (from a thread, or in this event loop)."""
+        loop = asyncio.get_running_loop() if _in_event_loop() else None
+        with self._lock:
+            if self._idle is not None and (self._idle[1] is None or self._idle[1] is loop):
+                return
+            if loop is not None:
+                self._idle = (loop.call_later(SETTLE_IDLE, self._idle_async, loop), loop)
+            elif self._client is not None:
+                timer = threading.Timer(SETTLE_IDLE, self._idle_sync)
+                timer.daemon = True
+                self._idle = (timer, None)
+                timer.start()
+
+    def _idle_sync(self) -> None:
+        with self._lock:
+            self._idle = None
+        self.settle()
+
+    def _idle_async(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._idle = None
+        task = loop.create_task(self.asettle())
+        self._idle_tasks.add(task)
+        task.add_done_callback(self._idle_tasks.discard)
+
+    def _disarm(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, None
+        if idle is None:
+            return
+        timer, loop = idle
+        if loop is None or loop is (asyncio.get_running_loop() if _in_event_loop() else None):
+            timer.cancel()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(timer.cancel)
+
+    def _held_back(self) -> list[_Call[bool]]:
+        """Every settlement held back, as calls that send them now."""
+        with self._lock:
+            held, self._settling = self._settling, {}
+        return [self._end(dataclasses.replace(learn, throttle=aged(
+                    learn.throttle, self.clock.monotonic() - at)), outcome, False)
+                for learn, outcome, at in held.values() if learn.throttle is not None]
+
+    def settle(self) -> None:
+        """Send every settlement held back for a next call now (:meth:`close` does, and a
+        timer :data:`SETTLE_IDLE` seconds after one was held back)."""
+        for call in self._held_back():
+            self._opened(self._run(call))
+
+    async def asettle(self) -> None:
+        """Async :meth:`settle` (:meth:`aclose` does)."""
+        for call in self._held_back():
+            self._opened(await self._arun(call))
 
     def _end(self, learn: Learn, outcome: Outcome[Any], probe: bool) -> _Call[bool]:
         """A final attempt's learn and the operation's finish: one script when both are due."""
@@ -798,6 +950,8 @@ class RedisCoordinator(Coordinator):
                 # not the admission's: the lease taken with the admission goes back.
                 return False, None, self._learn(key, None, permit.lease)
             if isinstance(action, Finish) and learn is not None and action.key == key:
+                if self._defer(learn, action):
+                    return True, None, None  # a healthy settlement: with the next admission
                 return True, None, self._end(learn, action.outcome, action.probe)
             if learn is not None:  # not the finish it expected: send it on its own now
                 return False, None, self._learn(learn.key, learn.throttle, learn.lease)
@@ -857,7 +1011,8 @@ class RedisCoordinator(Coordinator):
                 max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """The shared gate, slots, pacing and concurrency cap; then a write's spacing. A slot
         the caller would not wait for (``max_wait``, ``fail_fast``) is not reserved."""
-        permit = self._run(self._acquire(key, attempt, max_wait, fail_fast))
+        permit = self._run(self._after_held(self._acquire(key, attempt, max_wait, fail_fast),
+                                            "settled", 0))
         return self._tally.permit(self._paced(key, permit, write_gap))
 
     def learn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:
@@ -879,7 +1034,8 @@ class RedisCoordinator(Coordinator):
     async def aacquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
                        max_wait: float | None = None, fail_fast: bool = False) -> Permit:
         """Async :meth:`acquire`."""
-        permit = await self._arun(self._acquire(key, attempt, max_wait, fail_fast))
+        permit = await self._arun(self._after_held(
+            self._acquire(key, attempt, max_wait, fail_fast), "settled", 0))
         return self._tally.permit(await self._apaced(key, permit, write_gap))
 
     async def alearn(self, key: str, throttle: Throttle | None, lease: str | None) -> None:

@@ -34,27 +34,26 @@ local tracked = limit > 0 or pacing  -- a request that goes holds a lease while 
 local in_flight = 0
 if tracked then in_flight = live_leases(leases) end
 if limit > 0 and in_flight >= limit then
-  return {'busy', fmt(poll), '0', '', '', 1}
+  return {'busy', fmt(poll), '0', '', '', 0}  -- 0: the live workers not counted
 end
 
 -- the live workers: every coordinator that asked in the last WORKER_TTL seconds
-typed(KEYS[5], 'zset')
-local live = 1
+local live = 0  -- not counted by this call (the client registers now and then)
 if me ~= '' then
-  redis.call('ZADD', KEYS[5], fmt(NOW), me)
-  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt(NOW - WORKER_TTL))
-  live = redis.call('ZCARD', KEYS[5])
+  rc('ZADD', KEYS[5], fmt(NOW), me)
+  rc('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. fmt(NOW - WORKER_TTL))
+  live = rc('ZCARD', KEYS[5])
   extend(KEYS[5], WORKER_TTL + 1)
 end
 
 local s = load(state, {'gate', 'tail', 'herd', 'remaining', 'limit', 'reset_at', 'quota', 'used',
-                       'window', 'answered', 'rolled_at', 'first'})
+                       'window', 'answered', 'rolled_at', 'first', 'booked_to'})
 if seed_limit and seed_left and seed_reset and seed_reset > 0 and instant(s.reset_at) == nil
     and count(s.quota, 1e15) == nil and seed_left <= seed_limit then
   s.limit, s.remaining = string.format('%d', seed_limit), string.format('%d', seed_left)
   s.reset_at, s.quota = fmt(NOW + seed_reset), string.format('%d', seed_left)
   s.used = string.format('%d', seed_limit - seed_left)
-  redis.call('HSET', state, 'limit', s.limit, 'remaining', s.remaining, 'reset_at', s.reset_at,
+  hset(state, 'limit', s.limit, 'remaining', s.remaining, 'reset_at', s.reset_at,
              'quota', s.quota, 'used', s.used)
 end
 local gate = instant(s.gate) or NEVER
@@ -81,10 +80,23 @@ elseif pacing and quota ~= nil and quota <= 0 then
     unnamed = true
   end
 end
-typed(slots, 'zset')
-redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
-local due = redis.call('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
-if #due > 0 then redis.call('ZREM', slots, due[1]) end  -- claimed, or booked again below
+-- the slots booked: the state records the latest ('none': none), so a key with none booked
+-- reads none
+local due, latest = {}, instant(s.booked_to)
+if s.booked_to == 'none' then
+  due = {}
+elseif latest ~= nil and latest < NOW - grace then
+  rc('DEL', slots)  -- every slot booked is past its grace
+  hset(state, 'booked_to', 'none')
+else
+  rc('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
+  due = rc('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
+  if #due > 0 then rc('ZREM', slots, due[1]) end  -- claimed, or booked again below
+  if latest == nil then  -- not recorded (garbage, or stored before it was): read once
+    local last = rc('ZREVRANGEBYSCORE', slots, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    hset(state, 'booked_to', last[2] and fmt(tonumber(last[2])) or 'none')
+  end
+end
 if #due == 0 or NOW < gate or hold ~= nil then
   -- plan_slot: the key's first acquire, before any answer (its probe went then)
   local first = instant(s.first)
@@ -124,7 +136,7 @@ if #due == 0 or NOW < gate or hold ~= nil then
         -- booked_from: the slots already booked, from half a window before `at` on
         local from = at - EPSILON
         if window ~= nil then from = at - window / 2 end
-        local booked = redis.call('ZCOUNT', slots, fmt(from), '+inf')
+        local booked = rc('ZCOUNT', slots, fmt(from), '+inf')
         -- release_slot: the first window from `at` on that holds fewer than its quota
         local step = nil
         if window ~= nil and release_quota > 0 then
@@ -140,7 +152,7 @@ if #due == 0 or NOW < gate or hold ~= nil then
           local windows, lo, left = 0, from, booked
           while true do  -- each window passed holds release_quota > 0 of the booked
             local hi = at + (windows + 0.5) * step
-            local n = redis.call('ZCOUNT', slots, fmt(lo), '(' .. fmt(hi))
+            local n = rc('ZCOUNT', slots, fmt(lo), '(' .. fmt(hi))
             if n < release_quota or left <= 0 then
               slot = at + windows * step
               break
@@ -175,7 +187,7 @@ if #due == 0 or NOW < gate or hold ~= nil then
         -- shares its slots in turn, counted by the slots reserved in it
         slot = opens
         if herd_window > 0 and spacing > 0 then
-          local booked = redis.call('ZCOUNT', slots, fmt(opens - EPSILON), fmt(opens + herd_window))
+          local booked = rc('ZCOUNT', slots, fmt(opens - EPSILON), fmt(opens + herd_window))
           slot = opens + math.fmod(booked * spacing, herd_window)
         end
       end
@@ -188,15 +200,17 @@ if #due == 0 or NOW < gate or hold ~= nil then
     answer = {'pace', fmt(wait), '0', '', reset_in, live}
     if gated then answer = {'gate', fmt(wait), fmt(gate - NOW), '', reset_in, live} end
     if (gated and fail_fast) or (max_wait ~= nil and wait > max_wait) then
+      DIRTY.booked_to, DIRTY.x_workers = nil, nil  -- records only: read again next time
       return answer  -- declines: it stops, nothing reserved
     end
   end
-  if probe then redis.call('HSET', state, 'first', fmt(NOW)) end
-  redis.call('HSET', state, 'tail', fmt(math.max(tail, slot)))
-  if herded then redis.call('HSET', state, 'herd', fmt(math.max(herd, slot))) end  -- held
+  if probe then hset(state, 'first', fmt(NOW)) end
+  hset(state, 'tail', fmt(math.max(tail, slot)))
+  if herded then hset(state, 'herd', fmt(math.max(herd, slot))) end  -- held
   extend(state, math.max(IDLE, slot - NOW) + 1)
   if answer ~= nil then
-    redis.call('ZADD', slots, fmt(slot), next_id(state))
+    rc('ZADD', slots, fmt(slot), next_id(state))
+    if slot > (instant(fields_of().booked_to) or NEVER) then hset(state, 'booked_to', fmt(slot)) end
     extend(slots, slot - NOW + grace + 1)
     return answer
   end
@@ -206,12 +220,11 @@ local lease = ''
 if tracked then
   -- sent: one less in the window's count
   if quota ~= nil and pacing then
-    redis.call('HSET', state, 'quota', string.format('%d', math.max(quota - 1, 0)))
+    hset(state, 'quota', string.format('%d', math.max(quota - 1, 0)))
     local used = count(s.used, 1e15)
-    if used ~= nil then redis.call('HSET', state, 'used', string.format('%d', used + 1)) end
+    if used ~= nil then hset(state, 'used', string.format('%d', used + 1)) end
   end
   lease = 'r:' .. next_id(state)
-  redis.call('ZADD', leases, fmt(NOW + lease_ttl), lease)
-  extend(leases, lease_ttl + 1)
+  lease_given(leases, lease, lease_ttl)
 end
 return {'go', '0', '0', lease, '', live}

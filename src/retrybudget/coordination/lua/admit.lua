@@ -18,7 +18,7 @@ end
 if NOW < probe_until then
   return {0, 0, fmt(probe_until - NOW), ''}
 end
-redis.call('HSET', KEYS[1], 'phase', 'half_open', 'probe_until', fmt(NOW + probe_ttl))
+hset(KEYS[1], 'phase', 'half_open', 'probe_until', fmt(NOW + probe_ttl))
 extend(KEYS[1], math.max(IDLE, probe_ttl) + 1)
 local entered = ''
 if phase == 'open' then entered = 'half_open' end

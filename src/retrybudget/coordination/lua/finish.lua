@@ -7,8 +7,8 @@
 local verdict = ARGV[2]
 local budget_ttl = finite(ARGV[9]) or 0
 if budget_ttl > 0 and verdict == 'success' then
-  local current = budget_live(KEYS[4], budget_ttl)
-  budget_add(KEYS[4], budget_ttl, 'd', current)
+  local current, _, _, fresh = budget_live(KEYS[4], budget_ttl)
+  budget_add(KEYS[4], budget_ttl, 'd', current, fresh)
 end
 if (finite(ARGV[4]) or 0) <= 0 then
   return {0, ''}
@@ -25,23 +25,23 @@ local phase = b.phase
 if phase ~= 'open' and phase ~= 'half_open' then phase = 'closed' end
 
 local function open()
-  redis.call('HSET', KEYS[1], 'phase', 'open', 'open_until', fmt(NOW + cool_down),
+  hset(KEYS[1], 'phase', 'open', 'open_until', fmt(NOW + cool_down),
              'fails', '0', 'hist', '')
-  redis.call('HDEL', KEYS[1], 'probe_until')
+  hdel(KEYS[1], 'probe_until')
   extend(KEYS[1], math.max(IDLE, cool_down) + 1)
   return {1, 'open'}
 end
 
 if probe and phase == 'half_open' then
   if verdict == 'success' then
-    redis.call('HSET', KEYS[1], 'phase', 'closed', 'fails', '0', 'hist', '')
-    redis.call('HDEL', KEYS[1], 'open_until', 'probe_until')
+    hset(KEYS[1], 'phase', 'closed', 'fails', '0', 'hist', '')
+    hdel(KEYS[1], 'open_until', 'probe_until')
     extend(KEYS[1], IDLE + 1)
     return {0, 'closed'}
   elseif verdict == 'failure' then
     return open()
   end
-  redis.call('HDEL', KEYS[1], 'probe_until')
+  hdel(KEYS[1], 'probe_until')
   return {0, ''}
 end
 if phase ~= 'closed' or (verdict ~= 'success' and verdict ~= 'failure') then
@@ -59,6 +59,6 @@ local _, failures = string.gsub(hist, '1', '')
 if fails >= consecutive or (ratio >= 0 and #hist >= min_ops and failures >= ratio * #hist) then
   return open()
 end
-redis.call('HSET', KEYS[1], 'phase', 'closed', 'fails', string.format('%d', fails), 'hist', hist)
+hset(KEYS[1], 'phase', 'closed', 'fails', string.format('%d', fails), 'hist', hist)
 extend(KEYS[1], IDLE + 1)
 return {0, ''}

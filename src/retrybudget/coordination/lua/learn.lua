@@ -18,16 +18,14 @@ local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 
 local answered = 0  -- the response's own request, in flight until now
 if lease ~= '' then
-  typed(leases, 'zset')
-  answered = redis.call('ZREM', leases, lease)
+  answered = lease_back(leases, lease)
 end
 local observed = remaining >= 0 and reset > 0
 if made then  -- _logic.learn: any answer ends the first window
-  typed(state, 'hash')
-  if redis.call('HSETNX', state, 'answered', '1') == 1 then
-    extend(state, IDLE + 1)
+  if fields_of().answered == nil then
+    hset(state, 'answered', '1')
     -- the first answer names no quota window: the first acquire bounds none
-    if not observed then redis.call('HDEL', state, 'first') end
+    if not observed then hdel(state, 'first') end
   end
 end
 if not throttled and not observed then
@@ -47,7 +45,7 @@ if throttled then
     local streak = count(s.streak, 1e6) or 0
     if NOW - gate > floor then streak = 0 end
     delay = math.min(floor * multiplier ^ math.min(streak, 32), max_gate)
-    redis.call('HSET', state, 'streak', string.format('%d', streak + 1))
+    hset(state, 'streak', string.format('%d', streak + 1))
   end
   local closes = NOW + delay
   local known_reset = instant(s.reset_at)
@@ -56,10 +54,9 @@ if throttled then
     closes = math.min(closes, known_reset)  -- the reset named again: the earlier is closer
   end
   gate = math.max(gate, closes)
-  redis.call('HSET', state, 'gate', fmt(gate))
+  hset(state, 'gate', fmt(gate))
   far = math.max(far, gate)
-  typed(slots, 'zset')
-  redis.call('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
+  rc('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
 end
 if observed then
   local in_flight = live_leases(leases)
@@ -75,13 +72,13 @@ if observed then
   local rolled_at = instant(s.rolled_at)
   if rolled_at ~= nil and reset_at > rolled_at + EPSILON and (known_at == nil or reset_at < known_at) then
     -- the window's length: from the reset it rolled over at to this one's closest naming
-    redis.call('HSET', state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
+    hset(state, 'window', fmt(math.min(reset_at - rolled_at, max_gate)))
   end
   if stale and reset_at < known_at then
-    redis.call('HSET', state, 'reset_at', fmt(reset_at))  -- a stale count, a closer reset
+    hset(state, 'reset_at', fmt(reset_at))  -- a stale count, a closer reset
   end
   if not stale then
-    redis.call('HSET', state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
+    hset(state, 'remaining', string.format('%d', remaining), 'reset_at', fmt(reset_at))
     if quota >= 0 and quota >= remaining then
       -- window_used: the running count, kept between "all in flight counted" and "none"
       local used = count(s.used, 1e15)
@@ -89,11 +86,11 @@ if observed then
       local low = quota - remaining
       local high = low + in_flight
       if counting then used = math.max(low, math.min(used, high)) else used = high end
-      redis.call('HSET', state, 'limit', string.format('%d', quota), 'used', string.format('%d', used),
+      hset(state, 'limit', string.format('%d', quota), 'used', string.format('%d', used),
                  'quota', string.format('%d', math.max(quota - used, 0)))
     else
-      redis.call('HSET', state, 'quota', string.format('%d', math.max(remaining - in_flight, 0)))
-      redis.call('HDEL', state, 'limit', 'used')
+      hset(state, 'quota', string.format('%d', math.max(remaining - in_flight, 0)))
+      hdel(state, 'limit', 'used')
     end
     far = math.max(far, reset_at)
   end
