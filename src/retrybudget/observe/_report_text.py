@@ -75,13 +75,20 @@ def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, An
                      for reason, s in sorted(waits.items(), key=lambda kv: -sum(kv[1]))]
         lines += _table(wait_rows, ("wait", "count", "seconds", "asked for by"))
     lines.append("")
+    lines += _checks_and_steps(report, steps)
+    lines += _missing_line(report.get("missing_inputs") or ())
+    return "\n".join(lines) + "\n"
+
+
+def _checks_and_steps(report: Mapping[str, Any], steps: list[Mapping[str, Any]]) -> list[str]:
+    """The summary's checks table, the reviewer's decisions and the proposed steps."""
     checks: list[tuple[str, str, str]] = []
     for item in report.get("validation_results") or ():
         findings = item.get("findings") or []
         counted = f"{len(findings)} operation(s)" if findings else "no operation exercised it"
         checks.append((str(item.get("check")), _STATUS_WORDS.get(str(item.get("status")),
                                                                  str(item.get("status"))), counted))
-    lines += _table(checks, ("check", "result", "evidence"))
+    lines = _table(checks, ("check", "result", "evidence"))
     decided = [f for f in report.get("observed_facts") or ()
                if (f.get("source") or {}).get("field") == "reviewer_decision"]
     if decided:
@@ -92,17 +99,22 @@ def review_summary(records: Iterable[Mapping[str, Any]], report: Mapping[str, An
         lines += [f"  - {step.get('description', '')}" for step in steps[:_STEPS_SHOWN]]
         if len(steps) > _STEPS_SHOWN:
             lines.append(f"  … and {len(steps) - _STEPS_SHOWN} more in the full report (--json)")
-    missing = report.get("missing_inputs") or ()
-    if missing:
-        broken = [m for m in missing if not str(m.get("reason", "")).startswith("not recorded")]
-        fields = {str((m.get("source") or {}).get("field")) for m in missing if m not in broken}
-        parts = []
-        if len(missing) > len(broken):
-            shown = ", ".join(sorted(fields)[:4]) + (", …" if len(fields) > 4 else "")
-            parts.append(f"{len(missing) - len(broken)} field(s) not recorded ({shown}: empty "
-                         "where they do not apply, such as retry_at of an operation nothing "
-                         "rate-limited)")
-        if broken:
-            parts.append(f"{len(broken)} unreadable line(s) or record(s) not matching the schema")
-        lines += ["", "; ".join(parts) + ": see the full report (--json)"]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _missing_line(missing: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The summary's last line on inputs it could not use: fields not recorded (named) apart
+    from unreadable lines; nothing when every input was there."""
+    if not missing:
+        return []
+    broken = [m for m in missing if not str(m.get("reason", "")).startswith("not recorded")]
+    fields = {str((m.get("source") or {}).get("field")) for m in missing if m not in broken}
+    parts = []
+    if len(missing) > len(broken):
+        shown = ", ".join(sorted(fields)[:4]) + (", …" if len(fields) > 4 else "")
+        parts.append(f"{len(missing) - len(broken)} field(s) not recorded ({shown}: empty "
+                     "where they do not apply, such as retry_at of an operation nothing "
+                     "rate-limited)")
+    if broken:
+        parts.append(f"{len(broken)} unreadable line(s) or record(s) not matching the schema")
+    return ["", "; ".join(parts) + ": see the full report (--json)"]
