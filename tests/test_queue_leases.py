@@ -109,8 +109,10 @@ def test_holder_state_tells_a_live_process_a_gone_one_and_a_stranger() -> None:
 
 def test_drain_keeps_the_lease_of_an_operation_slower_than_the_timeout(tmp_path: Path) -> None:
     """Real time: the operation takes 2.5 visibility timeouts; another handle polling the
-    same file all the while never takes it, and it is run and recorded once."""
-    config = QueueConfig(visibility_timeout=0.4, jitter=0.0)
+    same file all the while never takes it, and it is run and recorded once. The timeout is
+    long enough (a renewal every 0.4 s) that a loaded machine's scheduling delays, which
+    reach a few hundred milliseconds, cannot make a renewal miss it."""
+    config = QueueConfig(visibility_timeout=1.2, jitter=0.0)
     runner = SqliteQueue(tmp_path / "q.sqlite", config)
     thief = SqliteQueue(tmp_path / "q.sqlite", config)
     runner.enqueue("a")
@@ -128,7 +130,7 @@ def test_drain_keeps_the_lease_of_an_operation_slower_than_the_timeout(tmp_path:
 
     def slow(lease: object) -> tuple[object, None]:
         runs.append(getattr(lease, "op_id", ""))
-        SYSTEM_CLOCK.sleep(1.0)
+        SYSTEM_CLOCK.sleep(3.0)
         return outcome(Reason.OK), None
 
     watcher = threading.Thread(target=watch)
