@@ -61,14 +61,7 @@ _DIMENSIONS: tuple[QuotaDimension, ...] = ("requests", "tokens", "input-tokens",
 
 
 @dataclass(frozen=True, slots=True)
-class TokenEstimate:
-    """The cost of a request before it is sent.
-
-    Attributes:
-        input_tokens: the prompt's estimated size (messages, system prompt and tools).
-        output_tokens: the most the answer may produce (``max_tokens`` times ``n``).
-    """
-
+class _TokenCount:
     input_tokens: int
     output_tokens: int
 
@@ -78,8 +71,18 @@ class TokenEstimate:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
+class TokenEstimate(_TokenCount):
+    """The cost of a request before it is sent.
+
+    Attributes:
+        input_tokens: the prompt's estimated size (messages, system prompt and tools).
+        output_tokens: the most the answer may produce (``max_tokens`` times ``n``).
+    """
+
+    __slots__ = ()
+
+
+class TokenUsage(_TokenCount):
     """What an answer says was spent.
 
     Attributes:
@@ -89,13 +92,7 @@ class TokenUsage:
             ``output_tokens``).
     """
 
-    input_tokens: int
-    output_tokens: int
-
-    @property
-    def total(self) -> int:
-        """Input and output together."""
-        return self.input_tokens + self.output_tokens
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
