@@ -48,6 +48,7 @@ import multiprocessing
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,14 +122,14 @@ async def _post(client: httpx.AsyncClient, load: Load, body: dict[str, Any]) -> 
                              headers={RUN_HEADER: load.run_id})
 
 
-def _tenacious(send: Callable[[], Awaitable[httpx.Response]]) -> Callable[[], Awaitable[bool]]:
+def _tenacious(send: Callable[[], Awaitable[httpx.Response]]) -> Callable[[], Awaitable[int]]:
     @tenacity.retry(wait=tenacity.wait_random_exponential(min=1, max=60),
                     stop=tenacity.stop_after_attempt(6), retry=tenacity.retry_if_exception_type(Rejected))
-    async def call() -> bool:
+    async def call() -> int:
         answer = await send()
         if answer.status_code == 429:
             raise Rejected
-        return answer.status_code == 200
+        return answer.status_code
 
     return call
 
@@ -179,7 +180,8 @@ async def _process(load: Load, share: Sequence[dict[str, Any]]) -> dict[str, Any
     bucket_tokens = aiolimiter.AsyncLimiter(load.tpm / load.processes, load.window)
     cookbook = Cookbook(load)
     queue = list(reversed(share))
-    oks = 0
+    failures: Counter[str] = Counter()
+    oks = done = 0
     first = math.inf
     last = 0.0
     async with httpx.AsyncClient(transport=transport, timeout=30.0, limits=limits) as client:
@@ -187,7 +189,7 @@ async def _process(load: Load, share: Sequence[dict[str, Any]]) -> dict[str, Any
             await coordinator.aadmit("llm-warm-up")  # connect and load the scripts first
         await asyncio.sleep(max(0.0, load.start_at - time.time()))
 
-        async def one(body: dict[str, Any]) -> bool:
+        async def one(body: dict[str, Any]) -> int:
             nonlocal first
             estimate = cost(body)
             first = min(first, time.time())
@@ -204,29 +206,34 @@ async def _process(load: Load, share: Sequence[dict[str, Any]]) -> dict[str, Any
                     await cookbook.take(estimate)
                     answer = await _post(client, load, body)
                     if answer.status_code != 429:
-                        return answer.status_code == 200
+                        break
                     cookbook.paused_until = time.monotonic() + cookbook.pause
-                return False
-            answer = await _post(client, load, body)
-            return answer.status_code == 200
+                return answer.status_code
+            return (await _post(client, load, body)).status_code
 
         async def worker() -> None:
-            nonlocal oks, last
+            nonlocal oks, done, last
             while queue:
                 body = queue.pop()
                 try:
-                    ok = await one(body)
+                    status = await one(body)
+                    ok = status == 200
+                    if not ok:
+                        failures[f"HTTP {status}"] += 1
                 except Exception:  # a call that raised counts as failed
                     ok = False
                 oks += ok
+                done += 1
                 last = max(last, time.time())
 
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(load.tasks))),
                                    timeout=load.deadline)
+    if done < len(share):
+        failures["unfinished at the deadline"] += len(share) - done
     if isinstance(coordinator, RedisCoordinator):
         await coordinator.aclose()
-    return {"ok": oks, "ops": len(share), "first": first, "last": last}
+    return {"ok": oks, "ops": len(share), "first": first, "last": last, "failures": failures}
 
 
 def _child(load: Load, index: int, results: Any) -> None:
@@ -268,6 +275,7 @@ def run_contender(load: Load) -> dict[str, Any]:
         "throughput_min": min(shares) if shares else None,
         "wall": last - first,
         "ideal": ideal,
+        "failures": dict(sum((Counter(p["failures"]) for p in parts), Counter())),
         "over_limit_windows": sum(1 for w in windows if w["tokens"] > load.tpm or w["requests"] > load.rpm),
     }
 
@@ -276,8 +284,10 @@ def _row(result: dict[str, Any]) -> str:
     mean = result["throughput_mean"]
     low = result["throughput_min"]
     through = "n/a" if mean is None else f"{mean:.0%} (min {low:.0%})"
-    return (f"| {result['label']} | {result['rejections']} | {result['ops'] - result['ok']} | "
-            f"{through} | {result['wall']:.1f} s | {result['wall'] / result['ideal']:.2f} |")
+    failed = result["ops"] - result["ok"]
+    ratio = f"{result['wall'] / result['ideal']:.2f}" if not failed else "n/a (calls failed)"
+    return (f"| {result['label']} | {result['rejections']} | {failed} | "
+            f"{through} | {result['wall']:.1f} s | {ratio} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
