@@ -220,7 +220,8 @@ async def _process(load: Load, share: Sequence[dict[str, Any]]) -> dict[str, Any
                     ok = status == 200
                     if not ok:
                         failures[f"HTTP {status}"] += 1
-                except Exception:  # a call that raised counts as failed
+                except Exception as error:  # a call that raised counts as failed
+                    failures[type(error).__name__] += 1
                     ok = False
                 oks += ok
                 done += 1
