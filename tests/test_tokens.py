@@ -169,3 +169,29 @@ def test_tokens_spent_is_never_negative_nor_more_than_was_remaining(
         assert spent == first - second
     else:
         assert second > first or drift > 1.0
+
+
+counts = st.integers(0, 10**6)
+pairs = st.lists(st.tuples(counts, counts, counts, counts), max_size=30)
+
+
+@given(pairs)
+@settings(max_examples=examples(200, cap=2000))
+def test_a_ledger_corrected_by_usage_never_drifts_from_what_was_spent(
+    calls: list[tuple[int, int, int, int]]
+) -> None:
+    """Charge every call its estimate and correct it by its usage: each dimension then holds
+    exactly what the usages add up to, whatever the estimates were."""
+    ledger = dict.fromkeys(rb.token_charges(rb.TokenEstimate(0, 0)), 0)
+    for estimated_in, estimated_out, used_in, used_out in calls:
+        estimate, usage = rb.TokenEstimate(estimated_in, estimated_out), rb.TokenUsage(used_in, used_out)
+        for dimension, amount in rb.token_charges(estimate).items():
+            ledger[dimension] += amount
+        corrections = rb.token_corrections(estimate, usage)
+        assert corrections["requests"] == 0
+        for dimension, amount in corrections.items():
+            ledger[dimension] += amount
+    assert ledger == {"requests": len(calls),
+                      "tokens": sum(i + o for _, _, i, o in calls),
+                      "input-tokens": sum(i for _, _, i, _ in calls),
+                      "output-tokens": sum(o for _, _, _, o in calls)}

@@ -49,6 +49,8 @@ from .core.tokens import (
     TokenUsage,
     estimate_tokens,
     quota_readings,
+    token_charges,
+    token_corrections,
     tokens_spent_between,
     usage_from_body,
 )
@@ -159,6 +161,8 @@ __all__ = [
     "redact_url",
     "retrying",
     "review_report",
+    "token_charges",
+    "token_corrections",
     "tokens_spent_between",
     "usage_from_body",
 ]

@@ -37,6 +37,8 @@ __all__ = [
     "TokenUsage",
     "estimate_tokens",
     "quota_readings",
+    "token_charges",
+    "token_corrections",
     "tokens_spent_between",
     "usage_from_body",
 ]
@@ -236,6 +238,30 @@ def usage_from_body(body: object) -> TokenUsage | None:
         return None
     created = _count(usage.get("cache_creation_input_tokens")) or 0
     return TokenUsage(given + created, output)
+
+
+def token_charges(cost: TokenEstimate | TokenUsage) -> dict[QuotaDimension, int]:
+    """What one request spends of each quota dimension: one request, its tokens in all, its
+    input tokens and its output tokens.
+
+    >>> token_charges(TokenEstimate(input_tokens=10, output_tokens=100))
+    {'requests': 1, 'tokens': 110, 'input-tokens': 10, 'output-tokens': 100}
+    """
+    return {"requests": 1, "tokens": cost.total, "input-tokens": cost.input_tokens,
+            "output-tokens": cost.output_tokens}
+
+
+def token_corrections(estimate: TokenEstimate, usage: TokenUsage) -> dict[QuotaDimension, int]:
+    """What to add to each dimension's ledger once a request's usage is known: the usage less
+    the estimate charged for it (negative: tokens to give back; the request itself is not
+    charged again). Adding them to the estimate's :func:`token_charges` gives the usage's, so a
+    ledger corrected this way never drifts from what was really spent.
+
+    >>> token_corrections(TokenEstimate(10, 100), TokenUsage(12, 30))
+    {'requests': 0, 'tokens': -68, 'input-tokens': 2, 'output-tokens': -70}
+    """
+    charged, spent = token_charges(estimate), token_charges(usage)
+    return {dimension: spent[dimension] - charged[dimension] for dimension in _DIMENSIONS}
 
 
 def _header_names(dimension: QuotaDimension) -> tuple[tuple[str, str, str], tuple[str, str, str]]:

@@ -27,6 +27,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from retrybudget._clock import Clock
+from retrybudget.core.tokens import (
+    QuotaDimension,
+    TokenEstimate,
+    TokenUsage,
+    token_charges,
+    token_corrections,
+)
 from retrybudget.sandbox._config import LlmLimits
 
 __all__ = ["MESSAGE_TOKENS", "LlmProvider", "count_tokens", "go_duration"]
@@ -38,7 +45,7 @@ _TOKEN = re.compile(r"\w{1,4}|[^\w\s]")
 _HISTORY = 1000  # windows kept per run for ``GET /_llm/{run_id}``
 
 Dialect = Literal["openai", "anthropic"]
-Dimension = Literal["requests", "tokens", "input-tokens", "output-tokens"]
+Dimension = QuotaDimension
 _LABELS: dict[Dimension, str] = {"requests": "requests per min (RPM)",
                                  "tokens": "tokens per min (TPM)",
                                  "input-tokens": "input tokens per minute",
@@ -135,11 +142,11 @@ class _Runs:
                 del history[min(history)]
         return window
 
-    def _charge(self, run_id: str, window: _Window, costs: dict[Dimension, int], sign: int) -> None:
+    def _charge(self, run_id: str, window: _Window, costs: dict[Dimension, int]) -> None:
         history = self._history[run_id][window.index]
         for dimension, cost in costs.items():
-            window.used[dimension] += sign * cost
-            history[dimension.replace("-", "_")] += sign * cost
+            window.used[dimension] += cost
+            history[dimension.replace("-", "_")] += cost
 
     def admit(
         self, run_id: str, costs: dict[Dimension, int], now: float
@@ -152,17 +159,19 @@ class _Runs:
                             if (limit := self._limit(d)) is not None
                             and window.used[d] + cost > limit), None)
             if refused is None:
-                self._charge(run_id, window, costs, +1)
+                self._charge(run_id, window, costs)
             else:
                 self._rejected[run_id] = self._rejected.get(run_id, 0) + 1
             return refused, window.index, self._quotas(window)
 
-    def credit(self, run_id: str, index: int, costs: dict[Dimension, int], now: float) -> list[_Quota]:
-        """Give back unused output charged in window ``index`` (if it is still current)."""
+    def correct(self, run_id: str, index: int, corrections: dict[Dimension, int],
+                now: float) -> list[_Quota]:
+        """Add ``corrections`` (negative: unused output given back) to window ``index`` if it
+        is still current."""
         with self._lock:
             window = self._window(run_id, now)
             if window.index == index:
-                self._charge(run_id, window, costs, -1)
+                self._charge(run_id, window, corrections)
             return self._quotas(window)
 
     def _quotas(self, window: _Window) -> list[_Quota]:
@@ -268,18 +277,17 @@ class LlmProvider:
             return _error(dialect, 400, "invalid_request_error", read)
         body, max_tokens = read
         prompt = prompt_tokens(body)
-        costs: dict[Dimension, int] = {"requests": 1, "tokens": prompt + max_tokens,
-                                       "input-tokens": prompt, "output-tokens": max_tokens}
+        reserved = TokenEstimate(prompt, max_tokens)
+        costs = token_charges(reserved)
         run_id = self.run_of(request)
         now = self.clock.wall()
         refused, index, quotas = self.runs.admit(run_id, costs, now)
         if refused is not None:
             return self._rejection(dialect, body["model"], refused, costs[refused], quotas, now)
         output = max(1, round(max_tokens * self.limits.output_share)) if self.limits.output_share else 0
-        unused = max_tokens - output
-        if unused:
-            quotas = self.runs.credit(run_id, index, {"tokens": unused, "output-tokens": unused},
-                                      self.clock.wall())
+        if output < max_tokens:
+            quotas = self.runs.correct(run_id, index, token_corrections(reserved, TokenUsage(prompt, output)),
+                                       self.clock.wall())
         self._ids += 1
         text = " ".join(["tok"] * output)
         finish = output >= max_tokens
