@@ -306,8 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_bodies = tuple(bodies(args.ops))
     results = []
     options = ["--llm-rpm", str(args.rpm), "--llm-tpm", str(args.tpm), "--llm-window", str(args.window)]
-    with sandbox(options) as provider, redis_server() as redis_url:
-        for name in args.only or CONTENDERS:
+    names = args.only or CONTENDERS
+    redis = redis_server() if "retrybudget-redis" in names else contextlib.nullcontext()
+    with sandbox(options) as provider, redis as redis_url:
+        for name in names:
             load = Load(name=name, base_url=provider.base_url, run_id=f"llm-{name}", bodies=load_bodies,
                         tasks=args.tasks, processes=args.processes, rpm=args.rpm, tpm=args.tpm,
                         window=args.window, start_at=time.time() + 3.0, deadline=args.deadline,
