@@ -160,7 +160,6 @@ def test_the_request_window_refuses_the_sixth_request(limited: SandboxServer, ht
     ("/v1/chat/completions", b"{", "the body must be JSON"),
     ("/v1/chat/completions", [1], "a JSON object"),
     ("/v1/chat/completions", {"model": "m"}, "messages (a list) are required"),
-    ("/v1/chat/completions", {**_chat("", 5), "stream": True}, "without streaming"),
     ("/v1/messages", _chat("", 0), "max_tokens must be a positive integer"),
 ])
 def test_a_bad_request_is_a_400_in_the_dialect(
@@ -231,6 +230,26 @@ def test_the_anthropic_sdk_reads_its_answers_and_its_rate_limit_error(limited: S
                                messages=[{"role": "user", "content": "Hello"}])
     assert raised.value.status_code == 429
     assert raised.value.response.headers["retry-after"] == "10"
+
+
+def test_the_sdks_stream_an_answer_with_its_usage(limited: SandboxServer) -> None:
+    run = {RUN_HEADER: _run()}
+    chat = openai.OpenAI(api_key="sk-test", base_url=limited.url("/v1"), max_retries=0,
+                         default_headers=run)
+    chunks = list(chat.chat.completions.create(
+        model="gpt-4o-mini", max_tokens=6, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "Hello"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "tok tok tok"
+    assert chunks[-1].usage is not None
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (8, 3)
+    messages = anthropic.Anthropic(api_key="sk-ant-test", base_url=limited.base_url, max_retries=0,
+                                   default_headers=run)
+    with messages.messages.stream(model="claude-sonnet-4-5", max_tokens=4,
+                                  messages=[{"role": "user", "content": "Hello"}]) as stream:
+        assert "".join(stream.text_stream) == "tok tok"
+        final = stream.get_final_message()
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (8, 2)
+    assert final.stop_reason == "end_turn"
 
 
 def test_the_openai_sdk_through_retrybudget_waits_out_the_request_window() -> None:

@@ -9,7 +9,8 @@ windows of requests, tokens, input tokens and output tokens, shared by both rout
 Token counts come from a stand-in tokenizer, deterministic and deliberately not the
 four-characters-a-token estimate a client makes: every run of up to four word characters and
 every punctuation mark is a token, and each message adds :data:`MESSAGE_TOKENS` (once more for
-the reply). The answer's text is ``max_tokens`` times ``output_share`` tokens long.
+the reply). The answer's text is ``max_tokens`` times ``output_share`` tokens long; with
+``"stream": true`` it comes as the provider's server-sent events.
 """
 
 from __future__ import annotations
@@ -222,6 +223,46 @@ def _error(dialect: Dialect, status: int, kind: str, message: str,
     return JSONResponse(body, status, headers)
 
 
+def _sse(event: str | None, data: object) -> str:
+    text = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
+
+
+def _events(dialect: Dialect, answer: dict[str, Any], body: dict[str, Any]) -> str:
+    """The answer as the provider streams it (server-sent events, the text in one delta):
+    OpenAI's ``chat.completion.chunk`` objects (``usage`` in a last chunk when
+    ``stream_options.include_usage`` is set) and ``[DONE]``; Anthropic's message events, the
+    input tokens in ``message_start`` and the output tokens in ``message_delta``."""
+    if dialect == "openai":
+        choice = answer["choices"][0]
+        chunk = {key: answer[key] for key in ("id", "created", "model")}
+        chunk["object"] = "chat.completion.chunk"
+        deltas = [{"role": "assistant", "content": ""}, {"content": choice["message"]["content"]}, {}]
+        events = [_sse(None, {**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                      "finish_reason": choice["finish_reason"]
+                                                      if index == 2 else None}]})
+                  for index, delta in enumerate(deltas)]
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage") is True:
+            events.append(_sse(None, {**chunk, "choices": [], "usage": answer["usage"]}))
+        return "".join(events) + _sse(None, "[DONE]")
+    usage = answer["usage"]
+    start = {**answer, "content": [], "stop_reason": None,
+             "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
+    return "".join([
+        _sse("message_start", {"type": "message_start", "message": start}),
+        _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": {"type": "text", "text": ""}}),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                     "delta": {"type": "text_delta", "text": answer["content"][0]["text"]}}),
+        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _sse("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": None},
+                               "usage": {"output_tokens": usage["output_tokens"]}}),
+        _sse("message_stop", {"type": "message_stop"}),
+    ])
+
+
 class LlmProvider:
     """The LLM routes of one sandbox app and its ``GET /_llm/{run_id}`` report.
 
@@ -259,8 +300,6 @@ class LlmProvider:
             return "the body must be a JSON object"
         if not isinstance(body.get("model"), str) or not isinstance(body.get("messages"), list):
             return "model (a string) and messages (a list) are required"
-        if body.get("stream"):
-            return "stream: the sandbox answers without streaming"
         names = ("max_tokens",) if dialect == "anthropic" else ("max_completion_tokens", "max_tokens")
         given = next((body[name] for name in names if body.get(name) is not None), None)
         if given is None:
@@ -307,6 +346,8 @@ class LlmProvider:
                 "model": body["model"], "content": [{"type": "text", "text": text}],
                 "stop_reason": "max_tokens" if finish else "end_turn", "stop_sequence": None,
                 "usage": {"input_tokens": prompt, "output_tokens": output}}
+        if body.get("stream") is True:
+            return Response(_events(dialect, answer, body), 200, headers, media_type="text/event-stream")
         return JSONResponse(answer, 200, headers)
 
     def _rejection(self, dialect: Dialect, model: str, refused: Dimension, cost: int,
