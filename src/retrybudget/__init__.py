@@ -43,6 +43,17 @@ from .core.headers import HeaderRules, RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
 from .core.profiles import PROFILES, PROVIDERS, BodySignal, Profile, auto, get_profile
+from .core.tokens import (
+    QuotaReading,
+    TokenEstimate,
+    TokenUsage,
+    estimate_tokens,
+    quota_readings,
+    token_charges,
+    token_corrections,
+    tokens_spent_between,
+    usage_from_body,
+)
 from .errors import (
     CircuitOpen,
     DeadlineExceeded,
@@ -112,6 +123,7 @@ __all__ = [
     "PolicyError",
     "Profile",
     "QueueConfig",
+    "QuotaReading",
     "RateLimitInfo",
     "RateLimitMode",
     "RateLimited",
@@ -127,6 +139,8 @@ __all__ = [
     "SqliteQueue",
     "StatsAggregator",
     "SystemClock",
+    "TokenEstimate",
+    "TokenUsage",
     "UnexpectedResponse",
     "Wait",
     "WaitEvent",
@@ -136,13 +150,19 @@ __all__ = [
     "auto",
     "background",
     "call",
+    "estimate_tokens",
     "get_profile",
     "interactive",
     "last_failed_outcome",
     "load_profile",
     "outcome_of",
     "parse_rate_limit_headers",
+    "quota_readings",
     "redact_url",
     "retrying",
     "review_report",
+    "token_charges",
+    "token_corrections",
+    "tokens_spent_between",
+    "usage_from_body",
 ]

@@ -2,7 +2,8 @@
 
 It has synthetic rental records, scripted fixtures in the acceptance-fixture format,
 primary rate limits in GitHub, IETF and plain Retry-After styles, a secondary limit
-on concurrent requests, and seeded faults. Start one with::
+on concurrent requests, seeded faults, and an LLM provider (OpenAI's chat completions and
+Anthropic's messages behind request and token quotas, :class:`LlmLimits`). Start one with::
 
     from retrybudget.sandbox import RateLimit, SandboxConfig, serve_in_thread
 
@@ -31,7 +32,7 @@ from retrybudget.sandbox._app import (
     create_app,
     is_available,
 )
-from retrybudget.sandbox._config import Faults, RateLimit, RateLimitStyle, SandboxConfig
+from retrybudget.sandbox._config import Faults, LlmLimits, RateLimit, RateLimitStyle, SandboxConfig
 from retrybudget.sandbox._faults import MALFORMED_BODY
 from retrybudget.sandbox._server import (
     SandboxH11Protocol,
@@ -48,6 +49,7 @@ __all__ = [
     "RUN_HEADER",
     "Faults",
     "FixtureError",
+    "LlmLimits",
     "RateLimit",
     "RateLimitStyle",
     "SandboxConfig",

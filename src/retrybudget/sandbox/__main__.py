@@ -4,6 +4,7 @@ Example::
 
     python -m retrybudget.sandbox --port 8080 --limit 20 --window 1 --style github \\
         --fault-5xx 0.2 --seed 1 --fixtures acceptance.json
+    python -m retrybudget.sandbox --port 8080 --llm-rpm 60 --llm-tpm 30000 --llm-window 2
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from retrybudget._cmdline import (
 )
 from retrybudget._fixtures import FixtureError, load_fixture_file
 from retrybudget.sandbox._app import create_app
-from retrybudget.sandbox._config import Faults, RateLimit, SandboxConfig
+from retrybudget.sandbox._config import Faults, LlmLimits, RateLimit, SandboxConfig
 from retrybudget.sandbox._server import bind_loopback, uvicorn_config
 
 __all__ = ["build_parser", "config_from_args", "main", "run"]
@@ -105,6 +106,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="START:END",
         help="seconds after start during which everything is 503 (repeatable)",
     )
+    llm = parser.add_argument_group("LLM routes (POST /v1/chat/completions, POST /v1/messages)")
+    llm.add_argument("--llm-rpm", type=positive_int, default=None,
+                     help="requests per LLM window (default: no limit)")
+    llm.add_argument("--llm-tpm", type=positive_int, default=None,
+                     help="tokens per LLM window (default: no limit)")
+    llm.add_argument("--llm-input-tpm", type=positive_int, default=None,
+                     help="input tokens per LLM window (default: no limit)")
+    llm.add_argument("--llm-output-tpm", type=positive_int, default=None,
+                     help="output tokens per LLM window (default: no limit)")
+    llm.add_argument("--llm-window", type=positive_int, default=60,
+                     help="LLM window in seconds (default: %(default)s)")
+    llm.add_argument("--llm-output-share", type=share, default=1.0,
+                     help="share of max_tokens an answer produces (default: %(default)s)")
     parser.add_argument(
         "--fixtures", default=None, help="fixture file (acceptance.json format) for run 'default'"
     )
@@ -138,6 +152,9 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         max_concurrent=args.max_concurrent,
         secondary_status=args.secondary_status,
         faults=faults,
+        llm=LlmLimits(rpm=args.llm_rpm, tpm=args.llm_tpm, input_tpm=args.llm_input_tpm,
+                      output_tpm=args.llm_output_tpm, window_s=args.llm_window,
+                      output_share=args.llm_output_share),
     )
 
 

@@ -12,7 +12,10 @@ Routes:
 - ``PUT /_fixtures/{run_id}/{fixture_id}``: install a script; then any method on
   ``/fx/{run_id}/{fixture_id}`` (or a subpath) answers with the script's next step,
   and with the last step again once the script is used up.
+- ``POST /v1/chat/completions`` and ``POST /v1/messages``: an LLM provider answering as
+  OpenAI and Anthropic do, behind request and token quotas (:mod:`._llm`).
 - ``GET /_stats/{run_id}``: every request seen for the run, with aggregates.
+- ``GET /_llm/{run_id}``: the LLM quotas and what each of the run's windows was charged.
 - ``GET /_health``: 200 when the app is up.
 
 Paths under ``/_`` are the sandbox's own controls: they are never rate limited,
@@ -49,6 +52,7 @@ from retrybudget.sandbox._limits import (
     primary_rejection,
     secondary_rejection,
 )
+from retrybudget.sandbox._llm import LlmProvider
 from retrybudget.sandbox._state import SandboxState
 
 __all__ = [
@@ -498,10 +502,14 @@ def create_app(
         state.load_fixture(DEFAULT_RUN, fixture_id, steps)
     provider = _Provider(state)
     fixture_endpoint = _FixtureEndpoint(state)
+    llm = LlmProvider(config.llm, clock, _Provider._run_id)
     routes = [
         Route("/_health", provider.health, methods=["GET"]),
         Route("/_stats/{run_id}", provider.stats, methods=["GET"]),
         Route("/_fixtures/{run_id}/{fixture_id}", provider.put_fixture, methods=["PUT"]),
+        Route("/_llm/{run_id}", llm.report, methods=["GET"]),
+        Route("/v1/chat/completions", llm.chat_completions, methods=["POST"]),
+        Route("/v1/messages", llm.messages, methods=["POST"]),
         Route("/fx/{run_id}/{fixture_id}", fixture_endpoint),
         Route("/fx/{run_id}/{fixture_id}/{rest:path}", fixture_endpoint),
         Route("/rentals", provider.list_rentals, methods=["GET"]),

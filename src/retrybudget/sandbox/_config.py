@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-__all__ = ["Faults", "RateLimit", "RateLimitStyle", "SandboxConfig"]
+__all__ = ["Faults", "LlmLimits", "RateLimit", "RateLimitStyle", "SandboxConfig"]
 
 RateLimitStyle = Literal[
     "github", "ietf", "retry-after", "bare", "none",
@@ -153,6 +153,48 @@ class Faults:
 
 
 @dataclass(frozen=True, slots=True)
+class LlmLimits:
+    """The quotas of the LLM routes (``POST /v1/chat/completions``, ``POST /v1/messages``).
+
+    Each quota is a fixed window of ``window_s`` seconds aligned to the wall clock, shared by
+    both routes of a run; ``None`` leaves that dimension unlimited and unannounced. A request
+    is charged its prompt tokens plus its ``max_tokens`` when admitted, and the output it did
+    not produce is credited back when it is answered (as Anthropic does for output tokens).
+
+    Args:
+        rpm: requests per window.
+        tpm: tokens (input and output) per window.
+        input_tpm: input tokens per window (announced in Anthropic's dialect).
+        output_tpm: output tokens per window (announced in Anthropic's dialect).
+        window_s: the window length in whole seconds: 60 for a provider's per-minute quotas,
+            shorter for a quick benchmark.
+        output_share: the share of ``max_tokens`` an answer produces (at least one token when
+            ``max_tokens`` is at least one).
+        default_max_tokens: the output reserved for an OpenAI request naming no ``max_tokens``.
+    """
+
+    rpm: int | None = None
+    tpm: int | None = None
+    input_tpm: int | None = None
+    output_tpm: int | None = None
+    window_s: int = 60
+    output_share: float = 1.0
+    default_max_tokens: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm", "input_tpm", "output_tpm"):
+            value = getattr(self, name)
+            if value is not None and not _is_count(value, 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not _is_count(self.window_s, 1):
+            raise ValueError(f"window_s must be a whole number of seconds >= 1, got {self.window_s!r}")
+        _check_rate("output_share", self.output_share)
+        if not _is_count(self.default_max_tokens, 1):
+            raise ValueError(
+                f"default_max_tokens must be a positive integer, got {self.default_max_tokens!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxConfig:
     """Everything the sandbox provider does besides scripted fixtures.
 
@@ -164,6 +206,7 @@ class SandboxConfig:
             style, body message "You have exceeded a secondary rate limit") or 429.
         secondary_retry_after_s: the ``Retry-After`` sent with a secondary-limit answer.
         faults: injected faults and latency, see :class:`Faults`.
+        llm: the quotas of the LLM routes, see :class:`LlmLimits` (default: unlimited).
     """
 
     rentals: int = 100
@@ -172,6 +215,7 @@ class SandboxConfig:
     secondary_status: Literal[403, 429] = 403
     secondary_retry_after_s: int = 1
     faults: Faults = field(default_factory=Faults)
+    llm: LlmLimits = field(default_factory=LlmLimits)
 
     def __post_init__(self) -> None:
         if not _is_count(self.rentals, 0):
