@@ -65,7 +65,20 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.set_defaults(prog=parser.prog)
     parser.add_argument("--port", type=port, default=8080, help="port, 0 for any (default: %(default)s)")
     parser.add_argument("--rentals", type=count, default=100, help="synthetic records (default: %(default)s)")
-    limits = parser.add_argument_group("rate limits")
+    _add_limits(parser.add_argument_group("rate limits"))
+    _add_faults(parser.add_argument_group("faults"))
+    _add_llm(parser.add_argument_group(
+        "LLM routes (POST /v1/chat/completions, POST /v1/messages)"))
+    parser.add_argument(
+        "--fixtures", default=None, help="fixture file (acceptance.json format) for run 'default'"
+    )
+    parser.add_argument("--log-level", type=log_level, default="warning",
+                        help="uvicorn log level (default: %(default)s)")
+    return parser
+
+
+def _add_limits(limits: argparse._ArgumentGroup) -> None:
+    """The rate-limit options."""
     limits.add_argument("--limit", type=count, default=None, help="requests per window (default: no limit)")
     limits.add_argument("--window", type=positive_int, default=60,
                         help="window in seconds (default: %(default)s)")
@@ -85,7 +98,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         default=403,
         help="status for the secondary limit",
     )
-    faults = parser.add_argument_group("faults")
+
+
+def _add_faults(faults: argparse._ArgumentGroup) -> None:
+    """The fault options."""
     faults.add_argument("--seed", type=int, default=0, help="fault seed (default: %(default)s)")
     faults.add_argument("--fault-5xx", type=share, default=0.0, help="share of injected 5xx answers")
     faults.add_argument("--fault-statuses", type=_statuses, default=(503,), help="5xx statuses, e.g. 502,503")
@@ -106,7 +122,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="START:END",
         help="seconds after start during which everything is 503 (repeatable)",
     )
-    llm = parser.add_argument_group("LLM routes (POST /v1/chat/completions, POST /v1/messages)")
+
+
+def _add_llm(llm: argparse._ArgumentGroup) -> None:
+    """The LLM routes' window options."""
     llm.add_argument("--llm-rpm", type=positive_int, default=None,
                      help="requests per LLM window (default: no limit)")
     llm.add_argument("--llm-tpm", type=positive_int, default=None,
@@ -119,12 +138,6 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                      help="LLM window in seconds (default: %(default)s)")
     llm.add_argument("--llm-output-share", type=share, default=1.0,
                      help="share of max_tokens an answer produces (default: %(default)s)")
-    parser.add_argument(
-        "--fixtures", default=None, help="fixture file (acceptance.json format) for run 'default'"
-    )
-    parser.add_argument("--log-level", type=log_level, default="warning",
-                        help="uvicorn log level (default: %(default)s)")
-    return parser
 
 
 def config_from_args(args: argparse.Namespace) -> SandboxConfig:
