@@ -119,8 +119,10 @@ def test_drain_keeps_the_lease_of_an_operation_slower_than_the_timeout(tmp_path:
     runs: list[str] = []
     stolen: list[str] = []
     done = threading.Event()
+    running = threading.Event()
 
     def watch() -> None:
+        running.wait(10)  # from the moment the runner holds the lease (not racing it to it)
         while not done.is_set():
             lease = thief.lease("thief")
             if lease is not None:  # taken from under the runner: finish it, so drain ends
@@ -130,6 +132,7 @@ def test_drain_keeps_the_lease_of_an_operation_slower_than_the_timeout(tmp_path:
 
     def slow(lease: object) -> tuple[object, None]:
         runs.append(getattr(lease, "op_id", ""))
+        running.set()
         SYSTEM_CLOCK.sleep(3.0)
         return outcome(Reason.OK), None
 
