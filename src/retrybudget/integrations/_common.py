@@ -376,6 +376,7 @@ class Engine:
         "clock",
         "coordinated",
         "coordinated_methods",
+        "coordinated_url",
         "errors",
         "failure_kind",
         "generate_keys",
@@ -449,6 +450,9 @@ class Engine:
         # before any Operation is built, its RequestInfo made from the request as it came.
         self.coordinated: Retrier | None = None
         self.coordinated_methods: frozenset[str] = frozenset()
+        # Whether the coordinated first attempt's RequestInfo names the URL: only a profile
+        # whose gate is the URL's bucket or route reads it (no hook is there to).
+        self.coordinated_url = bool(profile.bucket_path or profile.route_majors)
         if self.retrier._coordinated_first and policy.validator is None:
             self.coordinated = self.retrier
             self.coordinated_methods = self._quick_methods(self.retrier)
