@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import Any
 
 from retrybudget import SYSTEM_CLOCK, FakeClock, Policy
 from retrybudget.coordination import (
@@ -130,3 +131,28 @@ def test_with_a_fixed_spread_and_no_quota_the_same_herd_would_not_all_finish() -
     provider.answer = bare.__get__(provider)  # type: ignore[method-assign]
     outcomes = simulate(c, clock, provider, 500, Policy(deadline=5.0, max_attempts=5))
     assert Counter(o.reason for o in outcomes)[Reason.OK] < 500
+
+
+def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle() -> None:
+    """The merged first-attempt calls are the memory coordinator's own answers: a subclass
+    that overrides any of the flow's actions is asked each action (its override runs)."""
+    import retrybudget as rb
+
+    asked: Counter[str] = Counter()
+
+    class Counting(MemoryCoordinator):
+        def acquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                    max_wait: float | None = None, fail_fast: bool = False) -> Any:
+            asked["acquire"] += 1
+            return super().acquire(key, attempt, write_gap, max_wait=max_wait,
+                                   fail_fast=fail_fast)
+
+    assert MemoryCoordinator()._first_calls() is not None
+    assert Counting()._first_calls() is None
+    for coordinator, expected in ((MemoryCoordinator(clock=FakeClock()), 0),
+                                  (Counting(clock=FakeClock()), 2)):
+        retrier = rb.Retrier(clock=coordinator.clock, coordinator=coordinator)
+        for _ in range(2):
+            assert retrier.call(lambda: 42).value == 42
+        assert asked["acquire"] == expected
+        assert coordinator.stats().admitted == 2

@@ -281,16 +281,20 @@ quick_steps = st.tuples(
 
 
 def _quick_twins(policy: rb.Policy, start: float, seed: int, keys: bool,
-                 steps: list[tuple[Any, ...]], asynchronous: bool) -> tuple[Any, ...]:
+                 steps: list[tuple[Any, ...]], asynchronous: bool,
+                 coordinated: bool = False) -> tuple[Any, ...]:
     """Two transports over twin scripts: the first may send a quick first attempt, the second
-    never does (its engine's quick shape switched off)."""
+    never does (its engine's quick shape switched off); ``coordinated``: each with a
+    MemoryCoordinator of its own."""
     from retrybudget.integrations.httpx import AsyncRetryTransport, RetryTransport
 
     twins = []
     for quick in (True, False):
         clock = FakeClock(monotonic=start)
         inner = _Scripted(clock, steps)
-        retrier = rb.Retrier(policy=policy, clock=clock, random=random.Random(seed))
+        retrier = rb.Retrier(policy=policy, clock=clock, random=random.Random(seed),
+                             coordinator=(rb.MemoryCoordinator(clock=clock) if coordinated
+                                          else rb.NoCoordination()))
         transport: Any
         if asynchronous:
             transport = AsyncRetryTransport(_AsyncInner(inner), retrier=retrier,
@@ -301,6 +305,7 @@ def _quick_twins(policy: rb.Policy, start: float, seed: int, keys: bool,
         if not quick:
             transport._engine.quick = None
             transport._engine.quick_routed = False
+            transport._engine.coordinated = None
         twins.append((transport, inner, retrier))
     return tuple(twins)
 
@@ -351,14 +356,16 @@ def _same_ending(fast: tuple[Outcome[Any], Any], slow: tuple[Outcome[Any], Any])
 @given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
        method=st.sampled_from(["GET", "HEAD", "PUT", "POST"]), keys=st.booleans(),
        auto=st.booleans(), validate=st.booleans(), asynchronous=st.booleans(),
-       steps=st.lists(quick_steps, min_size=1, max_size=4))
+       coordinated=st.booleans(), steps=st.lists(quick_steps, min_size=1, max_size=4))
 def test_the_transports_quick_first_attempt_matches_the_full_path(
     policy: rb.Policy, start: float, seed: int, method: str, keys: bool, auto: bool,
-    validate: bool, asynchronous: bool, steps: list[tuple[Any, ...]],
+    validate: bool, asynchronous: bool, coordinated: bool, steps: list[tuple[Any, ...]],
 ) -> None:
     """The quick first attempt gives up nothing: the same outcome, stats, sends (each attempt
     sent once: the first is never sent again), request headers and timeouts, sleeps and
-    random state as the full path, sync and async, under any profile (``auto`` too)."""
+    random state as the full path, sync and async, under any profile (``auto`` too); with a
+    coordinator (the first attempt sent before any Operation is built), the coordinator
+    asked the same."""
     from strategies import reached, tried
 
     tried("quick")
@@ -366,7 +373,7 @@ def test_the_transports_quick_first_attempt_matches_the_full_path(
         policy = policy.replace(profile="auto")
     extensions = {"retrybudget.validator": lambda r: r.status_code != 201} if validate else {}
     (fast, fast_inner, fast_r), (slow, slow_inner, slow_r) = _quick_twins(
-        policy, start, seed, keys, steps, asynchronous)
+        policy, start, seed, keys, steps, asynchronous, coordinated)
     url = "https://api.github.com/repos/octo/demo?page=2"
 
     def send(transport: Any) -> Any:
@@ -385,6 +392,11 @@ def test_the_transports_quick_first_attempt_matches_the_full_path(
         assert h1.keys() == h2.keys()  # a generated idempotency key differs by value only
     assert fast_r.clock.sleeps == slow_r.clock.sleeps  # type: ignore[attr-defined]
     assert fast_r.random.getstate() == slow_r.random.getstate()
+    if coordinated:
+        assert _coordinator_state(fast_r) == _coordinator_state(slow_r)
+        assert fast_r.coordinator.stats() == slow_r.coordinator.stats()
+        if fast._coordinated(httpx.Request(method, url, extensions=dict(extensions))) is not None:
+            reached("quick", "coordinated, no operation built")
     if quick_before is not None:
         reached("quick", "quick first attempt")
         if got[0].ok and got[0].attempts == 1 and any(
@@ -555,16 +567,19 @@ def _coordinator_state(retrier: rb.Retrier) -> list[tuple[Any, ...]]:
 @given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
        method=st.sampled_from([None, "GET", "POST"]), url=_COORDINATED_URLS,
        held=st.sampled_from([0.0, 0.5, 30.0]), asynchronous=st.booleans(), bucketed=_BUCKETED,
+       merged=st.booleans(),
        operations=st.lists(st.lists(st.one_of(response_steps, attempt_steps), min_size=1,
                                     max_size=3), min_size=1, max_size=4))
 def test_the_coordinated_first_attempt_matches_the_generic_flow(
     policy: rb.Policy, start: float, seed: int, method: str | None, url: str | None,
-    held: float, asynchronous: bool, bucketed: str | None,
+    held: float, asynchronous: bool, bucketed: str | None, merged: bool,
     operations: list[list[tuple[Any, ...]]],
 ) -> None:
     """With a coordinator and no hook, ``run`` (and ``arun``) makes the first attempt without the generic
     flow: the same outcomes, sleeps and samples, and the coordinator asked the same (its
-    gate, slots, leases, breaker, budget and counters equal after every operation)."""
+    gate, slots, leases, breaker, budget and counters equal after every operation), whether
+    the memory coordinator answers by its two merged calls or each action through
+    ``handle``."""
     from retrybudget.core.actions import RequestInfo
     from strategies import reached, tried
 
@@ -573,6 +588,9 @@ def test_the_coordinated_first_attempt_matches_the_generic_flow(
         policy = policy.replace(profile=bucketed)
     fast = _coordinated_twin(policy, start, seed, method, ())
     slow = _coordinated_twin(policy, start, seed, method, (object(),))  # a hook: the generic flow
+    if not merged:  # the coordinator asked through handle, as a custom coordinator is
+        fast.__dict__["_merged"] = None
+    reached("coordinated", "merged calls" if merged else "through handle")
     key = "https://api.example.com"
     if held:
         for retrier in (fast, slow):
@@ -606,4 +624,5 @@ def test_the_coordinated_first_attempt_matches_the_generic_flow(
 def test_the_coordinated_property_reached_its_checks() -> None:
     from strategies import assert_reached
 
-    assert_reached("coordinated", ("ended at the first attempt", "went on in the flow"))
+    assert_reached("coordinated", ("ended at the first attempt", "went on in the flow",
+                                   "merged calls", "through handle"))

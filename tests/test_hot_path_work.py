@@ -242,12 +242,28 @@ def test_profile_auto_takes_the_fast_path_under_each_hosts_profile(calls: Counte
     assert len(transport._engine.routed) == 2  # generic (api.example.com) and github, once each
 
 
-def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str]) -> None:
+def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """With a MemoryCoordinator, a first-attempt success asks the coordinator what the flow
-    asks (admit, acquire, learn, finish) without the flow, and derives no state through
-    ``dataclasses.replace``; with a hook it takes the flow."""
+    asks (admit, acquire, learn, finish) without the flow, in two calls (one admits and
+    acquires, one learns and finishes) and none through ``handle``, builds no Operation, and
+    derives no state through ``dataclasses.replace``; with a hook it takes the flow."""
     import dataclasses
 
+    from retrybudget.integrations import httpx as rb_httpx
+
+    def counter(real: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            calls[label] += 1
+            return real(*args, **kwargs)
+
+        return counting
+
+    for cls, name, label in ((rb_httpx._Operation, "__init__", "operation"),
+                             (rb.MemoryCoordinator, "handle", "handle"),
+                             (rb.MemoryCoordinator, "_first_gate", "first gate"),
+                             (rb.MemoryCoordinator, "_first_done", "first done")):
+        monkeypatch.setattr(cls, name, counter(getattr(cls, name), label))
     clock = FakeClock()
     coordinator = rb.MemoryCoordinator(clock=clock)
     retrier = rb.Retrier(policy=rb.background(profile="github"), clock=clock,
@@ -269,14 +285,27 @@ def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str]) -> None
             assert response.extensions["retrybudget"]["outcome"] == "ok"
     assert calls["flow"] == 0, calls
     assert calls["replace"] == 0, calls
-    assert coordinator.stats().admitted == 3
+    assert (calls["operation"], calls["handle"]) == (0, 0), calls
+    assert (calls["first gate"], calls["first done"]) == (3, 3), calls
+
+    async def go() -> None:  # the async transport's, the same
+        async with httpx.AsyncClient(transport=AsyncRetryTransport(
+                AsyncCanned(), retrier=retrier)) as client:
+            response = await client.get(URL)
+            assert response.extensions["retrybudget"]["outcome"] == "ok"
+
+    asyncio.run(go())
+    assert (calls["operation"], calls["handle"], calls["flow"]) == (0, 0, 0), calls
+    assert (calls["first gate"], calls["first done"]) == (4, 4), calls
+    assert coordinator.stats().admitted == 4
     schedule = coordinator.schedule("https://api.example.com")
     assert schedule is not None
-    assert schedule.limit == 5000  # the quota was learned
+    assert schedule.limit == 5000  # the quota was learned (and kept: the async 200 had none)
     hooked = retrier.with_options(hooks=(object(),))
     with httpx.Client(transport=RetryTransport(GitHubCanned(), retrier=hooked)) as client:
         client.get(URL)
     assert calls["flow"] == 1
+    assert calls["handle"] > 0  # the generic flow asks each action through handle
 
 
 def test_the_counters_see_the_work_when_it_is_asked_for(calls: Counter[str]) -> None:
@@ -332,14 +361,16 @@ def _python_calls(send: Callable[[], object]) -> int:
 # 27 for each sync shape once the stats and outcome were built when read, 77 async, 278 with
 # a MemoryCoordinator; before: 34 once a 2xx was handed over unread, 84 async; 60, 105, 113,
 # and 110 async; before the quick first attempt 100, 144, 150, 146; with a MemoryCoordinator
-# 281 when its first attempt left the generic flow, 361 before). With sniffio installed (the
-# official SDKs among the development dependencies need it), anyio asks it for the running
-# async library wherever it asked asyncio: 8 more calls per async request (85).
+# 281 when its first attempt left the generic flow, 361 before; 241 once its first attempt
+# was sent before any Operation was built and the memory coordinator answered it in two
+# calls). With sniffio installed (the official SDKs among the development dependencies need
+# it), anyio asks it for the running async library wherever it asked asyncio: 8 more calls
+# per async request (85).
 _SNIFFIO = 8 if importlib.util.find_spec("sniffio") is not None else 0
 CALL_LIMITS = {"default, no rate headers": 29, "github quota headers": 29,
                "background() (profile=auto)": 29,
                "async default, no rate headers": 80 + _SNIFFIO,
-               "github + MemoryCoordinator": 290}
+               "github + MemoryCoordinator": 244}
 
 
 def test_a_plain_success_costs_at_most_a_few_dozen_calls() -> None:

@@ -53,7 +53,7 @@ from .core.outcome import operation_id as _format_id
 from .core.policy import Policy, PolicyError, Validator
 from .core.profiles import Profile
 from .core.state import OperationState
-from .core.throttle import throttle_of
+from .core.throttle import Throttle, throttle_of
 from .observe import AttemptEvent, WaitEvent, log_hooks, notify
 
 __all__ = [
@@ -307,6 +307,21 @@ def _next_action(flow: FlowGen, reply: object, pending: Action | None) -> Action
         return flow.send(reply)
     except StopIteration as done:
         return cast("Outcome[object]", done.value)
+
+
+class FirstGate(Protocol):
+    """A coordinator's merged admit and acquire of a first attempt (the in-process backend's
+    ``_first_gate``): the admission, and the permit when it admits."""
+
+    def __call__(self, key: str, bucket: str, write_gap: float, max_wait: float | None,
+                 fail_fast: bool, /) -> tuple[Admission, Permit | None]: ...
+
+
+class FirstDone(Protocol):
+    """A coordinator's merged final learn and finish of an operation (``_first_done``)."""
+
+    def __call__(self, bucket: str, throttle: Throttle | None, lease: str | None, key: str,
+                 outcome: Outcome[Any], probe: bool, /) -> None: ...
 
 
 class _Replay:
@@ -752,6 +767,9 @@ class Retrier:
             return self._drive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
         patient = patience(self.policy, first[3], first[3].started)
+        merged = self._merged
+        if merged is not None:  # one call admits and acquires, one learns and finishes
+            return self._run_merged(perform, request, bucket, first, patient, merged)
         admission = coordinator.handle(Admit(request.key, *patient))
         assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
         if not admission.allowed:
@@ -786,6 +804,9 @@ class Retrier:
             return await self._adrive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
         patient = patience(self.policy, first[3], first[3].started)
+        merged = self._merged
+        if merged is not None:  # one call admits and acquires, one learns and finishes
+            return await self._arun_merged(perform, request, bucket, first, patient, merged)
         admission = await coordinator.ahandle(Admit(request.key, *patient))
         assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
         if not admission.allowed:
@@ -808,6 +829,67 @@ class Retrier:
         outcome = self._coordinated_outcome(first, plan, result, classified)
         await coordinator.ahandle(Finish(request.key, outcome, admission.probe))
         return outcome
+
+    @functools.cached_property
+    def _merged(self) -> tuple[FirstGate, FirstDone] | None:
+        """The coordinator's two merged calls for a first attempt (the in-process backend's),
+        or None: each action goes to its ``handle``."""
+        found = getattr(self.coordinator, "_first_calls", None)
+        return None if found is None else cast("tuple[FirstGate, FirstDone] | None", found())
+
+    def _merged_gate(self, request: RequestInfo, bucket: str, first: _CoordinatedFirst,
+                     patient: tuple[float | None, bool], gate: FirstGate,
+                     ) -> tuple[Admission, Permit, float | None] | tuple[FlowGen, Action]:
+        """The merged admit and acquire of a coordinated first attempt: the admission, permit
+        and plan of an attempt to make, or the generic flow and its next action."""
+        admission, permit = gate(request.key, bucket, self.policy.profile.write_gap(request.method),
+                                 *patient)
+        if permit is None:
+            return self._coordinated_flow(first, [admission])
+        plan = self._coordinated_plan(first, permit)
+        if isinstance(plan, Stop | Retry):
+            return self._coordinated_flow(first, [admission, permit])
+        return admission, permit, plan
+
+    def _merged_end(self, request: RequestInfo, bucket: str, first: _CoordinatedFirst,
+                    answers: tuple[Admission, Permit, float | None], result: AttemptResult,
+                    classified: Classified, done: FirstDone) -> Outcome[object]:
+        """A coordinated first attempt that ended ok: its outcome, learnt and finished in one
+        call."""
+        admission, permit, plan = answers
+        outcome = self._coordinated_outcome(first, plan, result, classified)
+        done(bucket, throttle_of(self.policy.profile, classified), permit.lease, request.key,
+             outcome, admission.probe)
+        return outcome
+
+    def _run_merged(self, perform: Callable[[Attempt], AttemptResult], request: RequestInfo,
+                    bucket: str, first: _CoordinatedFirst, patient: tuple[float | None, bool],
+                    merged: tuple[FirstGate, FirstDone]) -> Outcome[object]:
+        """:meth:`_run_coordinated` with the coordinator's merged calls."""
+        answers = self._merged_gate(request, bucket, first, patient, merged[0])
+        if len(answers) == 2:
+            return self._drive(answers[0], perform, None, pending=answers[1])
+        result = perform(Attempt(1, answers[2]))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, list(answers[:2]))
+            return self._drive(flow, perform, result)
+        return self._merged_end(request, bucket, first, answers, result, classified, merged[1])
+
+    async def _arun_merged(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                           request: RequestInfo, bucket: str, first: _CoordinatedFirst,
+                           patient: tuple[float | None, bool],
+                           merged: tuple[FirstGate, FirstDone]) -> Outcome[object]:
+        """The async twin of :meth:`_run_merged` (the merged calls never block)."""
+        answers = self._merged_gate(request, bucket, first, patient, merged[0])
+        if len(answers) == 2:
+            return await self._adrive(answers[0], perform, None, pending=answers[1])
+        result = await perform(Attempt(1, answers[2]))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, list(answers[:2]))
+            return await self._adrive(flow, perform, result)
+        return self._merged_end(request, bucket, first, answers, result, classified, merged[1])
 
     def _kwargs(self, kwargs: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
         if self.timeout_kwarg is None:

@@ -11,7 +11,7 @@ import bisect
 import itertools
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
@@ -21,7 +21,7 @@ from ..core.outcome import Outcome
 from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe import notify
 from ._base import Coordinator
-from ._config import CoordinationConfig
+from ._config import BreakerConfig, CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
@@ -30,6 +30,7 @@ from ._logic import (
     Budget,
     Health,
     Schedule,
+    Verdict,
     admission_of,
     breaker_admit,
     breaker_finish,
@@ -62,6 +63,14 @@ class _Key:
         self.breaker = Breaker()
         self.budget = Budget()
         self.last_write = NEVER  # when the latest write (paced by its profile) went
+
+
+_ADMITTED = Admission()
+
+_ANSWERS = ("handle", "ahandle", "admit", "aadmit", "acquire", "aacquire", "learn", "alearn",
+            "finish", "afinish")
+"""The methods a first attempt's merged calls answer as (a subclass that overrides one is
+asked through :meth:`~retrybudget.coordination.Coordinator.handle`)."""
 
 
 class MemoryCoordinator(Coordinator):
@@ -135,12 +144,16 @@ class MemoryCoordinator(Coordinator):
         if cfg is None:
             return self._tally.admission(Admission())
         with self._lock:
-            k = self._key(key)
-            before = k.breaker
-            verdict, k.breaker = breaker_admit(before, self._now(), cfg)
-            state = moved(before, k.breaker)
+            verdict, state = self._admitted(self._key(key), self._now(), cfg)
         self._moved(key, state)
         return self._tally.admission(admission_of(verdict, self._wall()))
+
+    @staticmethod
+    def _admitted(k: _Key, now: float, cfg: BreakerConfig) -> tuple[Verdict, str | None]:
+        """:meth:`admit`'s verdict at ``now`` and the state the breaker entered (lock held)."""
+        before = k.breaker
+        verdict, k.breaker = breaker_admit(before, now, cfg)
+        return verdict, moved(before, k.breaker)
 
     patient = True
 
@@ -156,53 +169,56 @@ class MemoryCoordinator(Coordinator):
         write with a ``write_gap`` waits until that long after the key's latest write went
         (:func:`~retrybudget.coordination._logic.write_wait`).
         """
+        with self._lock:
+            return self._acquired(self._key(key), self._now(), write_gap, max_wait, fail_fast)
+
+    def _acquired(self, k: _Key, now: float, write_gap: float, max_wait: float | None,
+                  fail_fast: bool) -> Permit:
+        """:meth:`acquire`'s answer for key state ``k`` at ``now`` (the lock held)."""
         cfg = self.config
         cap, pacing = cfg.concurrency, cfg.pacing
-        with self._lock:
-            now = self._now()
-            k = self._key(key)
-            in_flight = self._in_flight(k, now)
-            if cap is not None and in_flight >= cap.limit:
-                return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
-            spacing = write_wait(k.last_write, now, write_gap)
-            if spacing > 0:
-                return self._tally.permit(permit_of("pace", spacing, 0.0, None, 0.0))
-            k.schedule = rolled(k.schedule, now, in_flight)
-            slots = k.slots
-            while slots and slots[0] < now - cfg.gate.claim_grace:
-                slots.popleft()  # lapsed: its holder stopped or died
-            hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
-            due = bool(slots) and slots[0] <= now + EPSILON
-            if now >= k.schedule.gate and due and hold is None:
-                slots.popleft()
-            else:
-                gate = k.schedule.gate
-                if due:
-                    slots.popleft()  # its holder came back: plan_slot books it again
-                slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
-                                          fail_fast)
-                if slot > now + EPSILON:
-                    code = "gate" if now < gate else "pace"
-                    reset_in = None if hold is None or planned.reset_at is None else hold - now
-                    permit = permit_of(code, slot - now, gate - now, None, self._wall(),
-                                       reset_in)
-                    if declines(slot - now, code == "gate", max_wait, fail_fast):
-                        return self._tally.permit(permit)  # it stops: nothing reserved
-                    k.schedule = planned
-                    if slots and slot < slots[-1]:
-                        bisect.insort(slots, slot)  # a release by quota before later slots
-                    else:
-                        slots.append(slot)
-                    return self._tally.permit(permit)
+        in_flight = self._in_flight(k, now)
+        if cap is not None and in_flight >= cap.limit:
+            return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+        spacing = write_wait(k.last_write, now, write_gap)
+        if spacing > 0:
+            return self._tally.permit(permit_of("pace", spacing, 0.0, None, 0.0))
+        k.schedule = rolled(k.schedule, now, in_flight)
+        slots = k.slots
+        while slots and slots[0] < now - cfg.gate.claim_grace:
+            slots.popleft()  # lapsed: its holder stopped or died
+        hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
+        due = bool(slots) and slots[0] <= now + EPSILON
+        if now >= k.schedule.gate and due and hold is None:
+            slots.popleft()
+        else:
+            gate = k.schedule.gate
+            if due:
+                slots.popleft()  # its holder came back: plan_slot books it again
+            slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
+                                      fail_fast)
+            if slot > now + EPSILON:
+                code = "gate" if now < gate else "pace"
+                reset_in = None if hold is None or planned.reset_at is None else hold - now
+                permit = permit_of(code, slot - now, gate - now, None, self._wall(),
+                                   reset_in)
+                if declines(slot - now, code == "gate", max_wait, fail_fast):
+                    return self._tally.permit(permit)  # it stops: nothing reserved
                 k.schedule = planned
-            lease = None
-            if write_gap > 0:
-                k.last_write = now
-            if pacing is not None:
-                k.schedule = sent(k.schedule)
-            if cap is not None or pacing is not None:
-                lease = f"m:{next(self._ids)}"
-                k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
+                if slots and slot < slots[-1]:
+                    bisect.insort(slots, slot)  # a release by quota before later slots
+                else:
+                    slots.append(slot)
+                return self._tally.permit(permit)
+            k.schedule = planned
+        lease = None
+        if write_gap > 0:
+            k.last_write = now
+        if pacing is not None:
+            k.schedule = sent(k.schedule)
+        if cap is not None or pacing is not None:
+            lease = f"m:{next(self._ids)}"
+            k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
     def pace_write(self, key: str, gap: float) -> float:
@@ -224,14 +240,18 @@ class MemoryCoordinator(Coordinator):
                 throttle is None or self.config.pacing is None):
             return  # nothing to give back or to record (an answer ends a first window)
         with self._lock:
-            k = self._key(key)
-            answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
-            if facts.informative or (throttle is not None and not k.schedule.answered):
-                now = self._now()
-                k.schedule = learn(k.schedule, facts, now, self.config.gate,
-                                   self._in_flight(k, now), answered, self.share)
-                while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
-                    k.slots.popleft()  # reserved before the gate moved: ask again
+            self._learned(self._key(key), facts, throttle, lease)
+
+    def _learned(self, k: _Key, facts: Throttle, throttle: Throttle | None,
+                 lease: str | None) -> None:
+        """:meth:`learn` for key state ``k`` (the lock held)."""
+        answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
+        if facts.informative or (throttle is not None and not k.schedule.answered):
+            now = self._now()
+            k.schedule = learn(k.schedule, facts, now, self.config.gate,
+                               self._in_flight(k, now), answered, self.share)
+            while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
+                k.slots.popleft()  # reserved before the gate moved: ask again
 
     def schedule(self, key: str) -> Schedule | None:
         """``key``'s gate and window count as they stand now (a window whose reset has passed
@@ -265,16 +285,79 @@ class MemoryCoordinator(Coordinator):
         earns = budget is not None and verdict is Health.SUCCESS
         if cfg is None and not earns:
             return
+        with self._lock:
+            opened, state = self._finished(self._key(key), verdict, earns, probe)
+        if opened:
+            self._tally.add("breaker_opened")
+        self._moved(key, state)
+
+    def _finished(self, k: _Key, verdict: Health, earns: bool,
+                  probe: bool) -> tuple[bool, str | None]:
+        """:meth:`finish` for key state ``k`` (the lock held): whether the breaker opened, and
+        the state it entered."""
+        cfg, budget = self.config.breaker, self.config.retry_budget
+        opened, state = False, None
+        now = self._now()
+        if earns and budget is not None:
+            k.budget = budget_deposit(k.budget, now, budget)
+        if cfg is not None:
+            before = k.breaker
+            k.breaker, opened = breaker_finish(before, verdict, probe, now, cfg)
+            state = moved(before, k.breaker)
+        return opened, state
+
+    def _first_calls(self) -> tuple[Callable[..., tuple[Admission, Permit | None]],
+                                    Callable[..., None]] | None:
+        """The two calls a coordinated first attempt is answered by (:meth:`_first_gate`,
+        :meth:`_first_done`), or None when a subclass answers any of the flow's actions its own
+        way (a driver then hands each action to :meth:`handle`)."""
+        kind = type(self)
+        if any(getattr(kind, name) is not getattr(MemoryCoordinator, name)
+               for name in _ANSWERS):
+            return None
+        return self._first_gate, self._first_done
+
+    def _first_gate(self, key: str, bucket: str, write_gap: float, max_wait: float | None,
+                    fail_fast: bool) -> tuple[Admission, Permit | None]:
+        """``admit(key)`` and, when it admits, ``acquire(bucket, 1, write_gap, max_wait=...,
+        fail_fast=...)`` in one call (one lock, one clock reading): their answers (the permit
+        None when the admission refuses)."""
+        cfg = self.config.breaker
+        tally = self._tally
+        state = None
+        with self._lock:
+            now = self._now()
+            if cfg is None:
+                admission = tally.admission(_ADMITTED)
+            else:
+                k = self._key(key)
+                verdict, state = self._admitted(k, now, cfg)
+                admission = tally.admission(admission_of(verdict, self._wall()))
+            permit = None
+            if admission.allowed:
+                permit = self._acquired(self._key(bucket), now, write_gap, max_wait, fail_fast)
+        self._moved(key, state)
+        return admission, permit
+
+    def _first_done(self, bucket: str, throttle: Throttle | None, lease: str | None, key: str,
+                    outcome: Outcome[Any], probe: bool) -> None:
+        """``learn(bucket, throttle, lease)`` then ``finish(key, outcome, probe)`` in one call
+        (one lock)."""
+        facts = NO_THROTTLE if throttle is None else throttle
+        learns = lease is not None or facts.informative or (
+            throttle is not None and self.config.pacing is not None)
+        cfg, budget = self.config.breaker, self.config.retry_budget
+        verdict = health(outcome)
+        earns = budget is not None and verdict is Health.SUCCESS
+        finishes = cfg is not None or earns
+        if not (learns or finishes):
+            return
         opened, state = False, None
         with self._lock:
-            k = self._key(key)
-            now = self._now()
-            if earns and budget is not None:
-                k.budget = budget_deposit(k.budget, now, budget)
-            if cfg is not None:
-                before = k.breaker
-                k.breaker, opened = breaker_finish(before, verdict, probe, now, cfg)
-                state = moved(before, k.breaker)
+            if learns:
+                self._learned(self._key(bucket), facts, throttle, lease)
+            if finishes:
+                opened, state = self._finished(self._key(key), verdict, earns, probe)
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)

@@ -67,6 +67,7 @@ __all__ = [
     "key_of_url",
     "outcome_of",
     "provider_key",
+    "safe_url",
     "send_with_outcome",
     "stats_of",
     "unread_first",
@@ -133,7 +134,8 @@ def key_of_url(url: str) -> str:
     return "default" if match is None else provider_key(match[1], match[2])
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
+    """``url`` as a request's description keeps it (its secrets redacted)."""
     # redact_url parses and re-encodes; a URL with no query, userinfo or fragment has no secret.
     return redact_url(url) if ("?" in url or "@" in url or "#" in url) else url
 
@@ -372,6 +374,9 @@ class Engine:
     __slots__ = (
         "attach",
         "clock",
+        "coordinated",
+        "coordinated_methods",
+        "coordinated_url",
         "errors",
         "failure_kind",
         "generate_keys",
@@ -441,6 +446,16 @@ class Engine:
         if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
             self.quick = self.retrier
             self.quick_methods = self._quick_methods(self.retrier)
+        # A coordinated quick first attempt (no hook, one profile, no payload validator): sent
+        # before any Operation is built, its RequestInfo made from the request as it came.
+        self.coordinated: Retrier | None = None
+        self.coordinated_methods: frozenset[str] = frozenset()
+        # Whether the coordinated first attempt's RequestInfo names the URL: only a profile
+        # whose gate is the URL's bucket or route reads it (no hook is there to).
+        self.coordinated_url = bool(profile.bucket_path or profile.route_majors)
+        if self.retrier._coordinated_first and policy.validator is None:
+            self.coordinated = self.retrier
+            self.coordinated_methods = self._quick_methods(self.retrier)
         wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
         self.shapes: dict[Hashable, tuple[str, UnreadShape | None]] = {}
         self.own_headers = len(wanted) > len(EVIDENCE) and not all(
@@ -629,7 +644,7 @@ class Operation:
         self.retrier = (engine.retrier if observed and not engine.sniffing
                         else engine.retrier_for(profile))
         wants_url = observed or bool(self.retrier.policy.profile.routes)
-        self.info = RequestInfo(method, key, has_key, _safe_url(url) if wants_url else None,
+        self.info = RequestInfo(method, key, has_key, safe_url(url) if wants_url else None,
                                 job_id if job_id is not None else engine.retrier.job_id)
         # HEAD carries no payload to validate.
         self.validator = None if method == "HEAD" else (validator or policy.validator)

@@ -77,6 +77,7 @@ from ._common import (
     bounded,
     current_deadline,
     key_of_url,
+    safe_url,
     unread_first,
 )
 
@@ -492,11 +493,7 @@ class _Base(Generic[T]):
         payload validator reads every 2xx)."""
         if not _INTERNALS:
             return None
-        # Engine.unread_of's, remembered by httpx's parsed URL parts (no URL text per request)
-        ref = request.url._uri_reference
-        host = (ref.scheme, ref.host, ref.port)
-        engine = self._engine
-        key, unread = engine.shapes.get(host) or engine.shape(host, str(request.url))
+        key, unread = self._shape(request)
         method = request.method
         extensions = request.extensions
         if (unread is None or method not in unread[1] or logs_steps()
@@ -504,6 +501,14 @@ class _Base(Generic[T]):
                     and method != "HEAD")):
             return None
         return unread, key if self._key is None else self._key(request)
+
+    def _shape(self, request: httpx.Request) -> tuple[str, UnreadShape | None]:
+        """:meth:`Engine.shape`'s, remembered by httpx's parsed URL parts (no URL text per
+        request): the request's default key and unread shape."""
+        ref = request.url._uri_reference
+        host = (ref.scheme, ref.host, ref.port)
+        engine = self._engine
+        return engine.shapes.get(host) or engine.shape(host, str(request.url))
 
     @property
     def retrier(self) -> Retrier:
@@ -542,6 +547,34 @@ class _Base(Generic[T]):
         if self._key is not None:
             return retrier, self._key(request)
         return retrier, key_of_url(str(request.url) if url is None else url)
+
+    def _coordinated(self, request: httpx.Request) -> tuple[Retrier, RequestInfo] | None:
+        """The retrier and request description of a request whose coordinated first attempt is
+        sent as it came (:class:`_Lazy`), or None.
+
+        As :meth:`_quick`: the retrier takes the coordinated first attempt (no hook, one
+        profile) and the request gets nothing added (no idempotency key, no payload validator,
+        no 2xx body read), so its :class:`RequestInfo` is what its :class:`_Operation` would
+        describe.
+        """
+        engine = self._engine
+        retrier = engine.coordinated
+        method = request.method
+        if retrier is None or method not in engine.coordinated_methods or log_hooks(()):
+            return None
+        extensions = request.extensions
+        if method != "HEAD" and extensions.get(VALIDATOR) is not None:
+            return None
+        if self._key is not None:
+            key = self._key(request)
+        elif _INTERNALS:
+            key = self._shape(request)[0]
+        else:
+            key = key_of_url(str(request.url))
+        job_id = extensions.get(JOB_ID)
+        return retrier, RequestInfo(
+            method, key, False, safe_url(str(request.url)) if engine.coordinated_url else None,
+            retrier.job_id if job_id is None else job_id)
 
     def _ended(self, quick: tuple[Retrier, str], request: httpx.Request, begun: Begun,
                response: httpx.Response | None, op: _Operation | None,
@@ -599,6 +632,67 @@ def _handed_unread(request: httpx.Request, response: httpx.Response, unread: Unr
                                          extensions.get(JOB_ID) if extensions else None))
 
 
+class _Lazy:
+    """A coordinated request's attempts: the first sent as it came (its 2xx seen by its headers,
+    no :class:`_Operation` built), any other through the operation built when first needed
+    (an answer that is not a 2xx, an error, a second attempt, an error to raise)."""
+
+    __slots__ = ("info", "key", "op", "request", "transport")
+
+    def __init__(self, transport: Any, request: httpx.Request, info: RequestInfo) -> None:
+        self.transport: Any = transport
+        self.request = request
+        self.info = info
+        self.key = info.key
+        self.op: _Operation | None = None
+
+    def operation(self) -> _Operation:
+        """The request's operation, built once."""
+        op = self.op
+        if op is None:
+            op = self.op = self.transport._start(self.request, self.key)
+        return op
+
+    def __call__(self, attempt: Attempt) -> AttemptResult:
+        transport: RetryTransport = self.transport
+        if self.op is not None or attempt.number != 1:
+            return transport._attempt(self.operation(), attempt)
+        with bounded(transport._engine.deadline(attempt)):
+            return self._seen(transport._first(self.request, self.key, attempt.timeout))
+
+    def _seen(self, sent: _Sent) -> AttemptResult:
+        """The first attempt's result: its operation's, or a 2xx seen by its headers."""
+        response, op, result = sent
+        if op is not None:
+            self.op = op
+            assert result is not None  # noqa: S101 - _first's: an operation comes with its result
+            return result
+        assert response is not None  # noqa: S101 - a 2xx, its body unread (Operation.seen's)
+        return AttemptResult(ResponseSeen(response.status_code,
+                                          self.transport._engine.headers(response)),
+                             response, None)
+
+    def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
+        """The response with its outcome (:meth:`Operation.finish`'s), or the raised error."""
+        response = outcome.last
+        if self.op is None and response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
+            return _carry(response, outcome)  # type: ignore[arg-type]  # a response of ours
+        return self.operation().hand_over(outcome)
+
+
+class _AsyncLazy(_Lazy):
+    """:class:`_Lazy` for :class:`AsyncRetryTransport`: the first attempt sent and cut at its
+    end as a quick first attempt is (``_bounded_first``)."""
+
+    __slots__ = ()
+
+    async def __call__(self, attempt: Attempt) -> AttemptResult:  # type: ignore[override]
+        transport: AsyncRetryTransport = self.transport
+        if self.op is not None or attempt.number != 1:
+            return await transport._attempt(self.operation(), attempt)
+        return self._seen(await transport._bounded_first(self.request, self.key, attempt.timeout))
+
+
 class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
     """A sync httpx transport: each request is one bounded, provider-aware operation.
 
@@ -652,6 +746,10 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         """Run the request as one operation (a quick first attempt when it may take one)."""
         quick = self._quick(request)
         if quick is None:
+            coordinated = self._coordinated(request)
+            if coordinated is not None:  # the coordinated first attempt, no Operation yet
+                lazy = _Lazy(self, request, coordinated[1])
+                return lazy.hand_over(coordinated[0].run(lazy, lazy.info))
             full = self._start(request)
             return full.hand_over(full.retrier.run(partial(self._attempt, full), full.info))
         # A quick first attempt: sent with its timeouts and deadline, no Operation built
@@ -746,6 +844,10 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         if unread is None:
             quick = self._quick(request)
             if quick is None:
+                coordinated = self._coordinated(request)
+                if coordinated is not None:  # the coordinated first attempt, no Operation yet
+                    lazy = _AsyncLazy(self, request, coordinated[1])
+                    return lazy.hand_over(await coordinated[0].arun(lazy, lazy.info))
                 full = self._start(request)
                 return full.hand_over(await full.retrier.arun(partial(self._attempt, full),
                                                               full.info))
