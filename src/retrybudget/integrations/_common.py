@@ -431,6 +431,16 @@ class Engine:
         # and those the policy may retry: read (and so released) at once, before any wait.
         self.message_statuses = profile.body_statuses()
         self.read_statuses = policy.retried_statuses() | self.message_statuses
+        self._plan_first_attempts(policy, profile)
+        wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
+        self.shapes: dict[Hashable, tuple[str, UnreadShape | None]] = {}
+        self.own_headers = len(wanted) > len(EVIDENCE) and not all(
+            n.startswith(EVIDENCE) for n in wanted)
+        if self.own_headers:
+            self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
+
+    def _plan_first_attempts(self, policy: Policy, profile: Profile) -> None:
+        """Which requests take a quick first attempt, uncoordinated or coordinated."""
         # A quick first attempt (sent before any Operation or RequestInfo is built) needs a
         # retrier that takes the first-attempt fast path, no payload validator, and a method
         # (quick_methods) whose 2xx body the profile never reads and that gets no idempotency
@@ -456,12 +466,6 @@ class Engine:
         if self.retrier._coordinated_first and policy.validator is None:
             self.coordinated = self.retrier
             self.coordinated_methods = self._quick_methods(self.retrier)
-        wanted = (*EVIDENCE, *profile.header_names())  # a user profile's own headers too
-        self.shapes: dict[Hashable, tuple[str, UnreadShape | None]] = {}
-        self.own_headers = len(wanted) > len(EVIDENCE) and not all(
-            n.startswith(EVIDENCE) for n in wanted)
-        if self.own_headers:
-            self.headers = lambda r: evidence(normalize_headers(r.headers), wanted)
 
     def unread_of(self, url: str, method: str) -> tuple[UnreadShape, str] | None:
         """The shape a request's first-attempt 2xx is handed over unread in and its default
