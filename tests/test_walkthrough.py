@@ -62,11 +62,9 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
                 f'hosts = ["{host}"]\nmethods = ["GET"]\n', "utf-8")
 
         def fetch(name: str, *extra: str) -> subprocess.Popen[str]:
-            # each process coordinates on a database of its own: see test_cli_queue_leases
-            db = {"a": 1, "b": 2}[name]
             proc = start_cli("fetch", "rentals.txt", "--job-file", "job.toml", "--workers", "2",
                              "--queue", server.url, "--job", JOB, "--redis",
-                             f"{server.url}?db={db}", *extra, cwd=homes[name])
+                             server.url, *extra, cwd=homes[name])
             procs.append(proc)
             return proc
 
