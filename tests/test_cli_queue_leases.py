@@ -77,11 +77,10 @@ def _homes(tmp_path: Path, urls: list[str], *names: str) -> list[Path]:
 def test_a_killed_workers_jobs_are_taken_by_the_survivor_within_a_minute(tmp_path: Path) -> None:
     with _world(tmp_path) as (server, sandbox, urls):
         victim_home, survivor_home = _homes(tmp_path, urls, "victim", "survivor")
-        # each process coordinates (gate, pacing) on a database of its own: this test times
-        # the queue's leases alone (a killed holder's in-flight attempts stay counted by a
-        # shared coordinator for up to a minute, which can hold the survivor's requests)
-        victim = _start(victim_home, server.url, "--quiet", "--redis", f"{server.url}?db=1")
-        survivor = _start(survivor_home, server.url, "--redis", f"{server.url}?db=2")
+        # both coordinate (gate, pacing) on the queue's own Redis database, as by default: a
+        # killed holder's in-flight attempts stop counting there once it is no longer live
+        victim = _start(victim_home, server.url, "--quiet", "--redis", server.url)
+        survivor = _start(survivor_home, server.url, "--redis", server.url)
         try:
             held = _kill_holding(victim, server)
             killed = SYSTEM_CLOCK.monotonic()
@@ -160,12 +159,12 @@ def test_a_fetch_started_again_on_the_host_releases_its_dead_predecessors_leases
         tmp_path: Path) -> None:
     with _world(tmp_path) as (server, _sandbox, urls):
         [home] = _homes(tmp_path, urls, "host")
-        # coordination on databases of their own, as in the survivor's test above
-        victim = _start(home, server.url, "--quiet", "--redis", f"{server.url}?db=1")
+        # one shared coordination database, as in the survivor's test above
+        victim = _start(home, server.url, "--quiet", "--redis", server.url)
         held = _kill_holding(victim, server)
         again = run_cli("fetch", "rentals.txt", "--workers", "2", "--policy", "background",
                         "--queue", server.url, "--job", JOB, "--quiet", "--redis",
-                        f"{server.url}?db=2", cwd=home, timeout=120)
+                        server.url, cwd=home, timeout=120)
         exported = run_cli("queue", "export", server.url, "--job", JOB)
     assert again.returncode == 0, again.stdout + again.stderr
     # released at the start (not after the 30 s lease): the summary counts them as resumed

@@ -99,8 +99,9 @@ def answer_json(handler: http.server.BaseHTTPRequestHandler, status: int, body: 
 
 class RestoredProvider(http.server.ThreadingHTTPServer):
     """A provider on loopback whose record 2 is missing (404) until it is restored upstream:
-    every request after the first for it answers 200, as every other record does. Each
-    answer takes ``latency`` seconds; ``seen`` counts the requests per path."""
+    every request after the first for it answers 200, as every other record does (or, once
+    ``restored`` is set False, until it is set True). Each answer takes ``latency`` seconds;
+    ``seen`` counts the requests per path."""
 
     daemon_threads = True
 
@@ -109,6 +110,7 @@ class RestoredProvider(http.server.ThreadingHTTPServer):
         self.latency = latency
         self.lock = threading.Lock()
         self.seen: dict[str, int] = {}
+        self.restored: bool | None = None  # None: restored by the first request for it
 
     @property
     def host(self) -> str:
@@ -124,7 +126,8 @@ class _RestoredHandler(http.server.BaseHTTPRequestHandler):
             n = self.server.seen[self.path] = self.server.seen.get(self.path, 0) + 1
         if self.server.latency:
             SYSTEM_CLOCK.sleep(self.server.latency)
-        missing = self.path.startswith("/rentals/2/") and n == 1
+        restored = n > 1 if self.server.restored is None else self.server.restored
+        missing = self.path.startswith("/rentals/2/") and not restored
         answer_json(self, 404 if missing else 200,
                     b'{"error": "no such rental"}' if missing else b'{"available": true}')
 

@@ -22,6 +22,7 @@ from retrybudget.coordination import (
     PacingConfig,
     RetryBudgetConfig,
 )
+from retrybudget.coordination._logic import FLIGHT_TTL, PROBE_PATIENCE
 from retrybudget.core.classify import Kind
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC, Profile
@@ -530,6 +531,20 @@ def test_a_fresh_key_holds_other_workers_too(backend: Backend) -> None:
     assert b.acquire(KEY, 1).reason is WaitReason.PACING  # shared: one probe for all
 
 
+def test_a_first_window_probe_whose_holder_died_holds_the_others_only_for_the_patience(
+    backend: Backend,
+) -> None:
+    a, b = backend.workers(n=2)
+    assert a.acquire(KEY, 1).lease  # the key's probe; its holder dies, no answer ever comes
+    assert b.acquire(KEY, 1).reason is WaitReason.PACING
+    backend.sleep(PROBE_PATIENCE)
+    again = b.acquire(KEY, 1)  # the dead probe stalls no one longer: another probe goes
+    assert (again.wait, bool(again.lease)) == (0, True)
+    assert b.acquire(KEY, 1).reason is WaitReason.PACING  # and is waited for in turn
+    b.learn(KEY, seen(200), again.lease)  # its answer ends the first window
+    assert goes(b, KEY, 5) == 5
+
+
 def test_after_the_reset_the_count_starts_from_the_limit_less_what_is_in_flight(
     backend: Backend,
 ) -> None:
@@ -611,6 +626,23 @@ def test_requests_in_flight_are_taken_off_the_count(
     c.learn(KEY, low_quota(6, 1.0, limit=20), leases[0])  # answered; two still in flight
     assert backend.counted(c, KEY) == expected
     assert goes(c, KEY, 10) == expected
+
+
+@pytest.mark.parametrize(("cap", "ttl"), [
+    (None, FLIGHT_TTL), (ConcurrencyConfig(limit=50, lease_ttl=5.0), 5.0)])
+def test_a_dead_holders_requests_stop_counting_within_half_a_minute(
+    backend: Backend, cap: ConcurrencyConfig | None, ttl: float,
+) -> None:
+    """A holder SIGKILLed with requests in flight never answers: they count for the flight
+    TTL (the concurrency cap's ``lease_ttl`` when one is set), within 30 s whatever the
+    policy, as a dead worker's queue leases lapse."""
+    assert FLIGHT_TTL <= 30.0
+    c = answered(backend.one(CoordinationConfig(concurrency=cap)))
+    for _ in range(3):
+        assert c.acquire(KEY, 1).lease  # their holder dies: never given back
+    lives = backend.lease_lives(c, KEY)
+    assert len(lives) == 3
+    assert all(ttl - 1.0 < life <= ttl for life in lives), lives
 
 
 @pytest.mark.parametrize(("pacing", "cap", "leased"), [

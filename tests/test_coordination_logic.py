@@ -21,6 +21,7 @@ from retrybudget.coordination import (
 )
 from retrybudget.coordination._logic import (
     EPSILON,
+    PROBE_PATIENCE,
     Breaker,
     Budget,
     Health,
@@ -46,6 +47,7 @@ from retrybudget.core.decide import rate_limit_wait
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC, GITHUB
 from retrybudget.core.throttle import NO_THROTTLE, Throttle, throttle_of
+from strategies import assert_reached, reached, tried
 from test_coordination_support import classified, ended, seen
 
 WALL = 1_800_000_000.0
@@ -275,6 +277,41 @@ def test_a_fresh_key_lets_only_its_probes_go_before_an_answer(probes, asks, spre
         assert s.answered
         if answers[-1] == "plain" and s.quota is None:
             assert quota_hold(s, now, pacing, in_flight + 100, spread) is None
+
+
+@given(st.integers(1, 4), st.sampled_from([0.05, 0.5]),
+       st.lists(st.sampled_from([0.0, 0.01, 0.3, 0.99, 1.0, 2.5]), max_size=40))
+@example(1, 0.05, [0.0, 0.3, 0.99, 0.01, 0.3, 1.0])
+def test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_patience(
+        probes, spread, gaps) -> None:
+    """Probes whose holders died never answer: the key holds the other requests only for
+    PROBE_PATIENCE after its latest probe went, then lets exactly one more go as a probe (and
+    holds for that one in turn), so a dead holder stalls no one for longer, and the first
+    window is never sent blind."""
+    tried("first window")
+    gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(probes=probes)
+    s, now, in_flight = Schedule(), 1000.0, 0
+    for gap in gaps:
+        now += gap
+        latest = s.first
+        slot, s = plan_slot(s, now, gate_cfg, pacing, in_flight)
+        if slot <= now + EPSILON:
+            if in_flight >= probes:  # beyond the probe set: only once the patience ran out
+                assert now - latest >= PROBE_PATIENCE
+                reached("first window", "another probe")
+            s, in_flight = sent(s, now), in_flight + 1
+            if in_flight > probes:
+                assert s.first == now  # the next waits for this probe in turn
+        else:  # held: only while the latest probe may still answer
+            assert in_flight >= probes
+            assert now - s.first < PROBE_PATIENCE
+            assert slot == now + spread
+            reached("first window", "held")
+    assert not s.answered
+
+
+def test_the_first_window_property_reached_each_case() -> None:
+    assert_reached("first window", ("another probe", "held"), minimum=5)
 
 
 # The retry budget -------------------------------------------------------------------------------

@@ -219,6 +219,22 @@ class Backend:
             client.close()
         return None if value is None else int(value)
 
+    def lease_lives(self, c: Coordinator, key: str) -> list[float]:
+        """Seconds each request in flight under ``key`` still counts as ``c`` stores it (its
+        lease's expiry less now), ascending."""
+        if isinstance(c, MemoryCoordinator):
+            now = c.clock.monotonic()
+            return sorted(expiry - now for expiry in c._keys[key].leases.values())
+        assert isinstance(c, RedisCoordinator)
+        assert self.url is not None
+        client = redis.Redis.from_url(self.url)
+        try:
+            seconds, micros = client.time()
+            expiries = client.zrange(f"{c.prefix}{{{key}}}:leases", 0, -1, withscores=True)
+        finally:
+            client.close()
+        return sorted(score - (seconds + micros / 1e6) for _, score in expiries)
+
     def close(self) -> None:
         """Close every Redis client made."""
         for c in self.made:

@@ -189,6 +189,18 @@ MUTANTS = [
          "tests/test_coordination_waits.py::"
          "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
     ),
+    # a first window that waits for its probe's answer without end: a probe whose holder was
+    # SIGKILLed never answers, and every other worker sharing the key stalls until its lease
+    # lapses
+    Mutant(
+        "probe-waited-for-without-end", "coordination/_logic/_slots.py",
+        "and in_flight >= pacing.probes and now - s.first < PROBE_PATIENCE):",
+        "and in_flight >= pacing.probes):",
+        ("tests/test_coordination_behaviour.py::"
+         "test_a_first_window_probe_whose_holder_died_holds_the_others_only_for_the_patience[memory]",
+         "tests/test_coordination_logic.py::"
+         "test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_patience"),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(

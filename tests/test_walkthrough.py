@@ -49,6 +49,9 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
         stack.callback(server.stop)
         stack.callback(_reap, procs)
         provider = stack.enter_context(restored_provider(latency=0.3))
+        # missing until the owner's decision: a victim killed with its request for it in flight
+        # took a 404 no one recorded, and the survivor's request must find it missing too
+        provider.restored = False
         host = provider.host
         urls = [f"http://{host}/rentals/{n}/availability" for n in range(1, N + 1)]
         urls.append("http://203.0.113.9/rentals/1/availability")  # outside the job file
@@ -62,11 +65,9 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
                 f'hosts = ["{host}"]\nmethods = ["GET"]\n', "utf-8")
 
         def fetch(name: str, *extra: str) -> subprocess.Popen[str]:
-            # each process coordinates on a database of its own: see test_cli_queue_leases
-            db = {"a": 1, "b": 2}[name]
             proc = start_cli("fetch", "rentals.txt", "--job-file", "job.toml", "--workers", "2",
                              "--queue", server.url, "--job", JOB, "--redis",
-                             f"{server.url}?db={db}", *extra, cwd=homes[name])
+                             server.url, *extra, cwd=homes[name])
             procs.append(proc)
             return proc
 
@@ -81,10 +82,13 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
         recovered = SYSTEM_CLOCK.monotonic() - killed
         listed = run_cli("review", "list", *map(str, audits), "--json")
         cases = {case["id"]: case for case in map(json.loads, listed.stdout.splitlines())}
+        assert "line-2" in cases, (listed.stdout, out, err)  # the 404, listed for review
         holder = cases["line-2"]["evidence"][0].rsplit(":", 1)[0]  # the file that holds it
         decided = run_cli("review", "decide", holder, "line-2", "--decision", "retry",
                           "--reviewer", "dana", "--note", "record restored upstream",
                           "--queue", server.url, "--job", JOB)
+        provider.restored = True
+        asked = provider.seen["/rentals/2/availability"]  # 1, or 2 when the victim's was lost
         again = fetch("b", "--quiet")
         again_out, again_err = again.communicate(timeout=120)
         exported = run_cli("queue", "export", server.url, "--job", JOB)
@@ -106,7 +110,8 @@ def test_the_job_owners_walkthrough(tmp_path: Path) -> None:
             2 if op_id == "line-2" else 1)  # line-2: the 404, then the decided retry
     assert ops["line-2"]["result"]["ok"]
     assert ops[f"line-{N + 1}"]["result"]["outcome"] == "rejected"
-    assert requests["/rentals/2/availability"] == 2
+    assert asked in (1, 2)
+    assert requests["/rentals/2/availability"] == asked + 1  # the decided retry, once
     results = read_lines(audits[1].parent / "rentals.results.jsonl")
     assert sorted(line["id"] for line in results) == sorted(ops)
     assert report.returncode == 0, report.stderr

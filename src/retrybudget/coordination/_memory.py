@@ -215,7 +215,7 @@ class MemoryCoordinator(Coordinator):
         if write_gap > 0:
             k.last_write = now
         if pacing is not None:
-            k.schedule = sent(k.schedule)
+            k.schedule = sent(k.schedule, now)
         if cap is not None or pacing is not None:
             lease = f"m:{next(self._ids)}"
             k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)

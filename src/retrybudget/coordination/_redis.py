@@ -55,6 +55,7 @@ from ._logic import (
     EPSILON,
     FLIGHT_TTL,
     NEVER,
+    PROBE_PATIENCE,
     SLICES,
     Health,
     Verdict,
@@ -118,6 +119,7 @@ def _scripts_text() -> dict[str, str]:
         .replace("__EPSILON__", repr(EPSILON))
         .replace("__SLICES__", repr(SLICES))
         .replace("__WORKER_TTL__", repr(WORKER_TTL))
+        .replace("__PROBE_PATIENCE__", repr(PROBE_PATIENCE))
     )
     texts = {name: prelude + "\nlocal function main(ARGS)\n"
              + _source(name).replace("ARGV[", "ARGS[")

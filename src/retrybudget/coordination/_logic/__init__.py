@@ -24,7 +24,7 @@ from ._breaker import Breaker, Phase, Verdict, breaker_admit, breaker_finish, mo
 from ._budget import SLICES, Budget, budget_deposit, budget_withdraw
 from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
 from ._health import Health, health
-from ._instants import EPSILON, FLIGHT_TTL, NEVER
+from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
 from ._pacing import pacing_interval, write_wait
 from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota, release_slot
 
@@ -32,6 +32,7 @@ __all__ = [
     "EPSILON",
     "FLIGHT_TTL",
     "NEVER",
+    "PROBE_PATIENCE",
     "SLICES",
     "Breaker",
     "Budget",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...core import evolve, fast_init
 from ...core.throttle import Throttle
 from .._config import GateConfig
-from ._instants import EPSILON, NEVER
+from ._instants import EPSILON, NEVER, PROBE_PATIENCE
 
 
 @fast_init
@@ -35,8 +35,9 @@ class Schedule:
         window: the window's length, learned from two resets in a row (None: unknown).
         answered: whether an answer to a request under this key has come back (until then
             the key is in its first window: :func:`quota_hold` lets only probes go).
-        first: the instant of the key's first acquire (its first request, the probe, went
-            then), kept when the first answer names a quota window: until a window has
+        first: the instant the key's latest probe went (its first acquire, or a request sent
+            once a probe had waited :data:`PROBE_PATIENCE` for its answer, :func:`sent`),
+            kept when the first answer names a quota window: until a window has
             rolled over, the named reset less this is a lower bound of the window's length
             (:func:`release_slot`).
     """
@@ -169,8 +170,13 @@ def rolled(s: Schedule, now: float, in_flight: int) -> Schedule:
                    rolled_at=s.reset_at)
 
 
-def sent(s: Schedule) -> Schedule:
-    """A key's schedule after a request went: one less in the window's count."""
+def sent(s: Schedule, now: float | None = None) -> Schedule:
+    """A key's schedule after a request went at ``now``: one less in the window's count. In
+    the key's first window, a request that goes :data:`PROBE_PATIENCE` or more after the
+    latest probe (``first``) is another probe: ``first`` becomes ``now``
+    (:func:`~retrybudget.coordination._logic.quota_hold` waits for it in turn)."""
+    if now is not None and not s.answered and now - s.first >= PROBE_PATIENCE:
+        s = evolve(s, first=now)
     if s.quota is None:
         return s
     return evolve(s, quota=max(s.quota - 1, 0), used=None if s.used is None else s.used + 1)

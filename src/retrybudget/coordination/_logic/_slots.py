@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ...core import evolve
 from .._config import GateConfig, PacingConfig
 from ._gate import Schedule
-from ._instants import EPSILON, NEVER
+from ._instants import EPSILON, NEVER, PROBE_PATIENCE
 from ._pacing import pacing_interval
 
 
@@ -22,12 +22,14 @@ def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: 
     A count used up in a window whose reset no response has named yet (just rolled) holds
     for ``spread`` while requests are in flight: their answers will name it. So does a key
     in its first window (no answer yet, nothing counted) once ``pacing.probes`` requests are
-    in flight: the first answer names the quota, and the rest are released by it.
+    in flight: the first answer names the quota, and the rest are released by it; but only
+    for :data:`PROBE_PATIENCE` after the latest probe went (``first``): a probe whose holder
+    died never answers, so past that the next request goes as another probe (:func:`sent`).
     """
     if pacing is None:
         return None
     if (not s.answered and s.quota is None and s.limit is None and pacing.probes > 0
-            and in_flight >= pacing.probes):
+            and in_flight >= pacing.probes and now - s.first < PROBE_PATIENCE):
         return now + spread if spread > 0 else None
     if s.quota is None or s.quota > 0:
         return None

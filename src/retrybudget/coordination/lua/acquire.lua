@@ -63,11 +63,13 @@ local reset_at = instant(s.reset_at)
 -- quota_hold: the counted quota is used up until the reset (or, while no answer has named
 -- the new window's reset, for one spread while requests are in flight); a key no answer has
 -- come back for (its first window, nothing counted) holds for one spread once `probes`
--- requests are in flight
+-- requests are in flight, for PROBE_PATIENCE after its latest probe went (`first`)
 local hold = nil
 local unnamed = false
+local probed = instant(s.first)
 if pacing and s.answered == nil and quota == nil and count(s.limit, 1e15) == nil
-    and probes > 0 and in_flight >= probes then
+    and probes > 0 and in_flight >= probes and probed ~= nil
+    and NOW - probed < PROBE_PATIENCE then
   if spread > 0 then
     hold = NOW + spread
     unnamed = true
@@ -218,7 +220,12 @@ end
 
 local lease = ''
 if tracked then
-  -- sent: one less in the window's count
+  -- sent: one less in the window's count; in the first window, a request past the latest
+  -- probe's PROBE_PATIENCE is another probe
+  if pacing and s.answered == nil then
+    local latest = instant(fields_of().first)
+    if latest == nil or NOW - latest >= PROBE_PATIENCE then hset(state, 'first', fmt(NOW)) end
+  end
   if quota ~= nil and pacing then
     hset(state, 'quota', string.format('%d', math.max(quota - 1, 0)))
     local used = count(s.used, 1e15)

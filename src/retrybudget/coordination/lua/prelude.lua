@@ -12,6 +12,7 @@ local EPSILON = __EPSILON__          -- _logic.EPSILON
 local SLICES = __SLICES__            -- _logic.SLICES
 local NEVER = -math.huge             -- _logic.NEVER
 local WORKER_TTL = __WORKER_TTL__    -- _redis.WORKER_TTL
+local PROBE_PATIENCE = __PROBE_PATIENCE__  -- _logic.PROBE_PATIENCE
 
 local function finite(v)
   local n = tonumber(v)
