@@ -193,8 +193,7 @@ class MemoryCoordinator(Coordinator):
             slots.popleft()
         else:
             gate = k.schedule.gate
-            if due:
-                slots.popleft()  # its holder came back: plan_slot books it again
+            claimed = slots.popleft() if due else None  # its holder came back: booked again
             slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
                                       fail_fast)
             if slot > now + EPSILON:
@@ -203,6 +202,8 @@ class MemoryCoordinator(Coordinator):
                 permit = permit_of(code, slot - now, gate - now, None, self._wall(),
                                    reset_in)
                 if declines(slot - now, code == "gate", max_wait, fail_fast):
+                    if claimed is not None:
+                        slots.appendleft(claimed)  # not its to give up: still reserved
                     return self._tally.permit(permit)  # it stops: nothing reserved
                 k.schedule = planned
                 if slots and slot < slots[-1]:

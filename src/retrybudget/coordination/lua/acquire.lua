@@ -92,7 +92,7 @@ elseif latest ~= nil and latest < NOW - grace then
   hset(state, 'booked_to', 'none')
 else
   rc('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(NOW - grace))
-  due = rc('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'LIMIT', 0, 1)
+  due = rc('ZRANGEBYSCORE', slots, '-inf', fmt(NOW + EPSILON), 'WITHSCORES', 'LIMIT', 0, 1)
   if #due > 0 then rc('ZREM', slots, due[1]) end  -- claimed, or booked again below
   if latest == nil then  -- not recorded (garbage, or stored before it was): read once
     local last = rc('ZREVRANGEBYSCORE', slots, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -202,6 +202,8 @@ if #due == 0 or NOW < gate or hold ~= nil then
     answer = {'pace', fmt(wait), '0', '', reset_in, live}
     if gated then answer = {'gate', fmt(wait), fmt(gate - NOW), '', reset_in, live} end
     if (gated and fail_fast) or (max_wait ~= nil and wait > max_wait) then
+      -- a due slot it claimed is not its to give up: reserved again as it was
+      if #due > 0 then rc('ZADD', slots, due[2], due[1]) end
       DIRTY.booked_to, DIRTY.x_workers = nil, nil  -- records only: read again next time
       return answer  -- declines: it stops, nothing reserved
     end
