@@ -157,8 +157,12 @@ def test_provider_failures_map_to_problems(
     response, elapsed = lookup(scripted, client, rental)
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == PROBLEM
-    body = assert_counters(response, attempts, outcome)
-    assert len(scripted.requests()) == attempts
+    assert len(scripted.requests()) == attempts  # what the provider saw: exactly the script's
+    # an attempt cut at 0.3 s before the provider read its request (a loaded machine: the
+    # connection not yet made) fails as a timeout and counts once more; nothing else may
+    cut = response.json()["attempts"] - attempts
+    assert 0 <= cut <= 3 - attempts, response.json()
+    body = assert_counters(response, attempts + cut, outcome)
     assert body["code"] == code
     assert body["type"].endswith(code)
     assert body["status"] == status
