@@ -185,9 +185,9 @@ MUTANTS = [
         ("tests/test_coordination_behaviour.py::"
          "test_a_fail_fast_caller_is_placed_within_one_herd_window[memory]",
          "tests/test_coordination_behaviour.py::"
-         "test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it[memory]",
-         "tests/test_coordination_waits.py::"
-         "test_no_wait_exceeds_the_hint_plus_one_window_and_a_refusal_reserves_nothing"),
+         "test_fail_fast_slots_paced_past_the_reset_lie_within_one_herd_window_of_it[memory]"),
+        # (the wait property catches it too, but only when its search reaches a fail_fast
+        # caller past a long herd: at the README's example count, not every run)
     ),
     # a first window that waits for its probe's answer without end: a probe whose holder was
     # SIGKILLed never answers, and every other worker sharing the key stalls until its lease
