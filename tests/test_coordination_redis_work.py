@@ -203,7 +203,7 @@ VERDICTS = [Health.SUCCESS, Health.SUCCESS, Health.SUCCESS, Health.FAILURE, Heal
 CAPS = [None, None, None, ConcurrencyConfig(limit=3)]
 
 
-@settings(max_examples=examples(300, cap=2000))  # one small decision: saturated well before
+@settings(max_examples=examples(600, cap=2000))  # one small decision: saturated well before
 @given(throttles, st.sampled_from(VERDICTS), st.sampled_from([False, False, True]),
        st.sampled_from(CAPS))
 def test_only_a_healthy_success_far_from_the_quota_is_held_back(
