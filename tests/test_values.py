@@ -5,11 +5,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrybudget import AttemptRecord, Kind, Policy, Reason, Wait, WaitReason
+from retrybudget.coordination._logic import Schedule
 from retrybudget.core._values import evolve, evolver
 from retrybudget.core.outcome import Outcome
 from retrybudget.core.state import OperationState
+from strategies import assert_reached, examples, reached, tried
 
 
 def test_evolve_changes_the_named_fields_and_copies_every_other() -> None:
@@ -83,3 +87,43 @@ def test_the_state_changes_keep_every_field_in_its_place() -> None:
     assert outcome == Outcome(Reason.OK, "op", 1, (), 0.0)
     assert evolve(outcome, detail="d").detail == "d"
     assert evolve(state, history=(record,)).history == (record,)
+
+
+PROPERTY = "evolve"
+_SCHEDULE_FIELDS = [f.name for f in dataclasses.fields(Schedule)]
+
+
+@settings(max_examples=examples(300, cap=2000), deadline=None)  # 15 fields, any order: saturates
+@given(st.permutations(_SCHEDULE_FIELDS), st.integers(0, len(_SCHEDULE_FIELDS)),
+       st.floats(-1e6, 1e6), st.integers(-5, 5), st.sampled_from(["schedule", "subclass"]))
+def test_evolve_of_any_fields_in_any_order_is_dataclasses_replace(
+        order: list[str], count: int, number: float, small: int, kind: str) -> None:
+    """Each list of changed names has a copier of its own: whichever fields, in whichever
+    order, the copy is ``dataclasses.replace``'s, of the declaring class, frozen."""
+    tried(PROPERTY)
+    start = Schedule(gate=number, streak=small, quota=small, reset_at=number + 1)
+    if kind == "subclass":
+        class Later(Schedule):
+            __slots__ = ()
+
+        start = object.__new__(Later)
+        for f in dataclasses.fields(Schedule):
+            vars(Schedule)[f.name].__set__(start, getattr(Schedule(gate=number), f.name))
+    plain = Schedule(**{f.name: getattr(start, f.name) for f in dataclasses.fields(Schedule)})
+    changes = {name: (small if isinstance(getattr(start, name), int) and not isinstance(
+        getattr(start, name), bool) else number) for name in order[:count]}
+    moved = evolve(start, **changes)
+    assert type(moved) is Schedule
+    assert moved == dataclasses.replace(plain, **changes)
+    assert evolve(start, **changes) == moved  # its copier again, made once
+    reached(PROPERTY, "any fields in any order")
+    if count >= 2:
+        reached(PROPERTY, "several fields")
+    if kind == "subclass":
+        reached(PROPERTY, "a subclass")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        moved.gate = 1.0  # type: ignore[misc]
+
+
+def test_evolve_property_reached_its_checks() -> None:
+    assert_reached(PROPERTY, ("any fields in any order", "several fields", "a subclass"))

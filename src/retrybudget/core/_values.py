@@ -30,6 +30,9 @@ _EVOLVERS: dict[type[Any], Any] = {}
 """Each :func:`fast_init` class's field-by-field copier (see :func:`evolve`)."""
 
 
+_DRAFTS: dict[type[Any], type[Any] | None] = {}
+"""Each :func:`fast_init` class's plain twin with the same slots (None: it has none)."""
+
 _SET_CLASS = object.__dict__["__class__"].__set__
 
 
@@ -78,6 +81,7 @@ def fast_init(cls: C) -> C:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__
     cls.__init__ = init
+    _DRAFTS[cls] = namespace["_draft"]
     _EVOLVERS[cls] = _evolver(cls, fields, namespace["_draft"])
     return cls
 
@@ -87,22 +91,53 @@ def _evolver(cls: type[Any], fields: tuple[dataclasses.Field[Any], ...],
     """A function ``(value, /, *, field=...) -> copy`` for ``cls``: the named fields changed
     (filled while the copy is of ``draft``, the plain class with the same slots, when there
     is one, as :func:`fast_init`'s ``__init__`` does)."""
+    params = [f"{f.name}=_KEEP" for f in fields]
+    values = {f.name: f"_from.{f.name} if {f.name} is _KEEP else {f.name}" for f in fields}
+    return _copier_of(cls, draft, "evolve", f"_from, /, *, {', '.join(params)}", values)
+
+
+def _copier_of(cls: type[Any], draft: type[Any] | None, name: str, params: str,
+               values: dict[str, str]) -> Any:
+    """A copier of ``cls`` named ``name``, taking ``params``: a new instance whose each
+    field is filled with the expression ``values`` names for it (while the instance is of
+    ``draft`` when there is one)."""
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_KEEP": _KEEP,
                                  "_draft": draft, "_set_class": _SET_CLASS}
-    params, body = [], ["    new = _new(_cls)"]
-    if draft is not None and fields:
-        body = ["    new = _new(_draft)"]
-    for f in fields:
-        namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
-        params.append(f"{f.name}=_KEEP")
-        value = f"_from.{f.name} if {f.name} is _KEEP else {f.name}"
-        body.append(f"    new.{f.name} = {value}" if draft is not None
-                    else f"    _set_{f.name}(new, {value})")
-    if draft is not None and fields:
+    body = [f"    new = _new({'_draft' if draft is not None and values else '_cls'})"]
+    for field, value in values.items():
+        namespace[f"_set_{field}"] = getattr(cls, field).__set__
+        body.append(f"    new.{field} = {value}" if draft is not None
+                    else f"    _set_{field}(new, {value})")
+    if draft is not None and values:
         body.append("    _set_class(new, _cls)")
-    source = f"def evolve(_from, /, *, {', '.join(params)}):\n" + "\n".join([*body, "    return new"])
+    source = f"def {name}({params}):\n" + "\n".join([*body, "    return new"])
     exec(source, namespace)  # noqa: S102 - the source is built from field names only
-    return namespace["evolve"]
+    return namespace[name]
+
+
+_COPIERS: dict[tuple[type[Any], tuple[str, ...]], Any] = {}
+"""Copiers for one class and one list of changed fields, in the order named: each changed
+field a positional parameter, every other copied without a test (see :func:`evolve`)."""
+_COPIERS_MAX = 1024
+
+
+def _copier(kind: type[Any], names: tuple[str, ...]) -> Any:
+    """The copier :func:`evolve` calls for a value of class ``kind`` with ``names`` changed
+    (made once; an unknown name raises :class:`TypeError`)."""
+    cls = next((base for base in kind.__mro__ if base in _EVOLVERS), None)
+    if cls is None:
+        raise TypeError(f"{kind.__name__} is not a fast_init value class")
+    fields = [f.name for f in dataclasses.fields(cls)]
+    unknown = [name for name in names if name not in fields]
+    if unknown:
+        raise TypeError(f"evolve() got an unexpected keyword argument {unknown[0]!r} for "
+                        f"{cls.__name__}")
+    values = {field: field if field in names else f"_from.{field}" for field in fields}
+    copier = _copier_of(cls, _DRAFTS.get(cls), "copy", ", ".join(("_from", *names)), values)
+    if len(_COPIERS) >= _COPIERS_MAX:
+        _COPIERS.clear()
+    _COPIERS[kind, names] = copier
+    return copier
 
 
 _KEEP: Any = object()
@@ -110,10 +145,11 @@ _KEEP: Any = object()
 
 
 def evolver(cls: type[V]) -> Callable[..., V]:
-    """The copier :func:`evolve` uses for ``cls`` (a :func:`fast_init` class), for hot paths.
+    """A copier of ``cls`` (a :func:`fast_init` class) taking any fields by keyword.
 
     ``evolver(OperationState)(state, attempts=2)`` is ``evolve(state, attempts=2)`` without
-    looking the class up; an unknown field name raises :class:`TypeError`.
+    looking the class up (for a hot path whose call site changes several lists of fields);
+    an unknown field name raises :class:`TypeError`.
     """
     copier = next((_EVOLVERS[base] for base in cls.__mro__ if base in _EVOLVERS), None)
     if copier is None:
@@ -126,10 +162,12 @@ def evolve(value: V, /, **changes: Any) -> V:
 
     What ``dataclasses.replace`` does, faster, and always of the class that declared the
     fields (a subclass that fills fields with class attributes yields its base). An unknown
-    field name raises :class:`TypeError`.
+    field name raises :class:`TypeError`. Each class and list of changed names has a copier of
+    its own, made at its first use, which copies the other fields without testing each.
     """
-    copier = _EVOLVERS.get(type(value))
+    names = tuple(changes)
+    copier = _COPIERS.get((type(value), names))
     if copier is None:
-        copier = evolver(type(value))
-    result: V = copier(value, **changes)
+        copier = _copier(type(value), names)
+    result: V = copier(value, *changes.values())
     return result
