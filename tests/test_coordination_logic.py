@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from retrybudget import PolicyError
@@ -42,12 +42,13 @@ from retrybudget.coordination._logic import (
     release_quota,
     rolled,
     sent,
+    went_now,
 )
 from retrybudget.core.decide import rate_limit_wait
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC, GITHUB
 from retrybudget.core.throttle import NO_THROTTLE, Throttle, throttle_of
-from strategies import assert_reached, reached, tried
+from strategies import assert_reached, examples, reached, tried
 from test_coordination_support import classified, ended, seen
 
 WALL = 1_800_000_000.0
@@ -312,6 +313,47 @@ def test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_pat
 
 def test_the_first_window_property_reached_each_case() -> None:
     assert_reached("first window", ("another probe", "held"), minimum=5)
+
+
+_INSTANTS = st.sampled_from([-1e9, 990.0, 999.5, 1000.0, 1000.0 + EPSILON / 2, 1000.5, 1030.0])
+_COUNTS = st.one_of(st.none(), st.integers(0, 6))
+_SCHEDULES = st.builds(Schedule, gate=_INSTANTS, tail=_INSTANTS, herd=_INSTANTS,
+                       streak=st.integers(0, 2), remaining=_COUNTS, limit=_COUNTS,
+                       reset_at=st.one_of(st.none(), _INSTANTS), quota=_COUNTS, used=_COUNTS,
+                       release=_INSTANTS, released=st.integers(0, 3), rolled_at=_INSTANTS,
+                       window=st.one_of(st.none(), st.just(60.0)), answered=st.booleans(),
+                       first=_INSTANTS)
+_PAST = st.sampled_from([-1e9, 990.0, 999.5, 1000.0])
+_HEALTHY = st.builds(Schedule, gate=_PAST, tail=_INSTANTS, herd=_INSTANTS, remaining=_COUNTS,
+                     limit=_COUNTS, reset_at=st.one_of(st.none(), _INSTANTS),
+                     quota=st.integers(0, 6), used=_COUNTS, answered=st.just(True))
+"""Schedules of a key past its first window, nothing closing it: the case went_now answers."""
+_PACINGS = st.one_of(st.none(), st.builds(PacingConfig, threshold=st.sampled_from([0.1, 0.9]),
+                                           probes=st.integers(0, 2)))
+
+
+@settings(max_examples=examples(500, cap=3000))  # one rule over a small grid of schedules
+@given(st.one_of(_SCHEDULES, _HEALTHY), _PACINGS, st.sampled_from([0.0, 0.05]), st.integers(0, 3))
+def test_a_request_that_goes_at_once_is_planned_and_sent_in_one_step(
+        s, pacing, spread, in_flight) -> None:
+    """went_now is plan_slot then sent for a request that goes at once on a key nothing holds:
+    the same slot (now) and the same schedule; a case it does not answer is left to them."""
+    tried("went now")
+    now, gate_cfg = 1000.0, GateConfig(spread=spread)
+    went = went_now(s, now, pacing)
+    if quota_hold(s, now, pacing, in_flight, spread) is not None:
+        return
+    slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight)
+    if went is None:
+        reached("went now", "left to plan_slot")
+        return
+    assert slot == now
+    assert went == sent(planned, now)
+    reached("went now", "planned and sent at once")
+
+
+def test_the_went_now_property_reached_each_case() -> None:
+    assert_reached("went now", ("left to plan_slot", "planned and sent at once"))
 
 
 # The retry budget -------------------------------------------------------------------------------

@@ -140,6 +140,15 @@ MUTANTS = [
         ("tests/test_coordination_exact.py::"
          "test_before_any_roll_the_first_request_to_the_reset_bounds_the_window_from_below",),
     ),
+    # a healthy key's one-step plan taken while a herd is being released: a request goes at
+    # once where plan_slot would have queued it a spread behind the held workers
+    Mutant(
+        "went-now-ignores-the-herd", "coordination/_logic/_slots.py",
+        "now < s.gate or s.herd > now",
+        "now < s.gate",
+        ("tests/test_coordination_logic.py::"
+         "test_a_request_that_goes_at_once_is_planned_and_sent_in_one_step",),
+    ),
     # the reservations from the release on counted as one line: asks again crowding the
     # release's window push every later booking out, and a window is left with none
     Mutant(
@@ -169,7 +178,7 @@ MUTANTS = [
     # pushes the herd's tail a spread further, and a short 429 becomes an outage
     Mutant(
         "a-refusal-reserves-its-slot", "coordination/_memory.py",
-        "return self._tally.permit(permit)  # it stops: nothing reserved",
+        "return permit  # it stops: nothing reserved",
         "pass  # it stops: nothing reserved",
         ("tests/test_coordination_behaviour.py::"
          "test_a_caller_that_would_not_wait_reserves_no_slot[memory]",

@@ -44,6 +44,7 @@ from ._logic import (
     quota_hold,
     rolled,
     sent,
+    went_now,
     write_wait,
 )
 from ._stats import CoordinationStats, Tally
@@ -189,38 +190,53 @@ class MemoryCoordinator(Coordinator):
             slots.popleft()  # lapsed: its holder stopped or died
         hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
         due = bool(slots) and slots[0] <= now + EPSILON
-        if now >= k.schedule.gate and due and hold is None:
+        went = None if due or hold is not None else went_now(k.schedule, now, pacing)
+        if went is not None:
+            k.schedule = went  # planned now and sent: a healthy key's request
+        elif now >= k.schedule.gate and due and hold is None:
             slots.popleft()
         else:
-            gate = k.schedule.gate
-            claimed = slots.popleft() if due else None  # its holder came back: booked again
-            slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
-                                      fail_fast)
-            if slot > now + EPSILON:
-                code = "gate" if now < gate else "pace"
-                reset_in = None if hold is None or planned.reset_at is None else hold - now
-                permit = permit_of(code, slot - now, gate - now, None, self._wall(),
-                                   reset_in)
-                if declines(slot - now, code == "gate", max_wait, fail_fast):
-                    if claimed is not None:
-                        slots.appendleft(claimed)  # not its to give up: still reserved
-                    return self._tally.permit(permit)  # it stops: nothing reserved
-                k.schedule = planned
-                if slots and slot < slots[-1]:
-                    bisect.insort(slots, slot)  # a release by quota before later slots
-                else:
-                    slots.append(slot)
-                return self._tally.permit(permit)
-            k.schedule = planned
+            waits = self._planned(k, now, in_flight, hold, due, max_wait, fail_fast)
+            if waits is not None:
+                return self._tally.permit(waits)
         lease = None
         if write_gap > 0:
             k.last_write = now
-        if pacing is not None:
+        if pacing is not None and went is None:
             k.schedule = sent(k.schedule, now)
         if cap is not None or pacing is not None:
             lease = f"m:{next(self._ids)}"
             k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
+
+    def _planned(self, k: _Key, now: float, in_flight: int, hold: float | None, due: bool,
+                 max_wait: float | None, fail_fast: bool) -> Permit | None:
+        """A slot planned for a request under key state ``k`` (``hold``: the instant a used-up
+        count holds it until; ``due``: a reserved slot is due, claimed back here): the permit
+        to wait with, the slot reserved unless the caller declines it, or None when it goes
+        now (its schedule planned). The lock held."""
+        cfg = self.config
+        slots = k.slots
+        gate = k.schedule.gate
+        claimed = slots.popleft() if due else None  # its holder came back: booked again
+        slot, planned = plan_slot(k.schedule, now, cfg.gate, cfg.pacing, in_flight, slots,
+                                  fail_fast)
+        if slot <= now + EPSILON:
+            k.schedule = planned
+            return None
+        code = "gate" if now < gate else "pace"
+        reset_in = None if hold is None or planned.reset_at is None else hold - now
+        permit = permit_of(code, slot - now, gate - now, None, self._wall(), reset_in)
+        if declines(slot - now, code == "gate", max_wait, fail_fast):
+            if claimed is not None:
+                slots.appendleft(claimed)  # not its to give up: still reserved
+            return permit  # it stops: nothing reserved
+        k.schedule = planned
+        if slots and slot < slots[-1]:
+            bisect.insort(slots, slot)  # a release by quota before later slots
+        else:
+            slots.append(slot)
+        return permit
 
     def pace_write(self, key: str, gap: float) -> float:
         """The write spacing alone: seconds this write waits (0: it goes now, recorded as the

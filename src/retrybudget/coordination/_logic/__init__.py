@@ -26,7 +26,15 @@ from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
 from ._health import Health, health
 from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
 from ._pacing import pacing_interval, write_wait
-from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota, release_slot
+from ._slots import (
+    booked_from,
+    herd_slot,
+    plan_slot,
+    quota_hold,
+    release_quota,
+    release_slot,
+    went_now,
+)
 
 __all__ = [
     "EPSILON",
@@ -59,6 +67,7 @@ __all__ = [
     "release_slot",
     "rolled",
     "sent",
+    "went_now",
     "window_used",
     "write_wait",
 ]

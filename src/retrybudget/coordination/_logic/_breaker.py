@@ -52,6 +52,10 @@ class Verdict:
     retry_in: float | None = None
 
 
+_ADMITTED = Verdict(True)
+"""A closed breaker's verdict (a frozen value, made once)."""
+
+
 def breaker_admit(b: Breaker, now: float, cfg: BreakerConfig) -> tuple[Verdict, Breaker]:
     """Admit an operation or refuse it.
 
@@ -59,7 +63,7 @@ def breaker_admit(b: Breaker, now: float, cfg: BreakerConfig) -> tuple[Verdict, 
     exactly one probe (until ``probe_until``) and refuses everyone else meanwhile.
     """
     if b.phase is Phase.CLOSED:
-        return Verdict(True), b
+        return _ADMITTED, b
     if b.phase is Phase.OPEN:
         if now < b.open_until:
             return Verdict(False, retry_in=b.open_until - now), b
@@ -103,6 +107,8 @@ def breaker_finish(b: Breaker, verdict: Health, probe: bool, now: float,
     history = (b.history + ("1" if failed else "0"))[-cfg.window:]
     if _trips(failures, history, cfg):
         return _opened(now, cfg), True
+    if failures == b.failures and history == b.history:
+        return b, False  # a success on a full window of them: nothing moved
     return evolve(b, failures=failures, history=history), False
 
 

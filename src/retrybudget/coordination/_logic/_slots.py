@@ -155,6 +155,23 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     return slot, evolve(s, tail=max(s.tail, slot), herd=max(s.herd, slot) if held else s.herd)
 
 
+def went_now(s: Schedule, now: float, pacing: PacingConfig | None) -> Schedule | None:
+    """:func:`plan_slot` then :func:`~retrybudget.coordination._logic.sent` in one step, for
+    a request that goes at once on a key past its first window, its quota counted: no gate
+    closed, no pacing interval, no herd being released. The caller has found nothing holds
+    the key (:func:`quota_hold` is None) and no reserved slot due. None: another case, which
+    :func:`plan_slot` plans.
+
+    The schedule is the one those two build (its tail now, one less in the window's count),
+    built once: what a healthy key's every request does.
+    """
+    if (pacing is None or not s.answered or s.quota is None or now < s.gate or s.herd > now
+            or pacing_interval(s, now, pacing) > 0):
+        return None
+    return evolve(s, tail=max(s.tail, now), quota=max(s.quota - 1, 0),
+                  used=None if s.used is None else s.used + 1)
+
+
 def herd_slot(opens: float, spacing: float, herd_window: float,
               reserved: Sequence[float] = ()) -> float:
     """The slot of a ``fail_fast`` worker whose place in a release lies beyond one herd
