@@ -374,6 +374,27 @@ def test_retries_never_exceed_the_budget(ops, ratio, floor) -> None:
         assert allowed <= floor * 10.0 + ratio * deposits + 1e-9
 
 
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([0.0, 0.3, 1.0, 4.0, 9.9, 25.0])),
+                max_size=60))
+def test_a_deposit_counts_what_the_window_holds(ops) -> None:
+    """A deposit into a budget whose slices are all live is counted in place: the budget is
+    the one the window's slices, filtered and added to, make."""
+    from retrybudget.coordination._logic._budget import _add, _live
+
+    cfg = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=10.0)
+    b, now = Budget(), 100.0
+    for deposit, gap in ops:
+        now += gap
+        if deposit:
+            current, live = _live(b, now, cfg)
+            expected = _add(live, current, 1, 0)
+            b = budget_deposit(b, now, cfg)
+            assert b == expected
+        else:
+            b = budget_withdraw(b, now, cfg)[1]
+        assert [sl[0] for sl in b.slices] == sorted({sl[0] for sl in b.slices})
+
+
 def test_deposits_and_retries_leave_the_window() -> None:
     cfg = RetryBudgetConfig(ratio=1.0, min_retries_per_sec=0.0, ttl=10.0)
     b = budget_deposit(Budget(), 0.0, cfg)

@@ -257,14 +257,15 @@ class MemoryCoordinator(Coordinator):
                 throttle is None or self.config.pacing is None):
             return  # nothing to give back or to record (an answer ends a first window)
         with self._lock:
-            self._learned(self._key(key), facts, throttle, lease)
+            self._learned(self._key(key), facts, throttle, lease, None)
 
     def _learned(self, k: _Key, facts: Throttle, throttle: Throttle | None,
-                 lease: str | None) -> None:
-        """:meth:`learn` for key state ``k`` (the lock held)."""
+                 lease: str | None, now: float | None) -> None:
+        """:meth:`learn` for key state ``k`` (the lock held; ``now``: the clock read already,
+        None: read it when needed)."""
         answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
         if facts.informative or (throttle is not None and not k.schedule.answered):
-            now = self._now()
+            now = self._now() if now is None else now
             k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                self._in_flight(k, now), answered, self.share)
             while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
@@ -303,18 +304,17 @@ class MemoryCoordinator(Coordinator):
         if cfg is None and not earns:
             return
         with self._lock:
-            opened, state = self._finished(self._key(key), verdict, earns, probe)
+            opened, state = self._finished(self._key(key), verdict, earns, probe, self._now())
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)
 
-    def _finished(self, k: _Key, verdict: Health, earns: bool,
-                  probe: bool) -> tuple[bool, str | None]:
-        """:meth:`finish` for key state ``k`` (the lock held): whether the breaker opened, and
-        the state it entered."""
+    def _finished(self, k: _Key, verdict: Health, earns: bool, probe: bool,
+                  now: float) -> tuple[bool, str | None]:
+        """:meth:`finish` for key state ``k`` at ``now`` (the lock held): whether the breaker
+        opened, and the state it entered."""
         cfg, budget = self.config.breaker, self.config.retry_budget
         opened, state = False, None
-        now = self._now()
         if earns and budget is not None:
             k.budget = budget_deposit(k.budget, now, budget)
         if cfg is not None:
@@ -359,7 +359,7 @@ class MemoryCoordinator(Coordinator):
     def _first_done(self, bucket: str, throttle: Throttle | None, lease: str | None, key: str,
                     outcome: Outcome[Any], probe: bool) -> None:
         """``learn(bucket, throttle, lease)`` then ``finish(key, outcome, probe)`` in one call
-        (one lock)."""
+        (one lock, one clock reading)."""
         facts = NO_THROTTLE if throttle is None else throttle
         learns = lease is not None or facts.informative or (
             throttle is not None and self.config.pacing is not None)
@@ -371,10 +371,11 @@ class MemoryCoordinator(Coordinator):
             return
         opened, state = False, None
         with self._lock:
+            now = self._now()
             if learns:
-                self._learned(self._key(bucket), facts, throttle, lease)
+                self._learned(self._key(bucket), facts, throttle, lease, now)
             if finishes:
-                opened, state = self._finished(self._key(key), verdict, earns, probe)
+                opened, state = self._finished(self._key(key), verdict, earns, probe, now)
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)

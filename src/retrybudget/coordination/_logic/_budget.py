@@ -15,7 +15,8 @@ SLICES = 10
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """One key's retry budget: ``(slice, healthy operations, retries)`` per live slice."""
+    """One key's retry budget: ``(slice, healthy operations, retries)`` per live slice, in
+    ascending slice order (as :func:`budget_deposit` and :func:`budget_withdraw` build it)."""
 
     slices: tuple[tuple[int, int, int], ...] = ()
 
@@ -38,8 +39,14 @@ def _add(slices: list[tuple[int, int, int]], current: int, deposits: int,
 def budget_deposit(b: Budget, now: float, cfg: RetryBudgetConfig) -> Budget:
     """The budget after an operation ended with the provider answering (it deposits
     ``ratio`` of a retry)."""
-    current, slices = _live(b, now, cfg)
-    return _add(slices, current, 1, 0)
+    current = math.floor(now * SLICES / cfg.ttl)
+    slices = b.slices
+    if slices and slices[-1][0] == current and slices[0][0] > current - SLICES:
+        # every slice live (they ascend, the latest the current one): counted in place
+        _, deposits, withdrawals = slices[-1]
+        return Budget((*slices[:-1], (current, deposits + 1, withdrawals)))
+    current, live = _live(b, now, cfg)
+    return _add(live, current, 1, 0)
 
 
 def budget_withdraw(b: Budget, now: float, cfg: RetryBudgetConfig) -> tuple[bool, Budget]:
