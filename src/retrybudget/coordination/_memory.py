@@ -147,7 +147,8 @@ class MemoryCoordinator(Coordinator):
         with self._lock:
             verdict, state = self._admitted(self._key(key), self._now(), cfg)
         self._moved(key, state)
-        return self._tally.admission(admission_of(verdict, self._wall()))
+        wall = 0.0 if verdict.allowed else self._wall()  # read for a refusal's retry_at only
+        return self._tally.admission(admission_of(verdict, wall))
 
     @staticmethod
     def _admitted(k: _Key, now: float, cfg: BreakerConfig) -> tuple[Verdict, str | None]:
@@ -349,7 +350,8 @@ class MemoryCoordinator(Coordinator):
             else:
                 k = self._key(key)
                 verdict, state = self._admitted(k, now, cfg)
-                admission = tally.admission(admission_of(verdict, self._wall()))
+                wall = 0.0 if verdict.allowed else self._wall()  # a refusal's retry_at only
+                admission = tally.admission(admission_of(verdict, wall))
             permit = None
             if admission.allowed:
                 permit = self._acquired(self._key(bucket), now, write_gap, max_wait, fail_fast)

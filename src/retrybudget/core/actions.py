@@ -140,6 +140,7 @@ Action = Admit | Acquire | Attempt | Sleep | Learn | SpendRetry | Finish
 # Replies -------------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Admission:
     """The breaker's answer: allowed, as a half-open probe, or refused until ``retry_at``."""
@@ -150,6 +151,7 @@ class Admission:
     detail: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Permit:
     """The coordinator's answer before an attempt.
