@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._values import fast_init
 from .classify import Classified, Kind
 from .decide import rate_limit_wait
 from .outcome import WaitReason
@@ -18,6 +19,7 @@ from .profiles import GENERIC, Profile
 __all__ = ["NO_THROTTLE", "Throttle", "throttle_of"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Throttle:
     """One response's quota facts, in seconds relative to when it was classified.
