@@ -29,6 +29,7 @@ from ._logic import (
     Breaker,
     Budget,
     Health,
+    Learned,
     Schedule,
     Verdict,
     admission_of,
@@ -38,11 +39,14 @@ from ._logic import (
     budget_withdraw,
     health,
     learn,
+    learned_gap,
     moved,
     permit_of,
     plan_slot,
     quota_hold,
+    rate_cut,
     rolled,
+    send_counted,
     sent,
     write_wait,
 )
@@ -54,7 +58,7 @@ __all__ = ["MemoryCoordinator"]
 class _Key:
     """One provider key's state."""
 
-    __slots__ = ("breaker", "budget", "last_write", "leases", "schedule", "slots")
+    __slots__ = ("breaker", "budget", "last_write", "learned", "leases", "schedule", "slots")
 
     def __init__(self) -> None:
         self.schedule = Schedule()
@@ -63,6 +67,7 @@ class _Key:
         self.breaker = Breaker()
         self.budget = Budget()
         self.last_write = NEVER  # when the latest write (paced by its profile) went
+        self.learned = Learned()  # the send rate learned from throttles naming no quota
 
 
 _ADMITTED = Admission()
@@ -194,8 +199,9 @@ class MemoryCoordinator(Coordinator):
         else:
             gate = k.schedule.gate
             claimed = slots.popleft() if due else None  # its holder came back: booked again
+            gap = 0.0 if pacing is None else learned_gap(k.learned, now)
             slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
-                                      fail_fast)
+                                      fail_fast, gap)
             if slot > now + EPSILON:
                 code = "gate" if now < gate else "pace"
                 reset_in = None if hold is None or planned.reset_at is None else hold - now
@@ -217,6 +223,7 @@ class MemoryCoordinator(Coordinator):
             k.last_write = now
         if pacing is not None:
             k.schedule = sent(k.schedule, now)
+            k.learned = send_counted(k.learned, now)
         if cap is not None or pacing is not None:
             lease = f"m:{next(self._ids)}"
             k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
@@ -251,6 +258,8 @@ class MemoryCoordinator(Coordinator):
             now = self._now()
             k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                self._in_flight(k, now), answered, self.share)
+            if facts.throttled and facts.remaining is None:
+                k.learned = rate_cut(k.learned, now)  # no quota named: a rate is learned
             while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
                 k.slots.popleft()  # reserved before the gate moved: ask again
 

@@ -116,6 +116,7 @@ if #due == 0 or NOW < gate or hold ~= nil then
     end
     if low then interval = (reset_at - NOW) / math.max(remaining, 1) end
   end
+  if pacing then interval = math.max(interval, lr_gap()) end  -- _logic.learned_gap
   -- plan_slot
   local tail = instant(s.tail) or NEVER
   local herd = instant(s.herd) or NEVER
@@ -228,6 +229,7 @@ if tracked then
     local latest = instant(fields_of().first)
     if latest == nil or NOW - latest >= PROBE_PATIENCE then hset(state, 'first', fmt(NOW)) end
   end
+  if pacing then lr_counted() end  -- _logic.send_counted
   if quota ~= nil and pacing then
     hset(state, 'quota', string.format('%d', math.max(quota - 1, 0)))
     local used = count(s.used, 1e15)
