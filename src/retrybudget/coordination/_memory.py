@@ -199,7 +199,7 @@ class MemoryCoordinator(Coordinator):
         else:
             gate = k.schedule.gate
             claimed = slots.popleft() if due else None  # its holder came back: booked again
-            gap = 0.0 if pacing is None else learned_gap(k.learned, now)
+            gap = 0.0 if pacing is None else learned_gap(k.learned, max(now, k.schedule.tail))
             slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
                                       fail_fast, gap)
             if slot > now + EPSILON:

@@ -108,7 +108,8 @@ def send_rate(s: Learned, now: float) -> float:
 
 
 def learned_rate(s: Learned, now: float) -> float | None:
-    """The requests per second the fleet may send under the key at ``now``; None: not paced.
+    """The requests per second the fleet may send under the key at ``now`` (an instant
+    ahead too: the rate a slot planned for then is spaced by); None: not paced.
 
     Within ``K`` of the cut, CUBIC's concave branch back up to the peak; then the peak for
     :data:`QUIET` seconds, and :data:`STEP` of the peak more after each further quiet period;
@@ -130,7 +131,8 @@ def learned_rate(s: Learned, now: float) -> float | None:
 
 
 def learned_gap(s: Learned, now: float) -> float:
-    """Seconds between two requests the learned rate allows at ``now`` (0: not paced)."""
+    """Seconds between two requests the learned rate allows from ``now`` on (0: not paced):
+    the slot after one at ``now`` lies this far from it."""
     rate = learned_rate(s, now)
     return 0.0 if rate is None else 1.0 / rate
 

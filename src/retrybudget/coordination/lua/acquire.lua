@@ -116,7 +116,9 @@ if #due == 0 or NOW < gate or hold ~= nil then
     end
     if low then interval = (reset_at - NOW) / math.max(remaining, 1) end
   end
-  if pacing then interval = math.max(interval, lr_gap()) end  -- _logic.learned_gap
+  if pacing then  -- _logic.learned_gap, at the latest slot (the next is spaced from it)
+    interval = math.max(interval, lr_gap(math.max(NOW, instant(s.tail) or NEVER)))
+  end
   -- plan_slot
   local tail = instant(s.tail) or NEVER
   local herd = instant(s.herd) or NEVER

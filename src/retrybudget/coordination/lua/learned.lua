@@ -42,10 +42,10 @@ local function lr_counted()
   lr_store(l)
 end
 
--- _logic.learned_rate: requests per second the key may send now (nil: not paced).
-local function lr_rate(l)
+-- _logic.learned_rate: requests per second the key may send at `at` (nil: not paced).
+local function lr_rate(l, at)
   if l.peak == nil then return nil end
-  local since = math.max(0, NOW - l.cut)
+  local since = math.max(0, at - l.cut)
   local k = (l.peak * (1 - LR.BETA) / LR.SCALE) ^ (1 / 3)
   local rate
   if since < k then
@@ -57,9 +57,10 @@ local function lr_rate(l)
   return math.min(math.max(rate, LR.FLOOR), LR.CEILING)
 end
 
--- _logic.learned_gap: seconds between two requests the learned rate allows (0: not paced).
-local function lr_gap()
-  local rate = lr_rate(lr_load())
+-- _logic.learned_gap: seconds between two requests the learned rate allows from `at` on (0:
+-- not paced).
+local function lr_gap(at)
+  local rate = lr_rate(lr_load(), at)
   if rate == nil then return 0 end
   return 1 / rate
 end
@@ -71,7 +72,7 @@ local function lr_cut()
     hset(KEYS[1], 'lr_peak', fmt(math.max(l.peak - 1 / LR.SPAN, LR.FLOOR)))  -- same burst
     return
   end
-  local current = lr_rate(l)
+  local current = lr_rate(l, NOW)
   lr_rolled(l)
   local inside = math.max(0, 1 - (NOW - l.since) / LR.SPAN)
   local admitted = (l.sent + l.before * inside) / LR.SPAN - 1 / LR.SPAN
