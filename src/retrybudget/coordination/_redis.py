@@ -54,6 +54,7 @@ from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
+    LEARNED_CONSTANTS,
     NEVER,
     PROBE_PATIENCE,
     SLICES,
@@ -63,7 +64,6 @@ from ._logic import (
     health,
     permit_of,
 )
-from ._logic._learned import CONSTANTS as LEARNED_CONSTANTS
 from ._memory import MemoryCoordinator
 from ._settle import aged, deferrable
 from ._stats import CoordinationStats, Tally

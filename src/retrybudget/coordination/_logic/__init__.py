@@ -26,6 +26,7 @@ from ._budget import SLICES, Budget, budget_deposit, budget_withdraw
 from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
 from ._health import Health, health
 from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
+from ._learned import CONSTANTS as LEARNED_CONSTANTS
 from ._learned import Learned, learned_gap, learned_rate, rate_cut, send_counted, send_rate
 from ._pacing import pacing_interval, write_wait
 from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota, release_slot
@@ -33,6 +34,7 @@ from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota
 __all__ = [
     "EPSILON",
     "FLIGHT_TTL",
+    "LEARNED_CONSTANTS",
     "NEVER",
     "PROBE_PATIENCE",
     "SLICES",
