@@ -33,6 +33,7 @@ from retrybudget.coordination._logic._learned import (
     FLOOR,
     FORGET,
     HOLD,
+    MARGIN,
     QUIET,
     SCALE,
     STEP,
@@ -45,6 +46,8 @@ pytest_plugins = ("test_coordination_support",)  # the backend and redis_server 
 KEY = "api.example.com"
 T0 = 1000.0
 EXACT = 1e-9
+KEEP = 1 - MARGIN
+"""The share of the admitted rate a peak keeps."""
 
 
 def sends(n: int, at: float = T0, s: Learned | None = None) -> Learned:
@@ -66,10 +69,10 @@ def recovery(peak: float) -> float:
 
 def test_a_throttle_naming_no_quota_cuts_to_beta_of_the_rate_the_provider_admitted() -> None:
     s = rate_cut(sends(25), T0 + 0.3)
-    assert s.peak == 24.0  # 25 went in the last second, this one was refused
+    assert s.peak == pytest.approx(24 * KEEP, abs=EXACT)  # 25 went, this one was refused
     assert s.cut == T0 + 0.3
-    assert learned_rate(s, T0 + 0.3) == pytest.approx(BETA * 24, abs=EXACT)
-    assert learned_gap(s, T0 + 0.3) == pytest.approx(1 / (BETA * 24), abs=EXACT)
+    assert learned_rate(s, T0 + 0.3) == pytest.approx(BETA * 24 * KEEP, abs=EXACT)
+    assert learned_gap(s, T0 + 0.3) == pytest.approx(1 / (BETA * 24 * KEEP), abs=EXACT)
 
 
 def test_before_any_throttle_nothing_is_paced() -> None:
@@ -82,14 +85,14 @@ def test_the_refusals_of_one_burst_each_take_one_off_the_peak_and_cut_once() -> 
     s = rate_cut(sends(25), T0)
     for n in range(1, 5):  # requests in flight when the first refusal came back
         s = rate_cut(s, T0 + n * 0.01)
-        assert s.peak == 24.0 - n
+        assert s.peak == pytest.approx(24 * KEEP - n, abs=EXACT)
         assert s.cut == T0
-    assert learned_rate(s, T0 + 0.04) < BETA * 24
+    assert learned_rate(s, T0 + 0.04) < BETA * 24 * KEEP
 
 
 def test_a_throttle_after_the_hold_cuts_again_from_the_rate_reached() -> None:
     s = rate_cut(sends(21), T0)
-    assert s.peak == 20.0
+    assert s.peak == pytest.approx(20 * KEEP, abs=EXACT)
     s = sends(30, T0 + HOLD, s)  # more sent than the rate allowed
     before = learned_rate(s, T0 + HOLD)
     assert before is not None
@@ -101,21 +104,23 @@ def test_a_throttle_after_the_hold_cuts_again_from_the_rate_reached() -> None:
 
 def test_the_rate_climbs_back_to_the_peak_holds_it_then_probes_upward() -> None:
     s = rate_cut(sends(21), T0)
-    k = recovery(20.0)
-    assert learned_rate(s, T0 + k / 2) == pytest.approx(20 - SCALE * (k / 2) ** 3, abs=EXACT)
-    assert learned_rate(s, T0 + k) == pytest.approx(20.0, abs=EXACT)
-    assert learned_rate(s, T0 + k + QUIET - 0.001) == pytest.approx(20.0, abs=EXACT)
-    assert learned_rate(s, T0 + k + QUIET + 0.001) == pytest.approx(20 * (1 + STEP), abs=EXACT)
-    assert learned_rate(s, T0 + k + 3 * QUIET + 0.001) == pytest.approx(20 * (1 + 3 * STEP), abs=EXACT)
+    peak = 20 * KEEP
+    k = recovery(peak)
+    assert learned_rate(s, T0 + k / 2) == pytest.approx(peak - SCALE * (k / 2) ** 3, abs=EXACT)
+    assert learned_rate(s, T0 + k) == pytest.approx(peak, abs=EXACT)
+    assert learned_rate(s, T0 + k + QUIET - 0.001) == pytest.approx(peak, abs=EXACT)
+    assert learned_rate(s, T0 + k + QUIET + 0.001) == pytest.approx(peak * (1 + STEP), abs=EXACT)
+    assert learned_rate(s, T0 + k + 3 * QUIET + 0.001) == pytest.approx(peak * (1 + 3 * STEP),
+                                                                         abs=EXACT)
     steps = round((FORGET - 1) / STEP)
     assert learned_rate(s, T0 + k + (steps - 1) * QUIET) is not None
     assert learned_rate(s, T0 + k + steps * QUIET + 0.001) is None  # probed to twice the peak: gone
 
 
 def test_fewer_than_one_admitted_a_second_teaches_nothing() -> None:
-    assert rate_cut(sends(1), T0).peak is None
+    assert rate_cut(sends(2), T0).peak is None  # 1 admitted, less the margin
     assert rate_cut(Learned(), T0).peak is None
-    assert rate_cut(sends(2), T0).peak == 1.0
+    assert rate_cut(sends(3), T0).peak == pytest.approx(2 * KEEP, abs=EXACT)
 
 
 def test_the_send_count_slides_over_the_last_second() -> None:
@@ -132,8 +137,8 @@ def test_a_slot_is_spaced_by_the_rate_at_the_slot_before_it() -> None:
     gate, pacing = GateConfig(), PacingConfig()
     s = Schedule(tail=T0 + 5.0, answered=True)
     slot, _ = plan_slot(s, T0, gate, pacing, learned_gap=learned_gap(learned, s.tail))
-    assert slot == pytest.approx(T0 + 5.0 + 1 / 20.0, abs=EXACT)  # back at the peak by then
-    assert learned_gap(learned, T0) == pytest.approx(1 / (BETA * 20), abs=EXACT)
+    assert slot == pytest.approx(T0 + 5.0 + 1 / (20 * KEEP), abs=EXACT)  # the peak by then
+    assert learned_gap(learned, T0) == pytest.approx(1 / (BETA * 20 * KEEP), abs=EXACT)
 
 
 # The property ------------------------------------------------------------------------------------
@@ -240,10 +245,10 @@ def test_the_learned_rate_climbs_back_to_the_peak(backend: Backend) -> None:
     c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.0)))
     sent_and_answered(c, 11)
     c.learn(KEY, throttled(0), None)
-    backend.sleep(recovery(10.0) + 0.05)
+    backend.sleep(recovery(10 * KEEP) + 0.05)
     slots = planned(backend, [c], 4)
     for earlier, later in itertools.pairwise(slots):
-        assert later - earlier == pytest.approx(1 / 10, abs=slack(backend))  # 10 a second
+        assert later - earlier == pytest.approx(1 / (10 * KEEP), abs=slack(backend))  # the peak
 
 
 def test_a_throttle_with_quota_headers_teaches_no_rate(backend: Backend) -> None:
@@ -268,9 +273,10 @@ def test_the_memory_backend_plans_the_learned_gaps_exactly() -> None:
     c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.0)))
     sent_and_answered(c, 21)
     c.learn(KEY, throttled(0), None)  # the cut is now: the slots follow the gaps from it
-    k = recovery(20.0)  # 20 admitted: the peak; the rate from the cut is CUBIC's
-    first = 1 / (BETA * 20)
-    second = first + 1 / (SCALE * (first - k) ** 3 + 20)
-    third = second + 1 / (SCALE * (second - k) ** 3 + 20)
+    peak = 20 * KEEP  # 20 admitted; the rate from the cut is CUBIC's
+    k = recovery(peak)
+    first = 1 / (BETA * peak)
+    second = first + 1 / (SCALE * (first - k) ** 3 + peak)
+    third = second + 1 / (SCALE * (second - k) ** 3 + peak)
     assert [c.acquire(KEY, 1).wait for _ in range(3)] == pytest.approx(
         [first, second, third], abs=EXACT)

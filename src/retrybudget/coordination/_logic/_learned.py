@@ -53,13 +53,18 @@ FLOOR = 0.5
 CEILING = 100_000.0
 """The highest learned rate (and peak), requests per second."""
 
+MARGIN = 0.03
+"""The peak is the admitted rate less this share: sends spaced evenly at exactly a fixed
+window's limit put one more into a window whenever the one at its start is late and the one
+at its end is not; 3 % of a second is 30 ms of such jitter."""
+
 MIN_PEAK = 1.0
 """A throttle when fewer than this many requests a second were admitted teaches no rate: the
 limit is not the fleet's pace (a long window, or a limit spent elsewhere); the gate holds it."""
 
 CONSTANTS = {"BETA": BETA, "SCALE": SCALE, "SPAN": SPAN, "HOLD": HOLD, "QUIET": QUIET,
              "STEP": STEP, "FORGET": FORGET, "FLOOR": FLOOR, "CEILING": CEILING,
-             "MIN_PEAK": MIN_PEAK}
+             "MARGIN": MARGIN, "MIN_PEAK": MIN_PEAK}
 """Every constant by name, as ``lua/learned.lua`` takes them."""
 
 
@@ -141,14 +146,14 @@ def rate_cut(s: Learned, now: float) -> Learned:
     """``s`` after a throttle that named no quota, at ``now``.
 
     The first of a burst (none within :data:`HOLD` of the last cut) cuts: the peak becomes
-    the rate the provider admitted, the requests sent in the last second less this one,
-    never above the rate learned until then; the rate falls to :data:`BETA` times it. A
-    later throttle of the same burst takes one more refused request off the peak. Fewer than
-    :data:`MIN_PEAK` admitted teaches nothing.
+    the rate the provider admitted, the requests sent in the last second less this one
+    (and less :data:`MARGIN`), never above the rate learned until then; the rate falls to
+    :data:`BETA` times it. A later throttle of the same burst takes one more refused request
+    off the peak. Fewer than :data:`MIN_PEAK` admitted teaches nothing.
     """
     if s.peak is not None and 0.0 <= now - s.cut < HOLD:
         return evolve(s, peak=max(s.peak - 1.0 / SPAN, FLOOR))
-    admitted = send_rate(s, now) - 1.0 / SPAN
+    admitted = (send_rate(s, now) - 1.0 / SPAN) * (1.0 - MARGIN)
     current = learned_rate(s, now)
     if current is not None:
         admitted = min(admitted, current)

@@ -5,7 +5,7 @@
 
 local LR = {BETA = __BETA__, SCALE = __SCALE__, SPAN = __SPAN__, HOLD = __HOLD__,
             QUIET = __QUIET__, STEP = __STEP__, FORGET = __FORGET__, FLOOR = __FLOOR__,
-            CEILING = __CEILING__, MIN_PEAK = __MIN_PEAK__}
+            CEILING = __CEILING__, MARGIN = __MARGIN__, MIN_PEAK = __MIN_PEAK__}
 for _, f in ipairs({'lr_peak', 'lr_cut', 'lr_sent', 'lr_before', 'lr_since'}) do
   FIELDS[#FIELDS + 1] = f
 end
@@ -75,7 +75,7 @@ local function lr_cut()
   local current = lr_rate(l, NOW)
   lr_rolled(l)
   local inside = math.max(0, 1 - (NOW - l.since) / LR.SPAN)
-  local admitted = (l.sent + l.before * inside) / LR.SPAN - 1 / LR.SPAN
+  local admitted = ((l.sent + l.before * inside) / LR.SPAN - 1 / LR.SPAN) * (1 - LR.MARGIN)
   if current ~= nil then admitted = math.min(admitted, current) end
   if admitted < LR.MIN_PEAK then return end
   lr_store(l, 'lr_peak', fmt(math.min(math.max(admitted, LR.FLOOR), LR.CEILING)),
