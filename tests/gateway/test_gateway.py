@@ -306,10 +306,12 @@ def test_concurrent_lookups_keep_exact_per_lookup_counters(data_dir: Path) -> No
     faults = Faults(seed=11, error_rate=0.3, error_statuses=(502, 503, 504), reset_rate=0.1)
     run = unique("run")
     with serve_sandbox(SandboxConfig(faults=faults)) as faulty:
-        # Room for all 50 at once: the door sheds none for capacity (only a lookup whose
-        # budget a loaded machine ate is shed, and then it sends nothing).
+        # Room for all 50 at once: the door sheds none for capacity, and a deadline long
+        # enough that a loaded machine does not eat every lookup's budget before it starts
+        # (a shed lookup sends nothing; the counters are what this test is about).
         config = GatewayConfig(provider=faulty.base_url, db_path=data_dir / f"{run}.sqlite3",
-                               provider_headers={"X-Sandbox-Run": run}, max_in_flight=50)
+                               provider_headers={"X-Sandbox-Run": run}, max_in_flight=50,
+                               deadline=10.0)
         with serve_in_thread(config) as gateway:
 
             async def all_lookups() -> list[httpx.Response]:
