@@ -207,11 +207,11 @@ MUTANTS = [
         "learned-rate-not-cut", "coordination/_logic/_learned.py",
         "    if since < k:\n",
         "    if False:\n",
-        ("tests/test_coordination_learned.py::"
+        ("tests/coordination/test_coordination_learned.py::"
          "test_a_throttle_naming_no_quota_cuts_to_beta_of_the_rate_the_provider_admitted",
-         "tests/test_coordination_learned.py::"
+         "tests/coordination/test_coordination_learned.py::"
          "test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot",
-         "tests/test_coordination_learned.py::"
+         "tests/coordination/test_coordination_learned.py::"
          "test_the_memory_backend_plans_the_learned_gaps_exactly"),
     ),
     # an attempt nothing can cut started with less time left than the longest one took: a

@@ -38,10 +38,10 @@ from retrybudget.coordination._logic._learned import (
     SCALE,
     STEP,
 )
-from strategies import assert_reached, examples, reached, tried
-from test_coordination_support import Backend, seen, throttled
+from tests.support.coordination import Backend, seen, throttled
+from tests.support.strategies import assert_reached, examples, reached, tried
 
-pytest_plugins = ("test_coordination_support",)  # the backend and redis_server fixtures
+pytest_plugins = ("tests.support.coordination",)  # the backend and redis_server fixtures
 
 KEY = "api.example.com"
 T0 = 1000.0
