@@ -29,6 +29,7 @@ from ._logic import (
     Breaker,
     Budget,
     Health,
+    Learned,
     Schedule,
     Verdict,
     admission_of,
@@ -38,11 +39,14 @@ from ._logic import (
     budget_withdraw,
     health,
     learn,
+    learned_gap,
     moved,
     permit_of,
     plan_slot,
     quota_hold,
+    rate_cut,
     rolled,
+    send_counted,
     sent,
     went_now,
     write_wait,
@@ -55,7 +59,7 @@ __all__ = ["MemoryCoordinator"]
 class _Key:
     """One provider key's state."""
 
-    __slots__ = ("breaker", "budget", "last_write", "leases", "schedule", "slots")
+    __slots__ = ("breaker", "budget", "last_write", "learned", "leases", "schedule", "slots")
 
     def __init__(self) -> None:
         self.schedule = Schedule()
@@ -64,6 +68,7 @@ class _Key:
         self.breaker = Breaker()
         self.budget = Budget()
         self.last_write = NEVER  # when the latest write (paced by its profile) went
+        self.learned = Learned()  # the send rate learned from throttles naming no quota
 
 
 _ADMITTED = Admission()
@@ -191,37 +196,42 @@ class MemoryCoordinator(Coordinator):
             slots.popleft()  # lapsed: its holder stopped or died
         hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
         due = bool(slots) and slots[0] <= now + EPSILON
-        went = None if due or hold is not None else went_now(k.schedule, now, pacing)
+        gap = 0.0 if pacing is None else learned_gap(k.learned, max(now, k.schedule.tail))
+        went = None if due or hold is not None else went_now(k.schedule, now, pacing, gap)
         if went is not None:
             k.schedule = went  # planned now and sent: a healthy key's request
         elif now >= k.schedule.gate and due and hold is None:
             slots.popleft()
         else:
-            waits = self._planned(k, now, in_flight, hold, due, max_wait, fail_fast)
+            waits = self._planned(k, now, in_flight, hold, due, gap, (max_wait, fail_fast))
             if waits is not None:
                 return self._tally.permit(waits)
         lease = None
         if write_gap > 0:
             k.last_write = now
-        if pacing is not None and went is None:
-            k.schedule = sent(k.schedule, now)
+        if pacing is not None:
+            if went is None:
+                k.schedule = sent(k.schedule, now)
+            k.learned = send_counted(k.learned, now)
         if cap is not None or pacing is not None:
             lease = f"m:{next(self._ids)}"
             k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
     def _planned(self, k: _Key, now: float, in_flight: int, hold: float | None, due: bool,
-                 max_wait: float | None, fail_fast: bool) -> Permit | None:
+                 gap: float, patience: tuple[float | None, bool]) -> Permit | None:
         """A slot planned for a request under key state ``k`` (``hold``: the instant a used-up
-        count holds it until; ``due``: a reserved slot is due, claimed back here): the permit
-        to wait with, the slot reserved unless the caller declines it, or None when it goes
-        now (its schedule planned). The lock held."""
+        count holds it until; ``due``: a reserved slot is due, claimed back here; ``gap``: the
+        learned rate's spacing; ``patience``: the caller's ``max_wait`` and ``fail_fast``): the
+        permit to wait with, the slot reserved unless the caller declines it, or None when it
+        goes now (its schedule planned). The lock held."""
         cfg = self.config
         slots = k.slots
         gate = k.schedule.gate
+        max_wait, fail_fast = patience
         claimed = slots.popleft() if due else None  # its holder came back: booked again
         slot, planned = plan_slot(k.schedule, now, cfg.gate, cfg.pacing, in_flight, slots,
-                                  fail_fast)
+                                  fail_fast, gap)
         if slot <= now + EPSILON:
             k.schedule = planned
             return None
@@ -269,6 +279,8 @@ class MemoryCoordinator(Coordinator):
             now = self._now() if now is None else now
             k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                self._in_flight(k, now), answered, self.share)
+            if facts.throttled and facts.remaining is None:
+                k.learned = rate_cut(k.learned, now)  # no quota named: a rate is learned
             while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
                 k.slots.popleft()  # reserved before the gate moved: ask again
 

@@ -54,6 +54,7 @@ from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
+    LEARNED_CONSTANTS,
     NEVER,
     PROBE_PATIENCE,
     SLICES,
@@ -112,6 +113,14 @@ def _source(name: str) -> str:
     return (resources.files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+def _learned_source() -> str:
+    """``lua/learned.lua`` with :mod:`._logic._learned`'s constants (appended to the prelude)."""
+    text = _source("learned")
+    for name, value in LEARNED_CONSTANTS.items():
+        text = text.replace(f"__{name}__", repr(value))
+    return text
+
+
 def _scripts_text() -> dict[str, str]:
     prelude = (
         _source("prelude")
@@ -120,7 +129,7 @@ def _scripts_text() -> dict[str, str]:
         .replace("__SLICES__", repr(SLICES))
         .replace("__WORKER_TTL__", repr(WORKER_TTL))
         .replace("__PROBE_PATIENCE__", repr(PROBE_PATIENCE))
-    )
+    ) + _learned_source()
     texts = {name: prelude + "\nlocal function main(ARGS)\n"
              + _source(name).replace("ARGV[", "ARGS[")
              + "\nend\nlocal reply = main(ARGV)\nflush()  -- the state's writes, once\nreturn reply\n"

@@ -116,6 +116,9 @@ if #due == 0 or NOW < gate or hold ~= nil then
     end
     if low then interval = (reset_at - NOW) / math.max(remaining, 1) end
   end
+  if pacing then  -- _logic.learned_gap, at the latest slot (the next is spaced from it)
+    interval = math.max(interval, lr_gap(math.max(NOW, instant(s.tail) or NEVER)))
+  end
   -- plan_slot
   local tail = instant(s.tail) or NEVER
   local herd = instant(s.herd) or NEVER
@@ -228,6 +231,7 @@ if tracked then
     local latest = instant(fields_of().first)
     if latest == nil or NOW - latest >= PROBE_PATIENCE then hset(state, 'first', fmt(NOW)) end
   end
+  if pacing then lr_counted() end  -- _logic.send_counted
   if quota ~= nil and pacing then
     hset(state, 'quota', string.format('%d', math.max(quota - 1, 0)))
     local used = count(s.used, 1e15)

@@ -53,6 +53,7 @@ if throttled then
       and NOW < known_reset and math.abs(closes - known_reset) < 1 then
     closes = math.min(closes, known_reset)  -- the reset named again: the earlier is closer
   end
+  if remaining < 0 then lr_cut() end  -- no quota named: _logic.rate_cut
   gate = math.max(gate, closes)
   hset(state, 'gate', fmt(gate))
   far = math.max(far, gate)
