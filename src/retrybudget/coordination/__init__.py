@@ -23,9 +23,11 @@ from ._config import (
     GateConfig,
     PacingConfig,
     RetryBudgetConfig,
+    TokenConfig,
 )
 from ._memory import MemoryCoordinator
 from ._stats import CoordinationStats
+from ._tokens import TokenCall, current_call, llm_request_cost, token_cost
 
 if TYPE_CHECKING:
     from ._redis import RedisCoordinator
@@ -42,6 +44,11 @@ __all__ = [
     "PacingConfig",
     "RedisCoordinator",
     "RetryBudgetConfig",
+    "TokenCall",
+    "TokenConfig",
+    "current_call",
+    "llm_request_cost",
+    "token_cost",
 ]
 
 

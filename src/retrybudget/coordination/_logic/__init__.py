@@ -12,7 +12,8 @@ the algorithms in prose.
 The package's modules, one rule each: ``_instants`` (the shared
 tolerance and instants), ``_health`` (what an outcome says), ``_gate`` (a key's schedule and
 gate), ``_pacing`` (low-quota spacing, write spacing), ``_slots`` (a held worker's slot),
-``_budget`` (the retry budget), ``_breaker`` (the breaker) and ``_answers`` (an admission, a
+``_budget`` (the retry budget), ``_breaker`` (the breaker), ``_tokens`` (a token quota's
+ledger) and ``_answers`` (an admission, a
 permit). The Lua scripts' comments name the functions as this package exports them
 (``_logic.learn``).
 """
@@ -27,6 +28,15 @@ from ._health import Health, health
 from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
 from ._pacing import pacing_interval, write_wait
 from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota, release_slot
+from ._tokens import (
+    TOKEN_DIMENSIONS,
+    Ledger,
+    ledger_charged,
+    ledger_closed,
+    ledger_hold,
+    ledger_learn,
+    ledger_rolled,
+)
 
 __all__ = [
     "EPSILON",
@@ -34,9 +44,11 @@ __all__ = [
     "NEVER",
     "PROBE_PATIENCE",
     "SLICES",
+    "TOKEN_DIMENSIONS",
     "Breaker",
     "Budget",
     "Health",
+    "Ledger",
     "Phase",
     "Schedule",
     "Verdict",
@@ -49,6 +61,11 @@ __all__ = [
     "health",
     "herd_slot",
     "learn",
+    "ledger_charged",
+    "ledger_closed",
+    "ledger_hold",
+    "ledger_learn",
+    "ledger_rolled",
     "moved",
     "pacing_interval",
     "permit_of",
