@@ -27,7 +27,14 @@ from ._config import (
 )
 from ._memory import MemoryCoordinator
 from ._stats import CoordinationStats
-from ._tokens import TokenCall, current_call, llm_request_cost, token_cost
+from ._tokens import (
+    TokenCall,
+    begin_request,
+    current_call,
+    end_request,
+    llm_request_cost,
+    token_cost,
+)
 
 if TYPE_CHECKING:
     from ._redis import RedisCoordinator
@@ -46,7 +53,9 @@ __all__ = [
     "RetryBudgetConfig",
     "TokenCall",
     "TokenConfig",
+    "begin_request",
     "current_call",
+    "end_request",
     "llm_request_cost",
     "token_cost",
 ]

@@ -49,7 +49,7 @@ class Ledgers:
         until = None
         for i, amount in enumerate(charge):
             self.dims[i] = ledger = ledger_rolled(self.dims[i], now, flight[i])
-            held = ledger_hold(ledger, now, amount, spread)
+            held = ledger_hold(ledger, now, amount, spread, flight[i])
             if held is not None:
                 until = held if until is None else max(until, held)
         return until

@@ -36,7 +36,8 @@ from ..core.tokens import (
 from ._config import TokenConfig
 from ._logic import TOKEN_DIMENSIONS
 
-__all__ = ["Charge", "TokenCall", "current_call", "llm_request_cost", "token_cost"]
+__all__ = ["Charge", "TokenCall", "begin_request", "current_call", "end_request",
+           "llm_request_cost", "token_cost"]
 
 Charge = tuple[int, int, int]
 """What a request charges each token dimension: tokens, input tokens, output tokens."""
@@ -123,8 +124,11 @@ class TokenCall:
         if not self.readings:
             return throttle
         refused = self.refused()
-        throttled = throttle.throttled and (not refused or "requests" in refused)
         requests = self.readings.get("requests")
+        if self.status == 429:
+            throttled = throttle.throttled and (not refused or "requests" in refused)
+        else:  # a quota used up: the requests' own, not a token one
+            throttled = throttle.throttled and requests is not None and requests.remaining == 0
         resets = [r.reset_at - self.read_at for r in self.readings.values()
                   if r.reset_at is not None]
         slack = 0.0

@@ -61,13 +61,16 @@ def ledger_rolled(ledger: Ledger, now: float, in_flight: int) -> Ledger:
     return evolve(ledger, used=used, reset_at=None, remaining=None)
 
 
-def ledger_hold(ledger: Ledger, now: float, charge: int, spread: float) -> float | None:
+def ledger_hold(ledger: Ledger, now: float, charge: int, spread: float,
+                in_flight: int = 0) -> float | None:
     """When a request charging ``charge`` tokens of this dimension may go, if not now.
 
     A closed gate holds until it opens. A known limit holds a charge that does not fit what
-    the window has left until the window resets (unknown reset: ``spread`` later, by when an
-    answer will have named it). A charge larger than the whole limit goes alone, into an empty
-    window (the provider refuses it, once, rather than every worker wait for ever).
+    the window has left until the window resets; but only ``spread`` at a time while charges
+    are ``in_flight`` (their answers correct estimates that ran high, and may leave room), or
+    while the reset is unknown (an answer will name it). A charge larger than the whole limit
+    goes alone, into an empty window (the provider refuses it, once, rather than every worker
+    wait for ever).
     """
     if charge <= 0:
         return None
@@ -75,9 +78,11 @@ def ledger_hold(ledger: Ledger, now: float, charge: int, spread: float) -> float
         return ledger.gate
     if ledger.limit is None or ledger.used + charge <= ledger.limit or ledger.used <= 0:
         return None
+    soon = now + max(spread, EPSILON * 2)
     if ledger.reset_at is None:
-        return now + max(spread, EPSILON * 2)
-    return max(ledger.reset_at, now + EPSILON * 2)
+        return soon
+    reset = max(ledger.reset_at, now + EPSILON * 2)
+    return min(reset, soon) if in_flight > 0 else reset
 
 
 def ledger_charged(ledger: Ledger, amount: int) -> Ledger:

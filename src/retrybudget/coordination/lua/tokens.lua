@@ -73,12 +73,15 @@ local function ledger_rolled(d, in_flight)
 end
 
 -- _logic.ledger_hold: the instant the ledger has room for `charge`, or nil (now)
-local function ledger_hold(d, charge, spread)
+local function ledger_hold(d, charge, spread, in_flight)
   if charge <= 0 then return nil end
   if NOW < d.gate then return d.gate end
   if d.limit == nil or d.used + charge <= d.limit or d.used <= 0 then return nil end
-  if d.reset_at == nil then return NOW + math.max(spread, EPSILON * 2) end
-  return math.max(d.reset_at, NOW + EPSILON * 2)
+  local soon = NOW + math.max(spread, EPSILON * 2)
+  if d.reset_at == nil then return soon end
+  local reset = math.max(d.reset_at, NOW + EPSILON * 2)
+  if in_flight > 0 then return math.min(reset, soon) end
+  return reset
 end
 
 -- _logic.ledger_charged
@@ -125,7 +128,7 @@ local function tokens_hold(key, leases, charge, spread)
   local till = nil
   for i = 1, 3 do
     ledger_rolled(ledgers[i], flight[i])
-    local held = ledger_hold(ledgers[i], charge[i], spread)
+    local held = ledger_hold(ledgers[i], charge[i], spread, flight[i])
     if held ~= nil and (till == nil or held > till) then till = held end
   end
   return till, ledgers
