@@ -250,3 +250,81 @@ def test_a_window_never_admits_more_tokens_than_its_limit(
 
 def test_the_property_reached_its_checks() -> None:
     assert_reached(PROPERTY, ("several requests admitted once the limits were learned, none refused",))
+
+
+# Several processes on one Redis, against the sandbox's LLM route ---------------------------
+
+
+def llm_worker(base_url: str, redis_url: str, prefix: str, run_id: str,
+               bodies: list[dict[str, object]], tasks: int, results: object) -> None:
+    """One process: ``tasks`` asyncio tasks sending ``bodies`` through an
+    :class:`AsyncRetryTransport` over a shared :class:`RedisCoordinator`."""
+    import asyncio
+
+    import httpx
+
+    from retrybudget import Policy, Retrier
+    from retrybudget.coordination import RedisCoordinator
+    from retrybudget.integrations.httpx import AsyncRetryTransport
+    from retrybudget.sandbox import RUN_HEADER
+
+    async def main() -> list[int]:
+        coordinator = RedisCoordinator(redis_url, prefix=prefix)
+        policy = Policy(profile="openai", deadline=60.0, max_attempts=6, retry_writes_with_key=True)
+        transport = AsyncRetryTransport(retrier=Retrier(policy=policy, coordinator=coordinator),
+                                        generate_idempotency_keys=True)
+        queue = list(bodies)
+        statuses: list[int] = []
+        async with httpx.AsyncClient(transport=transport, timeout=30.0) as client:
+            async def worker() -> None:
+                while queue:
+                    body = queue.pop()
+                    answer = await client.post(f"{base_url}/v1/chat/completions", json=body,
+                                               headers={RUN_HEADER: run_id})
+                    statuses.append(answer.status_code)
+
+            await asyncio.gather(*(worker() for _ in range(tasks)))
+        await coordinator.aclose()
+        return statuses
+
+    results.put(asyncio.run(main()))  # type: ignore[attr-defined]
+
+
+def test_processes_sharing_redis_keep_every_window_within_its_token_limit(
+        redis_server: object) -> None:
+    import multiprocessing
+    import random
+
+    import httpx
+
+    from retrybudget.sandbox import LlmLimits, SandboxConfig, serve_in_thread
+    from test_coordination_support import unique_prefix
+
+    processes, tasks, tpm = 3, 8, 12_000
+    draw = random.Random(3)
+    bodies = []
+    for _ in range(48):  # 100 to 1,500 tokens each, about 39,000 in all: four windows or so
+        cost = draw.randint(100, 1500)
+        bodies.append({"model": "gpt-4o-mini", "max_tokens": cost - cost // 4,
+                       "messages": [{"role": "user", "content": "abcd " * (cost // 4 - 6)}]})
+    config = SandboxConfig(llm=LlmLimits(rpm=100, tpm=tpm, window_s=1))
+    ctx = multiprocessing.get_context("spawn")
+    with serve_in_thread(config) as sandbox:
+        results = ctx.Queue()
+        prefix = unique_prefix()
+        procs = [ctx.Process(target=llm_worker, args=(
+            sandbox.base_url.rstrip("/"), redis_server.url, prefix, "tokens-fleet",  # type: ignore[attr-defined]
+            bodies[i::processes], tasks, results)) for i in range(processes)]
+        for p in procs:
+            p.start()
+        try:
+            statuses = [s for _ in procs for s in results.get(timeout=120)]
+        finally:
+            for p in procs:
+                p.join(30)
+        report = httpx.get(f"{sandbox.base_url.rstrip('/')}/_llm/tokens-fleet", timeout=10).json()
+    assert all(p.exitcode == 0 for p in procs)
+    assert statuses == [200] * len(bodies)
+    assert report["rejected"] <= 1  # at most the first window's, sent before any answer
+    assert all(window["tokens"] <= tpm for window in report["windows"])
+    assert len([w for w in report["windows"] if w["tokens"] > 0]) >= 3  # the limit did bind
