@@ -26,10 +26,10 @@ from retrybudget.coordination import (
 )
 from retrybudget.core.profiles import ANTHROPIC, OPENAI
 from retrybudget.core.tokens import TokenEstimate, TokenUsage
-from strategies import assert_reached, examples, reached, tried
-from test_coordination_support import Backend, seen
+from tests.support.coordination import Backend, seen
+from tests.support.strategies import assert_reached, examples, reached, tried
 
-pytest_plugins = ("test_coordination_support",)
+pytest_plugins = ("tests.support.coordination",)
 
 KEY = "api.openai.test"
 
@@ -298,7 +298,7 @@ def test_processes_sharing_redis_keep_every_window_within_its_token_limit(
     import httpx
 
     from retrybudget.sandbox import LlmLimits, SandboxConfig, serve_in_thread
-    from test_coordination_support import unique_prefix
+    from tests.support.coordination import unique_prefix
 
     processes, tasks, tpm = 3, 8, 12_000
     draw = random.Random(3)
