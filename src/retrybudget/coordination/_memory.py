@@ -22,6 +22,7 @@ from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe import notify
 from ._base import Coordinator
 from ._config import BreakerConfig, CoordinationConfig
+from ._ledgers import Ledgers
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
@@ -52,6 +53,7 @@ from ._logic import (
     write_wait,
 )
 from ._stats import CoordinationStats, Tally
+from ._tokens import TokenCall, current_call
 
 __all__ = ["MemoryCoordinator"]
 
@@ -59,7 +61,8 @@ __all__ = ["MemoryCoordinator"]
 class _Key:
     """One provider key's state."""
 
-    __slots__ = ("breaker", "budget", "last_write", "learned", "leases", "schedule", "slots")
+    __slots__ = ("breaker", "budget", "last_write", "learned", "leases", "schedule", "slots",
+                 "tokens")
 
     def __init__(self) -> None:
         self.schedule = Schedule()
@@ -69,6 +72,7 @@ class _Key:
         self.budget = Budget()
         self.last_write = NEVER  # when the latest write (paced by its profile) went
         self.learned = Learned()  # the send rate learned from throttles naming no quota
+        self.tokens: Ledgers | None = None  # its token quotas, once a request charged them
 
 
 _ADMITTED = Admission()
@@ -187,6 +191,13 @@ class MemoryCoordinator(Coordinator):
         in_flight = self._in_flight(k, now)
         if cap is not None and in_flight >= cap.limit:
             return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+        tokens = current_call()
+        if tokens is not None:  # its token quotas first: a request they hold reserves nothing
+            if k.tokens is None:
+                k.tokens = Ledgers()
+            until = k.tokens.hold(now, tokens.charge, cfg.gate.spread, k.leases)
+            if until is not None:
+                return self._tally.permit(permit_of("pace", until - now, 0.0, None, 0.0))
         spacing = write_wait(k.last_write, now, write_gap)
         if spacing > 0:
             return self._tally.permit(permit_of("pace", spacing, 0.0, None, 0.0))
@@ -206,16 +217,26 @@ class MemoryCoordinator(Coordinator):
             waits = self._planned(k, now, in_flight, hold, due, gap, (max_wait, fail_fast))
             if waits is not None:
                 return self._tally.permit(waits)
+        return self._sent(k, now, write_gap, tokens, went is not None)
+
+    def _sent(self, k: _Key, now: float, write_gap: float, tokens: TokenCall | None,
+              counted: bool) -> Permit:
+        """The request goes now: what it is counted as, and its lease (the lock held;
+        ``counted``: its schedule counts it already, :func:`~._logic.went_now`)."""
+        cap, pacing = self.config.concurrency, self.config.pacing
         lease = None
         if write_gap > 0:
             k.last_write = now
         if pacing is not None:
-            if went is None:
+            if not counted:
                 k.schedule = sent(k.schedule, now)
             k.learned = send_counted(k.learned, now)
-        if cap is not None or pacing is not None:
+        if cap is not None or pacing is not None or tokens is not None:
             lease = f"m:{next(self._ids)}"
             k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
+            if tokens is not None and k.tokens is not None:
+                k.tokens.charged(lease, tokens.charge)
+                tokens.sent()
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
     def _planned(self, k: _Key, now: float, in_flight: int, hold: float | None, due: bool,
@@ -275,6 +296,12 @@ class MemoryCoordinator(Coordinator):
         """:meth:`learn` for key state ``k`` (the lock held; ``now``: the clock read already,
         None: read it when needed)."""
         answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
+        tokens = current_call() if lease is not None and k.tokens is not None else None
+        if tokens is not None and k.tokens is not None and lease in k.tokens.charges:
+            assert lease is not None  # noqa: S101 - its charge is kept by its lease
+            k.tokens.learned(lease, tokens, self._now(), self._wall(), k.leases)
+            if throttle is not None:
+                facts = throttle = tokens.requests_throttle(throttle)
         if facts.informative or (throttle is not None and not k.schedule.answered):
             now = self._now() if now is None else now
             k.schedule = learn(k.schedule, facts, now, self.config.gate,

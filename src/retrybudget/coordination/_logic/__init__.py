@@ -13,7 +13,8 @@ The package's modules, one rule each: ``_instants`` (the shared
 tolerance and instants), ``_health`` (what an outcome says), ``_gate`` (a key's schedule and
 gate), ``_pacing`` (low-quota spacing, write spacing), ``_slots`` (a held worker's slot),
 ``_learned`` (a send rate learned from throttles that name no quota), ``_budget`` (the
-retry budget), ``_breaker`` (the breaker) and ``_answers`` (an admission, a
+retry budget), ``_breaker`` (the breaker), ``_tokens`` (a token quota's ledger) and
+``_answers`` (an admission, a
 permit). The Lua scripts' comments name the functions as this package exports them
 (``_logic.learn``).
 """
@@ -38,6 +39,15 @@ from ._slots import (
     release_slot,
     went_now,
 )
+from ._tokens import (
+    TOKEN_DIMENSIONS,
+    Ledger,
+    ledger_charged,
+    ledger_closed,
+    ledger_hold,
+    ledger_learn,
+    ledger_rolled,
+)
 
 __all__ = [
     "EPSILON",
@@ -46,10 +56,12 @@ __all__ = [
     "NEVER",
     "PROBE_PATIENCE",
     "SLICES",
+    "TOKEN_DIMENSIONS",
     "Breaker",
     "Budget",
     "Health",
     "Learned",
+    "Ledger",
     "Phase",
     "Schedule",
     "Verdict",
@@ -64,6 +76,11 @@ __all__ = [
     "learn",
     "learned_gap",
     "learned_rate",
+    "ledger_charged",
+    "ledger_closed",
+    "ledger_hold",
+    "ledger_learn",
+    "ledger_rolled",
     "moved",
     "pacing_interval",
     "permit_of",
