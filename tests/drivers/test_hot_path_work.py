@@ -308,6 +308,41 @@ def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str],
     assert calls["handle"] > 0  # the generic flow asks each action through handle
 
 
+def test_a_healthy_keys_success_plans_in_one_step_and_keeps_its_breaker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coordinated success on a key past its first window, far from its quota: its slot is
+    planned and its send counted in one step (no plan_slot, no sent), and a breaker whose
+    window holds only successes is kept as it is, not built again."""
+    from retrybudget.coordination import _memory
+
+    counted: Counter[str] = Counter()
+    for name in ("went_now", "plan_slot", "sent", "breaker_finish"):
+        real = getattr(_memory, name)
+
+        def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            counted[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(_memory, name, counting)
+    clock = FakeClock()
+    coordinator = rb.MemoryCoordinator(clock=clock)
+    retrier = rb.Retrier(policy=rb.background(profile="github"), clock=clock,
+                         coordinator=coordinator)
+    with httpx.Client(transport=RetryTransport(GitHubCanned(), retrier=retrier)) as client:
+        for _ in range(25):  # past the first window, the breaker's window full of successes
+            clock.advance(0.01)
+            client.get(URL)
+        key = next(iter(coordinator._keys.values()))
+        breaker = key.breaker
+        counted.clear()
+        for _ in range(3):
+            clock.advance(0.01)
+            assert client.get(URL).extensions["retrybudget"]["outcome"] == "ok"
+    assert counted == Counter({"went_now": 3, "breaker_finish": 3}), counted
+    assert key.breaker is breaker
+    assert coordinator.schedule("https://api.example.com").limit == 5000  # type: ignore[union-attr]
+
+
 def test_the_counters_see_the_work_when_it_is_asked_for(calls: Counter[str]) -> None:
     """The guard guards: an audit sink gets a redacted URL and a record, through the flow."""
     written: list[object] = []
