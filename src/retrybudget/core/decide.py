@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._values import fast_init
-from .classify import Classified, FailureKind, Kind
+from .classify import OK_DETAIL, Classified, FailureKind, Kind
 from .headers import Hint
 from .outcome import Reason, WaitReason
 from .policy import Policy, RateLimitMode
@@ -95,6 +95,8 @@ _TERMINAL = {
     Kind.UNEXPECTED: Reason.UNEXPECTED,
     Kind.INVALID_PAYLOAD: Reason.INVALID_PAYLOAD,
 }
+_OK = Stop(Reason.OK, None, OK_DETAIL)
+"""The decision after a 2xx read as ``ok`` (a frozen value, made once)."""
 
 
 def attempt_needs(policy: Policy, state: OperationState, took: float = 0.0) -> float:
@@ -224,6 +226,8 @@ def decide(
     kind = classified.kind
     terminal = _TERMINAL.get(kind)
     if terminal is not None:
+        if terminal is Reason.OK and classified.detail == OK_DETAIL:
+            return _OK
         return Stop(terminal, None, classified.detail)
 
     may_retry = policy.may_retry(

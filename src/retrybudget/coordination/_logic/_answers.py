@@ -6,11 +6,14 @@ from ...core.actions import Admission, Permit
 from ...core.outcome import WaitReason
 from ._breaker import Verdict
 
+_ADMITTED = (Admission(), Admission(probe=True))
+"""An admission, and one as the half-open probe (frozen values, made once)."""
+
 
 def admission_of(verdict: Verdict, wall: float) -> Admission:
     """The breaker's verdict as an :class:`Admission` (``retry_at`` on the caller's wall clock)."""
     if verdict.allowed:
-        return Admission(probe=verdict.probe)
+        return _ADMITTED[verdict.probe]
     retry_at = None if verdict.retry_in is None else wall + verdict.retry_in
     return Admission(False, retry_at=retry_at, detail="circuit open")
 
