@@ -80,6 +80,20 @@ def test_a_charge_that_does_not_fit_waits_for_the_reset(backend: Backend) -> Non
     assert plain.wait == 0
 
 
+def test_a_charge_goes_only_when_all_of_it_fits_what_the_window_has_left(
+        backend: Backend) -> None:
+    c = backend.one()
+    limits = {"requests": 100, "tokens": 3000}
+    with token_cost(TokenEstimate(100, 900)) as call:  # 1,000 tokens a request
+        first = c.acquire(KEY, 1)
+        answered(c, call, first.lease, 200,
+                 openai_headers(limits, {"requests": 1, "tokens": 2500}, 2.0), backend.clock.wall())
+        held = c.acquire(KEY, 1)  # 500 left: the window is not full, but 1,000 do not fit
+        assert 1.5 < held.wait <= 2.0 + 1e-6  # nothing in flight: until the window's reset
+    with token_cost(TokenEstimate(100, 400)):  # 500: exactly what is left
+        assert c.acquire(KEY, 1).wait == 0
+
+
 def test_an_answer_lowers_the_count_to_the_providers(backend: Backend) -> None:
     c = backend.one()
     limits = {"requests": 100, "tokens": 3000}
