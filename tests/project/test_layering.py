@@ -79,6 +79,10 @@ any of its modules (what the commands share sits in ``_cmdline``, below them all
 BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._memory",
     f"{PACKAGE}.coordination._redis",
+    f"{PACKAGE}.coordination._redis_calls",
+    f"{PACKAGE}.coordination._redis_outage",
+    f"{PACKAGE}.coordination._redis_pipeline",
+    f"{PACKAGE}.coordination._redis_scripts",
     f"{PACKAGE}.coordination.lua",
 )
 """A coordinator backend's internals: reached only through ``retrybudget.coordination``."""
@@ -368,7 +372,6 @@ OVERSIZED: dict[str, str] = {
     # A source file (its path in the package) or a function (``module:Class.name``) still over
     # its bound: the issue it waits on. Delete a line once it is under; never add one.
     "_drivers.py": "issue 28, item 4: the drivers split (retrier / loop / first attempt)",
-    "coordination/_redis.py": "issue 28, item 4: the Redis backend over 600 lines",
     "gateway/_app.py": "issue 28, item 4: the gateway's app over 600 lines",
     "integrations/_common.py": "issue 28, item 4: the integrations' shared code over 600 lines",
     "integrations/httpx.py": "issue 28, item 4: the httpx transport over 600 lines",
@@ -377,8 +380,6 @@ OVERSIZED: dict[str, str] = {
     f"{PACKAGE}.cli._chart:_svg": "issue 28, item 4: functions over 60 lines",
     f"{PACKAGE}.cli._demo:run": "issue 28, item 4: functions over 60 lines",
     f"{PACKAGE}.cli._main:build_parser": "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.coordination._redis:RedisCoordinator.__init__":
-        "issue 28, item 4: functions over 60 lines",
     f"{PACKAGE}.core.decide:decide": "issue 28, item 4: functions over 60 lines",
     f"{PACKAGE}.core.flow:operation_flow": "issue 28, item 4: functions over 60 lines",
     f"{PACKAGE}.gateway.__main__:build_parser": "issue 28, item 4: functions over 60 lines",
