@@ -89,8 +89,6 @@ BACKEND_CLIENTS = (f"{PACKAGE}.integrations", f"{PACKAGE}.gateway")
 DEBTS: dict[tuple[str, str, str], str] = {
     # (rule, importing module, imported module or name): what must move to retire it.
     # Add a line only with the plan that pays it.
-    ("imports-a-private-module", f"{PACKAGE}.cli._fetch", f"{PACKAGE}.queue._redis"):
-        "queue's face exports check_reachable (loaded on first use, like RedisQueue)",
 }
 
 
@@ -318,6 +316,8 @@ def test_every_listed_debt_still_exists() -> None:
         (f"{PACKAGE}.coordination._logic", "import retrybudget.core._values",
          "imports-a-private-module"),
         (f"{PACKAGE}.cli._check", "from .._cmdline._errors import CliError",
+         "imports-a-private-module"),
+        (f"{PACKAGE}.cli._fetch", "def check():\n    from ..queue._redis import check_reachable",
          "imports-a-private-module"),
         (f"{PACKAGE}.sandbox.__main__", "from ..cli import main", "imports-a-layer-above"),
         (f"{PACKAGE}.acceptance._judge", "from ..gateway import GATEWAY_MAPPING",
