@@ -65,6 +65,7 @@ LAYERS = (
     f"{PACKAGE}.observe",
     f"{PACKAGE}._gateway_mapping",  # the gateway's answer per reason, read by the judge too
     f"{PACKAGE}.errors",
+    f"{PACKAGE}._asgi",  # the middleware the sandbox's and the gateway's apps build on
     f"{PACKAGE}._cmdline",  # what every command shares: CliError, argparse types, file checks
     f"{PACKAGE}._files",  # operating-system errors in plain words, for every command
     CORE,

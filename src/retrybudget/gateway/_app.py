@@ -35,8 +35,9 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from .._asgi import SendFilter
 from .._clock import SYSTEM_CLOCK, Clock
 from .._drivers import Retrier
 from .._gateway_mapping import GATEWAY_MAPPING
@@ -590,31 +591,23 @@ class Gateway:
                     extra=fields)
 
 
-class _Edge:
+class _Edge(SendFilter):
     """The app's outermost layer: stamps when a request arrived (unless the server did, see
     :data:`ARRIVED`) and marks every answer ``Cache-Control: no-store``: its own 404s and
     405s, the health and metrics pages and the problems alike (availability is only ever
     live)."""
 
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
-        self.app = app
-        self.clock = clock
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if ARRIVED not in scope:
+        if scope["type"] == "http" and ARRIVED not in scope:
             scope[ARRIVED] = self.clock.monotonic()
+        await super().__call__(scope, receive, send)
 
-        async def send_no_store(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [(name, value) for name, value in message.get("headers", [])
-                           if name.lower() != b"cache-control"]
-                message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
-            await send(message)
-
-        await self.app(scope, receive, send_no_store)
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(name, value) for name, value in message.get("headers", [])
+                       if name.lower() != b"cache-control"]
+            message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+        await send(message)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
