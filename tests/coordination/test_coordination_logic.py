@@ -435,6 +435,7 @@ def test_the_gate_has_no_profile_setting() -> None:
 def test_the_package_exports_its_public_names() -> None:
     from retrybudget import coordination
 
-    public = {n for n in dir(coordination) if n[0].isupper() and n != "TYPE_CHECKING"}
+    public = {n for n in dir(coordination)
+              if not n.startswith("_") and n not in {"TYPE_CHECKING", "annotations"}}
     assert set(coordination.__all__) == public | {"RedisCoordinator"}
     assert all(getattr(coordination, n) is not None for n in coordination.__all__)

@@ -201,6 +201,19 @@ MUTANTS = [
          "tests/coordination/test_coordination_logic.py::"
          "test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_patience"),
     ),
+    # a throttle that names no quota leaves the fleet at the rate it was refused at: the
+    # learned rate starts at the peak instead of BETA below it, and the next window is over
+    Mutant(
+        "learned-rate-not-cut", "coordination/_logic/_learned.py",
+        "    if since < k:\n",
+        "    if False:\n",
+        ("tests/coordination/test_coordination_learned.py::"
+         "test_a_throttle_naming_no_quota_cuts_to_beta_of_the_rate_the_provider_admitted",
+         "tests/coordination/test_coordination_learned.py::"
+         "test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot",
+         "tests/coordination/test_coordination_learned.py::"
+         "test_the_memory_backend_plans_the_learned_gaps_exactly"),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(

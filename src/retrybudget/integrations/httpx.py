@@ -80,6 +80,7 @@ from ._common import (
     safe_url,
     unread_first,
 )
+from ._tokens import acosted, costed, record_answers
 
 __all__ = [
     "ERRORS",
@@ -485,6 +486,7 @@ class _Base(Generic[T]):
                               redirects_ok=redirects_ok,
                               errors=ERRORS, failure_kind=failure_kind, attach=_carry,
                               headers=_evidence)
+        record_answers(self._engine)  # token pacing: each answer's quota headers
         self._key = key
 
     def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
@@ -712,6 +714,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     _default_transport = httpx.HTTPTransport
 
+    @costed
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         quick = self._unread_of(request)
@@ -838,6 +841,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     _default_transport = httpx.AsyncHTTPTransport
 
+    @acosted
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         unread = self._unread_of(request)
