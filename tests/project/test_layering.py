@@ -84,6 +84,8 @@ BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._redis_outage",
     f"{PACKAGE}.coordination._redis_pipeline",
     f"{PACKAGE}.coordination._redis_scripts",
+    f"{PACKAGE}.coordination._ledgers",
+    f"{PACKAGE}.coordination._tokens_redis",
     f"{PACKAGE}.coordination.lua",
 )
 """A coordinator backend's internals: reached only through ``retrybudget.coordination``."""
