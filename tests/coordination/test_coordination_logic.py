@@ -334,18 +334,19 @@ _PACINGS = st.one_of(st.none(), st.builds(PacingConfig, threshold=st.sampled_fro
 
 @settings(max_examples=examples(500, cap=3000))  # one rule over a small grid of schedules
 @given(st.one_of(_SCHEDULES, _HEALTHY), _PACINGS, st.sampled_from([0.0, 0.05]), st.integers(0, 3),
-       st.sampled_from([0.0, 0.0, 0.5]))
+       st.sampled_from([0.0, 0.0, 0.5]), st.booleans())
 def test_a_request_that_goes_at_once_is_planned_and_sent_in_one_step(
-        s, pacing, spread, in_flight, gap) -> None:
+        s, pacing, spread, in_flight, gap, fail_fast) -> None:
     """went_now is plan_slot then sent for a request that goes at once on a key nothing holds
-    (``gap``: a learned rate's spacing): the same slot (now) and the same schedule; a case it
-    does not answer is left to them."""
+    (``gap``: a learned rate's spacing; a fail-fast caller's alike): the same slot (now) and
+    the same schedule; a case it does not answer is left to them."""
     tried("went now")
     now, gate_cfg = 1000.0, GateConfig(spread=spread)
     went = went_now(s, now, pacing, gap)
     if quota_hold(s, now, pacing, in_flight, spread) is not None:
         return
-    slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, learned_gap=gap)
+    slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, fail_fast=fail_fast,
+                              learned_gap=gap)
     if went is None:
         reached("went now", "left to plan_slot")
         return

@@ -207,7 +207,10 @@ class MemoryCoordinator(Coordinator):
             slots.popleft()  # lapsed: its holder stopped or died
         hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
         due = bool(slots) and slots[0] <= now + EPSILON
-        gap = 0.0 if pacing is None else learned_gap(k.learned, max(now, k.schedule.tail))
+        # the learned rate spaces callers that wait; a fail-fast one is refused only by what
+        # the provider said (its gate, its quota), never by an inferred rate
+        gap = (0.0 if pacing is None or fail_fast
+               else learned_gap(k.learned, max(now, k.schedule.tail)))
         went = None if due or hold is not None else went_now(k.schedule, now, pacing, gap)
         if went is not None:
             k.schedule = went  # planned now and sent: a healthy key's request
