@@ -81,13 +81,20 @@ def test_before_any_throttle_nothing_is_paced() -> None:
     assert learned_gap(s, T0) == 0.0
 
 
-def test_the_refusals_of_one_burst_each_take_one_off_the_peak_and_cut_once() -> None:
+def test_the_refusals_of_one_burst_each_take_one_off_the_admitted_count_and_cut_once() -> None:
     s = rate_cut(sends(25), T0)
     for n in range(1, 5):  # requests in flight when the first refusal came back
         s = rate_cut(s, T0 + n * 0.01)
-        assert s.peak == pytest.approx(24 * KEEP - n, abs=EXACT)
+        assert s.peak == pytest.approx((24 - n) * KEEP, abs=EXACT)  # the margin of what went
         assert s.cut == T0
     assert learned_rate(s, T0 + 0.04) < BETA * 24 * KEEP
+
+
+def test_nine_refusals_of_one_burst_leave_the_admitted_rate_less_the_margin() -> None:
+    s = rate_cut(sends(29), T0)  # 20 admitted, then 9 sent before the first refusal came back
+    for n in range(1, 9):
+        s = rate_cut(s, T0 + n * 0.002)
+    assert s.peak == pytest.approx(20 * KEEP, abs=EXACT)  # 19.4: not 20 * KEEP - 8 = 11.4
 
 
 def test_a_throttle_after_the_hold_cuts_again_from_the_rate_reached() -> None:
@@ -98,8 +105,34 @@ def test_a_throttle_after_the_hold_cuts_again_from_the_rate_reached() -> None:
     assert before is not None
     s = rate_cut(s, T0 + HOLD)
     assert s.cut == T0 + HOLD
-    assert s.peak == pytest.approx(before, abs=EXACT)  # the rate reached, not the 29 sent
-    assert learned_rate(s, T0 + HOLD) == pytest.approx(BETA * before, abs=EXACT)
+    assert s.peak == pytest.approx(before * KEEP, abs=EXACT)  # the rate reached, not the 29
+    assert learned_rate(s, T0 + HOLD) == pytest.approx(BETA * before * KEEP, abs=EXACT)
+
+
+def test_a_throttle_at_or_under_the_peak_lowers_it_below_the_rate_refused() -> None:
+    s = rate_cut(sends(27), T0)  # a first burst straddling two windows: 26 admitted
+    assert s.peak == pytest.approx(26 * KEEP, abs=EXACT)
+    k = recovery(26 * KEEP)
+    at = T0 + k / 2  # climbing back: the rate there is under the peak, and refused
+    refused = learned_rate(s, at)
+    assert refused is not None
+    assert refused < 26 * KEEP
+    s = rate_cut(sends(30, at, s), at)  # the count says more than the rate: the rate bounds
+    assert s.peak == pytest.approx(refused * KEEP, abs=EXACT)
+    assert s.cut == at
+    held = rate_cut(sends(21), T0)  # and at the peak itself, holding it
+    later = T0 + recovery(20 * KEEP) + 1.0
+    held = rate_cut(sends(40, later, held), later)
+    assert held.peak == pytest.approx(20 * KEEP * KEEP, abs=EXACT)
+
+
+def test_a_throttle_while_probing_past_the_peak_keeps_the_rate_reached() -> None:
+    s = rate_cut(sends(21), T0)
+    at = T0 + recovery(20 * KEEP) + QUIET + 0.5  # one step past the peak
+    probing = learned_rate(s, at)
+    assert probing == pytest.approx(20 * KEEP * (1 + STEP), abs=EXACT)
+    s = rate_cut(sends(40, at, s), at)
+    assert s.peak == pytest.approx(probing, abs=EXACT)  # not less: the old peak was not refused
 
 
 def test_the_rate_climbs_back_to_the_peak_holds_it_then_probes_upward() -> None:
@@ -143,7 +176,7 @@ def test_a_slot_is_spaced_by_the_rate_at_the_slot_before_it() -> None:
 
 # The property ------------------------------------------------------------------------------------
 
-EVENTS = st.lists(st.tuples(st.sampled_from(["send", "throttle", "plan"]),
+EVENTS = st.lists(st.tuples(st.sampled_from(["send", "burst", "throttle", "plan"]),
                             st.sampled_from([0.0, 0.001, 0.03, 0.2, 0.9, 1.5, 4.0, 30.0])),
                   max_size=60)
 
@@ -151,12 +184,15 @@ EVENTS = st.lists(st.tuples(st.sampled_from(["send", "throttle", "plan"]),
 @settings(max_examples=examples(600, cap=3000))  # one small state machine: saturated early
 @given(EVENTS, st.integers(0, 40))
 @example([("throttle", 0.03)] * 5 + [("plan", 0.2)] * 3, 30)
+@example([("throttle", 0.0), ("throttle", 1.5)], 30)
+@example([("burst", 1.5), ("throttle", 0.03), ("burst", 4.0), ("throttle", 0.2)] * 8, 0)
 def test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot(
         events: list[tuple[str, float]], burst: int) -> None:
     """Whatever is sent and refused: the rate is None or within [FLOOR, CEILING]; a throttle
     leaves it at most BETA times the rate at that instant (the learned one, else the rate
     sent), and never higher until time passes; without a throttle it only rises (or is
-    forgotten); and a slot planned by the memory coordinator's rule lies at least the
+    forgotten); a throttle at or under the peak leaves the peak at most the rate then less
+    the margin; and a slot planned by the memory coordinator's rule lies at least the
     learned gap after the slot before it."""
     tried("learned rate")
     gate, pacing = GateConfig(spread=0.0), PacingConfig()
@@ -169,8 +205,8 @@ def test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot(
         if before is not None and after_time is not None and s.cut <= now - gap:
             assert after_time >= before - EXACT  # quiet time only raises it
             reached("learned rate", "rises with quiet time")
-        if kind == "send":
-            s = send_counted(s, now)
+        if kind in ("send", "burst"):
+            s = sends(1 if kind == "send" else 25, now, s)
         elif kind == "throttle":
             at_throttle = learned_rate(s, now)
             sent_rate = send_rate(s, now)
@@ -180,6 +216,10 @@ def test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot(
                 bound = at_throttle if at_throttle is not None else sent_rate
                 assert rate <= BETA * bound + EXACT
                 reached("learned rate", "cut by beta")
+                if at_throttle is not None and s.peak is not None and at_throttle <= s.peak:
+                    assert cut.peak is not None
+                    assert cut.peak <= at_throttle * KEEP + EXACT
+                    reached("learned rate", "fast convergence")
             elif rate is not None and at_throttle is not None:
                 assert rate <= at_throttle + EXACT  # the same burst: never higher
             s = cut
@@ -195,7 +235,8 @@ def test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot(
 
 
 def test_the_learned_rate_property_reached_each_check() -> None:
-    assert_reached("learned rate", ("rises with quiet time", "cut by beta", "slot spaced"))
+    assert_reached("learned rate", ("rises with quiet time", "cut by beta", "fast convergence",
+                                    "slot spaced"))
 
 
 # The behaviour, on both backends -----------------------------------------------------------------
@@ -249,6 +290,25 @@ def test_the_learned_rate_climbs_back_to_the_peak(backend: Backend) -> None:
     slots = planned(backend, [c], 4)
     for earlier, later in itertools.pairwise(slots):
         assert later - earlier == pytest.approx(1 / (10 * KEEP), abs=slack(backend))  # the peak
+
+
+def test_a_new_cut_makes_every_slot_booked_at_the_old_rate_ask_again(backend: Backend) -> None:
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.0)))
+    sent_and_answered(c, 11)
+    c.learn(KEY, throttled(0), None)
+    backend.sleep(recovery(10 * KEEP) + 0.05)
+    for _ in range(8):  # the fleet sends at the peak: each waits for its slot, then goes
+        permit = c.acquire(KEY, 1)
+        if permit.wait > 0:
+            backend.sleep(permit.wait)
+            permit = c.acquire(KEY, 1)  # back for its slot
+        assert permit.wait == 0
+        c.learn(KEY, seen(200), permit.lease)
+    booked = [c.acquire(KEY, 1).wait for _ in range(5)]  # a backlog booked at the peak
+    assert booked[-1] > 4 / (10 * KEEP) - slack(backend)
+    c.learn(KEY, throttled(0), None)  # refused at the peak: a new, lower rate
+    # asked again from the gate at the cut rate, not behind the slots booked at the old one
+    assert c.acquire(KEY, 1).wait < booked[-1] - 2 * slack(backend)
 
 
 def test_a_throttle_with_quota_headers_teaches_no_rate(backend: Backend) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
+from ..core import evolve
 from ..core.actions import Admission, Permit
 from ..core.decide import declines
 from ..core.outcome import Outcome
@@ -46,6 +47,7 @@ from ._logic import (
     plan_slot,
     quota_hold,
     rate_cut,
+    rebooks,
     rolled,
     send_counted,
     sent,
@@ -310,7 +312,11 @@ class MemoryCoordinator(Coordinator):
             k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                self._in_flight(k, now), answered, self.share)
             if facts.throttled and facts.remaining is None:
-                k.learned = rate_cut(k.learned, now)  # no quota named: a rate is learned
+                cut = rate_cut(k.learned, now)  # no quota named: a rate is learned
+                if rebooks(k.learned, cut):  # every slot asks again, spaced from the gate
+                    k.slots.clear()
+                    k.schedule = evolve(k.schedule, tail=min(k.schedule.tail, k.schedule.gate))
+                k.learned = cut
             while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
                 k.slots.popleft()  # reserved before the gate moved: ask again
 

@@ -28,7 +28,15 @@ from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
 from ._health import Health, health
 from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
 from ._learned import CONSTANTS as LEARNED_CONSTANTS
-from ._learned import Learned, learned_gap, learned_rate, rate_cut, send_counted, send_rate
+from ._learned import (
+    Learned,
+    learned_gap,
+    learned_rate,
+    rate_cut,
+    rebooks,
+    send_counted,
+    send_rate,
+)
 from ._pacing import pacing_interval, write_wait
 from ._slots import (
     booked_from,
@@ -87,6 +95,7 @@ __all__ = [
     "plan_slot",
     "quota_hold",
     "rate_cut",
+    "rebooks",
     "booked_from",
     "release_quota",
     "release_slot",

@@ -148,15 +148,30 @@ def rate_cut(s: Learned, now: float) -> Learned:
     The first of a burst (none within :data:`HOLD` of the last cut) cuts: the peak becomes
     the rate the provider admitted, the requests sent in the last second less this one
     (and less :data:`MARGIN`), never above the rate learned until then; the rate falls to
-    :data:`BETA` times it. A later throttle of the same burst takes one more refused request
-    off the peak. Fewer than :data:`MIN_PEAK` admitted teaches nothing.
+    :data:`BETA` times it. A throttle at or under the peak (while the rate climbs back to
+    it or holds it) shows the peak was too high: the new one is also at most the rate at
+    that instant less :data:`MARGIN` (CUBIC's fast convergence, by the margin rather than
+    by its ``(1 + BETA) / 2``). A later throttle of the same burst takes one more refused
+    request off the admitted count (the margin kept). Fewer than :data:`MIN_PEAK` admitted
+    teaches nothing.
     """
     if s.peak is not None and 0.0 <= now - s.cut < HOLD:
-        return evolve(s, peak=max(s.peak - 1.0 / SPAN, FLOOR))
+        return evolve(s, peak=max(s.peak - (1.0 - MARGIN) / SPAN, FLOOR))
     admitted = (send_rate(s, now) - 1.0 / SPAN) * (1.0 - MARGIN)
     current = learned_rate(s, now)
-    if current is not None:
-        admitted = min(admitted, current)
+    if current is not None and s.peak is not None:
+        under = current <= s.peak + 1e-9  # fast convergence: the peak itself was refused
+        admitted = min(admitted, current * (1.0 - MARGIN) if under else current)
     if admitted < MIN_PEAK:
         return s
     return evolve(_rolled(s, now), peak=min(max(admitted, FLOOR), CEILING), cut=now)
+
+
+def rebooks(before: Learned, after: Learned) -> bool:
+    """Whether a :func:`rate_cut` from ``before`` to ``after`` makes every slot already booked
+    ask again (and the schedule's tail go back to the gate): it cut anew, so slots spaced at
+    the rate before it would send the fleet on at the refused rate once the gate opens (a
+    job queue books its whole backlog at once: its later slots went over window after
+    window)."""
+    return after.cut != before.cut
+

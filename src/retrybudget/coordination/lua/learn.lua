@@ -71,11 +71,16 @@ if throttled then
       and NOW < known_reset and math.abs(closes - known_reset) < 1 then
     closes = math.min(closes, known_reset)  -- the reset named again: the earlier is closer
   end
-  if remaining < 0 then lr_cut() end  -- no quota named: _logic.rate_cut
+  local rebook = remaining < 0 and lr_cut()  -- no quota named: _logic.rate_cut
   gate = math.max(gate, closes)
   hset(state, 'gate', fmt(gate))
   far = math.max(far, gate)
-  rc('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
+  if rebook then  -- _logic.rebooks: every slot asks again, spaced from the gate
+    rc('DEL', slots)
+    hset(state, 'tail', fmt(math.min(instant(fields_of().tail) or NEVER, gate)))
+  else
+    rc('ZREMRANGEBYSCORE', slots, '-inf', '(' .. fmt(gate - EPSILON))
+  end
 end
 if observed then
   local in_flight = live_leases(leases)

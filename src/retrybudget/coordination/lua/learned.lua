@@ -65,19 +65,25 @@ local function lr_gap(at)
   return 1 / rate
 end
 
--- _logic.rate_cut: a throttle that named no quota came now.
+-- _logic.rate_cut: a throttle that named no quota came now. Returns true when it cut anew
+-- (_logic.rebooks: every slot booked asks again).
 local function lr_cut()
   local l = lr_load()
   if l.peak ~= nil and NOW - l.cut >= 0 and NOW - l.cut < LR.HOLD then
-    hset(KEYS[1], 'lr_peak', fmt(math.max(l.peak - 1 / LR.SPAN, LR.FLOOR)))  -- same burst
-    return
+    -- same burst: one more refused request off the admitted count, the margin kept
+    hset(KEYS[1], 'lr_peak', fmt(math.max(l.peak - (1 - LR.MARGIN) / LR.SPAN, LR.FLOOR)))
+    return false
   end
   local current = lr_rate(l, NOW)
   lr_rolled(l)
   local inside = math.max(0, 1 - (NOW - l.since) / LR.SPAN)
   local admitted = ((l.sent + l.before * inside) / LR.SPAN - 1 / LR.SPAN) * (1 - LR.MARGIN)
-  if current ~= nil then admitted = math.min(admitted, current) end
-  if admitted < LR.MIN_PEAK then return end
+  if current ~= nil then
+    if current <= l.peak + 1e-9 then current = current * (1 - LR.MARGIN) end  -- fast convergence
+    admitted = math.min(admitted, current)
+  end
+  if admitted < LR.MIN_PEAK then return false end
   lr_store(l, 'lr_peak', fmt(math.min(math.max(admitted, LR.FLOOR), LR.CEILING)),
            'lr_cut', fmt(NOW))
+  return true
 end
