@@ -184,6 +184,6 @@ def herd_slot(opens: float, spacing: float, herd_window: float,
     ``herd_window``, and no one slot takes every such worker."""
     if herd_window <= 0 or spacing <= 0:
         return opens
-    booked = (bisect.bisect_right(reserved, opens + herd_window)
+    booked = (bisect.bisect_right(reserved, opens + herd_window + EPSILON)  # one at its edge too
               - bisect.bisect_left(reserved, opens - EPSILON))
     return opens + math.fmod(booked * spacing, herd_window)

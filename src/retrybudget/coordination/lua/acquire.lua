@@ -208,7 +208,8 @@ if #due == 0 or NOW < gate or hold ~= nil then
         -- shares its slots in turn, counted by the slots reserved in it
         slot = opens
         if herd_window > 0 and spacing > 0 then
-          local booked = rc('ZCOUNT', slots, fmt(opens - EPSILON), fmt(opens + herd_window))
+          local booked = rc('ZCOUNT', slots, fmt(opens - EPSILON),
+                               fmt(opens + herd_window + EPSILON))  -- one at its edge too
           slot = opens + math.fmod(booked * spacing, herd_window)
         end
       end
