@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import FakeClock
+from retrybudget._drivers import _interpret
 from retrybudget.core.actions import AttemptResult
 from retrybudget.core.classify import ResponseSeen
 from retrybudget.core.outcome import Outcome
@@ -125,13 +126,13 @@ def test_acall_fast_path_matches_the_generic_flow(
         async def perform(attempt: Any) -> Any:
             from retrybudget.core.actions import AttemptResult
 
-            token = rb._drivers._ATTEMPT_TIMEOUT.set(attempt.timeout)
+            token = _interpret._ATTEMPT_TIMEOUT.set(attempt.timeout)
             try:
                 value = await run_slow()
             except Exception as exc:
                 return AttemptResult(interp.error(exc), None, exc)
             finally:
-                rb._drivers._ATTEMPT_TIMEOUT.reset(token)
+                _interpret._ATTEMPT_TIMEOUT.reset(token)
             return AttemptResult(interp.value(value), value, None)
 
         return await fast.acall(run_fast), await slow.arun(perform)
