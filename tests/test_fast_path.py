@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import FakeClock
-from retrybudget._drivers import _interpret
+from retrybudget._drivers import Begun, _interpret
 from retrybudget.core.actions import AttemptResult
 from retrybudget.core.classify import ResponseSeen
+from retrybudget.core.decide import Stop
 from retrybudget.core.outcome import Outcome
 from strategies import header_sets, policies
 
@@ -243,10 +244,14 @@ def test_the_fast_paths_first_plan_is_the_real_ones(
     from retrybudget.core.decide import plan_attempt
     from retrybudget.core.state import OperationState
 
+    clock = FakeClock(monotonic=now)
     readings = iter((now, now + later))
-    begun = rb.Retrier(policy=policy)._begin(lambda: next(readings))
-    assert begun[2:] == (now, now + later, plan_attempt(
-        policy, OperationState.start(policy, "id", now), now + later))
+    clock.monotonic = lambda: next(readings)  # type: ignore[method-assign]
+    begun = Begun(rb.Retrier(policy=policy, clock=clock))
+    plan = plan_attempt(policy, OperationState.start(policy, "id", now), now + later)
+    assert (begun.started, begun.attempt_started) == (now, now + later)
+    assert begun.refused is isinstance(plan, Stop)
+    assert begun.timeout == (None if begun.refused else plan)
 
 
 # The transports' quick first attempt ------------------------------------------------------

@@ -47,8 +47,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
         monkeypatch.setattr(module, name, counting)
 
-    for name in ("_loop", "_first", "_coordinated"):  # the drivers' modules that build a flow
-        wrap(importlib.import_module(f"retrybudget._drivers.{name}"), "operation_flow", "flow")
+    wrap(importlib.import_module("retrybudget._drivers._loop"), "operation_flow", "flow")
     wrap(flow, "classify", "flow classify")
     wrap(common, "redact_url", "redact")
     wrap(audit, "redact_url", "redact")

@@ -8,9 +8,15 @@ The package's modules, one responsibility each: ``_retrier`` (the :class:`Retrie
 both drivers share, the operation ids), ``_first`` (an uncoordinated first attempt without the
 generic flow), ``_coordinated`` (a coordinated one), ``_interpret`` (what an attempt reads:
 its timeout, a returned value or a raised error, a validator's verdict).
+
+What an HTTP integration drives, by name: :class:`Begun` (an operation's quick first attempt
+and the next step, the one sequence every driver runs), :func:`quick_first` and
+:func:`coordinated_first` (which first attempt a retrier takes), :func:`validated`,
+:func:`ended` and :data:`PLAIN_OK`.
 """
 
-from ._first import Begun
+from ._coordinated import coordinated_first
+from ._first import Begun, Described, quick_first
 from ._interpret import (
     PLAIN_OK,
     CallInterpreter,
@@ -29,13 +35,16 @@ __all__ = [
     "Begun",
     "BoundRetrier",
     "CallInterpreter",
+    "Described",
     "Interpreter",
     "Retrier",
     "acall",
     "attempt_timeout",
     "call",
+    "coordinated_first",
     "ended",
     "last_failed_outcome",
+    "quick_first",
     "retrying",
     "validated",
     "validation_error",

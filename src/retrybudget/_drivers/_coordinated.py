@@ -7,7 +7,6 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
-from .._clock import monotonic_reader, wall_reader
 from ..core.actions import (
     Acquire,
     Action,
@@ -26,17 +25,30 @@ from ..core.classify import (
     classify,
 )
 from ..core.decide import Retry, Stop, decide, patience, plan_attempt, plan_wait
-from ..core.flow import FlowGen, operation_flow
-from ..core.outcome import Outcome, Reason, first_ok
+from ..core.flow import FlowGen
+from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.outcome import operation_id as _format_id
 from ..core.state import OperationState
 from ..core.throttle import Throttle, throttle_of
-from ._loop import Loop, _operation_id, _Replay
+from ._loop import Loop, _operation_id
 
-_CoordinatedFirst = tuple[str, int, RequestInfo, OperationState, list[float], list[float],
-                          list[float]]
-"""A coordinated operation's first attempt under way: its id's prefix and number, request,
-start state, the monotonic and wall readings taken and the samples drawn (for a replay)."""
+
+class _CoordinatedFirst(FirstAttempt):
+    """A coordinated operation's first attempt under way: its id (``prefix``, ``number``),
+    ``request``, start ``state``, the monotonic and wall readings taken and the samples drawn
+    (for a replay); once it ends ok, the rest of the :class:`FirstAttempt` its outcome reads."""
+
+    __slots__ = ("readings", "request", "samples", "state", "walls")
+
+    def __init__(self, prefix: str, number: int, request: RequestInfo, state: OperationState,
+                 t0: float) -> None:
+        self.prefix = prefix
+        self.number = number
+        self.request = request
+        self.state = state
+        self.readings = [t0]
+        self.walls: list[float] = []
+        self.samples: list[float] = []
 
 
 class FirstGate(Protocol):
@@ -59,11 +71,6 @@ class CoordinatedFirst(Loop):
     """The coordinated first attempt of :meth:`Retrier.run` and :meth:`Retrier.arun`."""
 
     @functools.cached_property
-    def _readers(self) -> tuple[Callable[[], float], Callable[[], float]]:
-        """The clock's monotonic and wall readers (the system clock's own functions)."""
-        return monotonic_reader(self.clock), wall_reader(self.clock)
-
-    @functools.cached_property
     def _coordinated_first(self) -> bool:
         """Whether :meth:`run` takes the coordinated first-attempt path: an active coordinator,
         no hook, one profile (``profile="auto"`` resolves per request in the flow)."""
@@ -81,40 +88,46 @@ class CoordinatedFirst(Loop):
         operation ok at once, else None. The readings taken (attempt end, wall) go on
         ``first``, and the sample drawn too when the generic flow goes on (it is replayed)."""
         policy, (monotonic, wall) = self.policy, self._readers
-        _prefix, _number, req, state, _readings, walls, _replies = first
+        req, state, walls = first.request, first.state, first.walls
         t2, w2 = monotonic(), wall()
         state = state.with_method(result.observation.method)
         classified = classify(policy.profile, result.observation, w2)
         sample = self.random.random()
         decision = decide(policy, state, classified, t2, w2, sample)
-        first[4].append(t2)
+        first.readings.append(t2)
         walls.append(w2)
         if (classified.kind is Kind.OK and not classified.conflicts and result.error is None
                 and state.method == req.method and isinstance(decision, Stop)
                 and decision.reason is Reason.OK and decision.retry_at is None
                 and decision.detail == classified.detail):
             return classified
-        first[6].append(sample)  # the generic flow draws it again: replayed
+        first.samples.append(sample)  # the generic flow draws it again: replayed
         return None
 
     def _coordinated_outcome(self, first: _CoordinatedFirst, plan: float | None,
                              result: AttemptResult, classified: Classified) -> Outcome[Any]:
         """The outcome of a coordinated first attempt that ended ok (read after the learn)."""
-        prefix, number, req, _state, readings, _walls, _replies = first
-        t0, _ta, t1, t2 = readings
-        return first_ok((prefix, number, t0, t1, t2, self._readers[0](), plan, result.value,
-                         classified, req.method, req.key, req.job_id, self.policy, result.payload))
+        req = first.request
+        first.started, _ta, first.attempt_started, first.attempt_ended = first.readings
+        first.ended = self._readers[0]()
+        first.timeout = plan
+        first.value = result.value
+        first.seen = classified
+        first.method = req.method
+        first.key = req.key
+        first.job_id = req.job_id
+        first.policy = self.policy
+        first.payload = result.payload
+        return first_ok(first)
 
     def _coordinated_flow(self, first: _CoordinatedFirst, replies: list[object],
                           ) -> tuple[FlowGen, Action]:
         """The generic flow of a coordinated operation, up to where the first attempt's path
         left it: the same clock readings, coordinator answers and sample; its next action."""
-        prefix, number, req, _state, readings, walls, samples = first
-        draw = self.random.random
-        flow = operation_flow(self.policy, req, _Replay(self.clock, readings, walls),
-                              operation_id=_format_id(prefix, number),
-                              sample=lambda: samples.pop() if samples else draw(),
-                              coordinated=True, report=True)
+        samples, draw = first.samples, self.random.random
+        flow = self._replayed(_format_id(first.prefix, first.number), first.request,
+                              first.readings, first.walls,
+                              lambda: samples.pop() if samples else draw(), coordinated=True)
         action = flow.send(None)
         for reply in replies:
             action = flow.send(reply)
@@ -128,20 +141,20 @@ class CoordinatedFirst(Loop):
         state = OperationState.start(self.policy, _format_id(prefix, number), t0,
                                      method=request.method,
                                      has_idempotency_key=request.has_idempotency_key)
-        return prefix, number, request, state, [t0], [], []
+        return _CoordinatedFirst(prefix, number, request, state, t0)
 
     def _coordinated_plan(self, first: _CoordinatedFirst, permit: Permit,
                           ) -> float | Stop | Retry | None:
         """After the gate's permit: the first attempt's plan, or the wait or stop it calls for."""
-        (monotonic, wall), state = self._readers, first[3]
+        (monotonic, wall), state = self._readers, first.state
         ta, wa = monotonic(), wall()
-        first[4].append(ta)
-        first[5].append(wa)
+        first.readings.append(ta)
+        first.walls.append(wa)
         step = plan_wait(self.policy, state, ta, permit.wait, permit.reason, permit.retry_at, wa)
         if step is not None:
             return step
         t1 = monotonic()
-        first[4].append(t1)
+        first.readings.append(t1)
         return plan_attempt(self.policy, state, t1)
 
     def _run_coordinated(self, perform: Callable[[Attempt], AttemptResult],
@@ -160,7 +173,7 @@ class CoordinatedFirst(Loop):
             flow, req = self._flow(request, op_id)
             return self._drive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
-        patient = patience(self.policy, first[3], first[3].started)
+        patient = patience(self.policy, first.state, first.state.started)
         merged = self._merged
         if merged is not None:  # one call admits and acquires, one learns and finishes
             return self._run_merged(perform, request, bucket, first, patient, merged)
@@ -197,7 +210,7 @@ class CoordinatedFirst(Loop):
             flow, req = self._flow(request, op_id)
             return await self._adrive(flow, perform, None, req, op_id)
         first = self._coordinated_start(request)
-        patient = patience(self.policy, first[3], first[3].started)
+        patient = patience(self.policy, first.state, first.state.started)
         merged = self._merged
         if merged is not None:  # one call admits and acquires, one learns and finishes
             return await self._arun_merged(perform, request, bucket, first, patient, merged)
@@ -285,3 +298,10 @@ class CoordinatedFirst(Loop):
             return await self._adrive(flow, perform, result)
         return self._merged_end(request, bucket, first, answers, result, classified, merged[1])
 
+
+
+def coordinated_first(retrier: CoordinatedFirst) -> bool:
+    """Whether :meth:`Retrier.run` makes ``retrier``'s first attempts the coordinated way (an
+    active coordinator, no hook, one profile): a transport may then send the first attempt
+    before it builds its operation."""
+    return retrier._coordinated_first

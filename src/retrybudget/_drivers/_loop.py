@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import cast
 
-from .._clock import Clock
+from .._clock import Clock, monotonic_reader, wall_reader
 from ..coordination import Coordinator
 from ..core.actions import (
     Action,
@@ -109,6 +109,20 @@ class Loop(RetrierParts):
     def _request(self) -> RequestInfo:
         return RequestInfo(method=self.method, key=self.key,
                            has_idempotency_key=self.idempotency_key, job_id=self.job_id)
+
+    @functools.cached_property
+    def _readers(self) -> tuple[Callable[[], float], Callable[[], float]]:
+        """The clock's monotonic and wall readers (the system clock's own functions)."""
+        return monotonic_reader(self.clock), wall_reader(self.clock)
+
+    def _replayed(self, op_id: str, request: RequestInfo, readings: list[float],
+                  walls: list[float], sample: Callable[[], float] | None = None,
+                  coordinated: bool = False) -> FlowGen:
+        """The generic flow over the clock readings a first attempt's path already took (then
+        the clock), drawing from ``sample`` (default: the retrier's random source)."""
+        return operation_flow(self.policy, request, _Replay(self.clock, readings, walls),
+                              operation_id=op_id, sample=sample or self.random.random,
+                              coordinated=coordinated, report=coordinated)
 
     def _flow(self, request: RequestInfo | None, operation_id: str) -> tuple[FlowGen, RequestInfo]:
         req = request or self._request

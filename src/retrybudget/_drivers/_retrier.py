@@ -20,12 +20,11 @@ from ..core.actions import (
     AttemptResult,
     RequestInfo,
 )
-from ..core.decide import Stop
-from ..core.outcome import Outcome, Reason, first_ok
+from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, PolicyError
 from ..observe import log_hooks
 from ._coordinated import CoordinatedFirst
-from ._first import FirstAttempts
+from ._first import Begun, FirstAttempts
 from ._interpret import _ATTEMPT_TIMEOUT, _PLAIN_TYPES, _TAKEN, Interpreter, _is_callers_error
 from ._loop import _operation_id
 
@@ -121,18 +120,10 @@ class Retrier(CoordinatedFirst, FirstAttempts):
         operation_id: str | None = None,
     ) -> Outcome[object]:
         """Drive one operation synchronously; ``perform`` makes each attempt."""
-        monotonic = self._fast_run
-        if monotonic is not None and operation_id is None and not log_hooks(()):
+        if self._fast_run is not None and operation_id is None and not log_hooks(()):
             # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
             # the operation without the generic flow; anything else goes on in it.
-            req = request or self._request
-            begun = self._begin(monotonic)
-            plan = begun[4]
-            if isinstance(plan, Stop):
-                return self._drive(self._unplanned(begun, req), perform, None)
-            result = perform(Attempt(1, plan))
-            ended = self._after(begun, req, monotonic, result)
-            return ended if isinstance(ended, Outcome) else self._drive(ended, perform, result)
+            return Begun(self).run(request or self._request, perform)
         if self._coordinated_first and operation_id is None and not log_hooks(()):
             return self._run_coordinated(perform, request or self._request)
         op_id = operation_id or _operation_id()
@@ -147,18 +138,9 @@ class Retrier(CoordinatedFirst, FirstAttempts):
         operation_id: str | None = None,
     ) -> Outcome[object]:
         """Drive one operation asynchronously; ``perform`` makes each attempt."""
-        monotonic = self._fast_run
-        if monotonic is not None and operation_id is None and not log_hooks(()):
-            # The first-attempt fast path (as in :meth:`call`): an attempt classified ok ends
-            # the operation without the generic flow; anything else goes on in it.
-            req = request or self._request
-            begun = self._begin(monotonic)
-            plan = begun[4]
-            if isinstance(plan, Stop):
-                return await self._adrive(self._unplanned(begun, req), perform, None)
-            result = await perform(Attempt(1, plan))
-            ended = self._after(begun, req, monotonic, result)
-            return ended if isinstance(ended, Outcome) else await self._adrive(ended, perform, result)
+        if self._fast_run is not None and operation_id is None and not log_hooks(()):
+            # The first-attempt fast path, as in :meth:`run`.
+            return await Begun(self).arun(request or self._request, perform)
         if self._coordinated_first and operation_id is None and not log_hooks(()):
             return await self._arun_coordinated(perform, request or self._request)
         op_id = operation_id or _operation_id()
@@ -204,12 +186,10 @@ class Retrier(CoordinatedFirst, FirstAttempts):
         # The first-attempt fast path: the flow's own steps for an uncoordinated, unobserved
         # operation (the same clock readings, plan and sample), with the answer worked out once
         # for a plain success; anything else goes on in the generic flow from those readings.
-        monotonic, policy = fast.monotonic, self.policy
-        begun = self._begin(monotonic)
-        prefix, number, t0, t1, plan = begun
-        if isinstance(plan, Stop):
-            flow = self._unplanned(begun, self._request)
-            return cast("Outcome[T]", self._drive(flow, self._performer(fn, args, kwargs), None))
+        begun, request = Begun(self), self._request
+        if begun.refused:
+            return cast("Outcome[T]", begun.go_on(request, self._performer(fn, args, kwargs), None))
+        plan = begun.timeout
         result: AttemptResult | None = None
         token = _ATTEMPT_TIMEOUT.set(plan)
         taken = _TAKEN.set(self.timeout_kwarg is not None)
@@ -225,18 +205,13 @@ class Retrier(CoordinatedFirst, FirstAttempts):
             _ATTEMPT_TIMEOUT.reset(token)
         if result is None:
             if fast.plain and type(value) in _PLAIN_TYPES:
-                t2 = monotonic()
-                self.random.random()  # the flow draws one sample per decision
-                request = self._request
-                return first_ok((prefix, number, t0, t1, t2, monotonic(), plan, value,
-                                 fast.classified, request.method, request.key, request.job_id,
-                                 policy, None))
+                begun.attempt_ended = self._readers[0]()
+                return begun._ok(request, value, fast.classified, None)
             result = AttemptResult(self._interpreter.value(value), value, None, bounded=bounded)
-        ended = self._after((prefix, number, t0, t1, plan), self._request, monotonic, result,
-                            fast.classified)
-        if isinstance(ended, Outcome):
-            return ended
-        return cast("Outcome[T]", self._drive(ended, self._performer(fn, args, kwargs), result))
+        outcome = begun.settle(request, result)
+        if outcome is not None:
+            return outcome
+        return cast("Outcome[T]", begun.go_on(request, self._performer(fn, args, kwargs), result))
 
     async def acall(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> Outcome[T]:
         """Await ``fn(*args, **kwargs)`` under the budget, each attempt cut at its timeout."""
@@ -256,16 +231,7 @@ class Retrier(CoordinatedFirst, FirstAttempts):
         fast = self._fast
         if fast is None or log_hooks(()):  # a logger that prints sees every step
             return cast("Outcome[T]", await self.arun(perform))
-        req, monotonic = self._request, fast.monotonic
-        begun = self._begin(monotonic)
-        plan = begun[4]
-        if isinstance(plan, Stop):
-            return cast("Outcome[T]", await self._adrive(self._unplanned(begun, req), perform, None))
-        result = await perform(Attempt(1, plan))
-        ended = self._after(begun, req, monotonic, result, fast.classified)
-        if isinstance(ended, Outcome):
-            return ended
-        return cast("Outcome[T]", await self._adrive(ended, perform, result))
+        return cast("Outcome[T]", await Begun(self).arun(self._request, perform))
 
 
 CALL_FIELDS = frozenset({"key", "method", "idempotency_key", "job_id", "interpreter", "timeout_kwarg"})

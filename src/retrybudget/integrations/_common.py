@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, MutableMappi
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
-from .._drivers import Begun, Retrier, validated
+from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader
+from .._drivers import Retrier, coordinated_first, quick_first, validated
 from .._native import (
     EVIDENCE,
     OUTCOME,
@@ -37,7 +37,7 @@ from .._native import (
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
-from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
+from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
@@ -70,8 +70,6 @@ __all__ = [
     "safe_url",
     "send_with_outcome",
     "stats_of",
-    "unread_first",
-    "unread_outcome",
     "watchdog",
 ]
 
@@ -453,7 +451,7 @@ class Engine:
         # does not know: such a request's profile is its own, not its host's
         self.sniffing = any(p.sdk_headers for _, p in profile.routes)
         self.quick_routes: dict[int, tuple[Profile, Retrier | None, frozenset[str]]] = {}
-        if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
+        if quick_first(self.retrier) and not self.observed and policy.validator is None:
             self.quick = self.retrier
             self.quick_methods = self._quick_methods(self.retrier)
         # A coordinated quick first attempt (no hook, one profile, no payload validator): sent
@@ -463,7 +461,7 @@ class Engine:
         # Whether the coordinated first attempt's RequestInfo names the URL: only a profile
         # whose gate is the URL's bucket or route reads it (no hook is there to).
         self.coordinated_url = bool(profile.bucket_path or profile.route_majors)
-        if self.retrier._coordinated_first and policy.validator is None:
+        if coordinated_first(self.retrier) and policy.validator is None:
             self.coordinated = self.retrier
             self.coordinated_methods = self._quick_methods(self.retrier)
 
@@ -473,7 +471,7 @@ class Engine:
         generic path (a logger that prints sees every step)."""
         host = key_of_url(url)
         key, unread = self.shapes.get(host) or self.shape(host, url)
-        if unread is None or method not in unread[1] or logs_steps():
+        if unread is None or method not in unread.methods or logs_steps():
             return None
         return unread, key
 
@@ -506,9 +504,7 @@ class Engine:
             retrier, methods = self.quick_for(resolved)
         if retrier is None or self.own_headers or not ok_unread(retrier.policy.profile):
             return None
-        clock = retrier.clock
-        return (retrier, methods, monotonic_reader(clock), wall_reader(clock),
-                retrier.random.random, retrier.job_id)
+        return UnreadShape(retrier, methods)
 
     def retrier_for(self, profile: Profile) -> Retrier:
         """The retrier of a request whose profile (``profile="auto"``: its host's) is ``profile``.
@@ -544,7 +540,7 @@ class Engine:
             if len(self.quick_routes) >= _ROUTED_MAX:
                 self.quick_routes.clear()
             retrier = self.retrier_for(profile)
-            quick = retrier if retrier._fast_run is not None else None
+            quick = retrier if quick_first(retrier) else None
             found = self.quick_routes[id(profile)] = (profile, quick, self._quick_methods(retrier))
         return found[1], found[2]
 
@@ -559,35 +555,16 @@ class Engine:
         return error
 
 
-UnreadShape = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
-               Callable[[], float], "str | None"]
-"""A request whose first-attempt 2xx is handed over unread (:meth:`Engine.unread_for`): the
-retrier and the methods it sends so, the clock's monotonic and wall readers, the random
-draw and the retrier's job id."""
+class UnreadShape:
+    """A request whose first-attempt 2xx is handed over unread (:meth:`Engine.unread_for`): the
+    ``retrier`` that sends it by a quick first attempt (:class:`~retrybudget._drivers.Begun`,
+    whose ``unread`` builds what its outcome is read from) and the ``methods`` it sends so."""
 
+    __slots__ = ("methods", "retrier")
 
-def unread_first(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
-                 status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
-                 headers: object, method: str, key: str, job_id: str | None) -> FirstAttempt:
-    """What the outcome of a quick first attempt's 2xx handed over unread is built from
-    (:func:`~retrybudget.core.outcome.first_ok`): the readings, taken now (the flow's own: the
-    attempt's end, the wall time, the draw, the end), and the response's ``headers`` (a copy
-    taken as it came) read by ``read`` when its evidence is."""
-    retrier, _methods, monotonic, wall, draw, default_job = unread
-    prefix, number, t0, t1, _plan = begun  # its plan, narrowed to the attempt's timeout
-    t2 = monotonic()
-    seen = (status, read, headers, wall())
-    draw()  # the flow draws one sample per decision
-    return (prefix, number, t0, t1, t2, monotonic(), plan, response, seen, method, key,
-            default_job if job_id is None else job_id, retrier.policy, None)
-
-
-def unread_outcome(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
-                   status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
-                   headers: object, method: str, key: str, job_id: str | None) -> Outcome[object]:
-    """The outcome of a quick first attempt's 2xx handed over unread (:func:`unread_first`)."""
-    return first_ok(unread_first(unread, begun, plan, response, status, read, headers, method,
-                                 key, job_id))
+    def __init__(self, retrier: Retrier, methods: frozenset[str]) -> None:
+        self.retrier = retrier
+        self.methods = methods
 
 
 class Described:

@@ -54,8 +54,7 @@ from .._drivers import Begun, Retrier
 from .._native import aiohttp_failure_kind as failure_kind
 from .._native import evidence
 from ..core.actions import Attempt, AttemptResult
-from ..core.decide import Stop
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import Outcome, Reason, first_ok
 from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
@@ -63,7 +62,6 @@ from ._common import (
     Engine,
     Operation,
     key_of_url,
-    unread_outcome,
 )
 
 __all__ = [
@@ -218,11 +216,10 @@ class RetryMiddleware:
         # with its outcome built from the readings, its headers read when its evidence is.
         unread, host = quick
         key = host if self._key is _default_key else self._key(request)
-        retrier = unread[0]
-        begun = retrier._begin(unread[2])
-        plan = begun[4]
-        if isinstance(plan, Stop):
+        begun = Begun(unread.retrier)
+        if begun.refused:
             return await self._call(request, handler, method, url, (key, begun, None))
+        plan = begun.timeout
         op: Operation | None = None
         try:
             exchange = self._first(request, handler, method, url, key, plan)
@@ -232,8 +229,8 @@ class RetryMiddleware:
             op = Operation(self._engine, method, url, request.headers, key)
             result = op.failed(exc)
         if op is None:
-            outcome = unread_outcome(unread, begun, plan, response, response.status,
-                                     _evidence_later, response.headers, method, key, None)
+            outcome = first_ok(begun.unread(response, response.status, _evidence_later,
+                                            response.headers, method, key, None))
             _attach(response, outcome)
             return response
         return await self._call(request, handler, method, url, (key, begun, result), op)
@@ -257,13 +254,10 @@ class RetryMiddleware:
             op = Operation(self._engine, method, url, request.headers,
                            self._key(request) if first is None else first[0])
         perform = partial(self._attempt, op, request, handler)
-        retrier = op.retrier
         if first is None:
-            outcome = await retrier.arun(perform, op.info)
-        else:
-            ended = retrier._resumed(first[1], op.info, first[2])
-            outcome = (ended if isinstance(ended, Outcome)
-                       else await retrier._adrive(ended, perform, first[2]))
+            outcome = await op.retrier.arun(perform, op.info)
+        else:  # the next step after the quick first attempt
+            outcome = await first[1].ago_on(op.info, perform, first[2])
         response: ClientResponse = op.finish(outcome, request)
         return response
 

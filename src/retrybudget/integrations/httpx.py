@@ -58,8 +58,6 @@ from .._native import httpx_evidence_of
 from .._native import httpx_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
-from ..core.decide import Stop
-from ..core.flow import FlowGen
 from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.policy import Policy
 from ..observe import log_hooks, logs_steps
@@ -78,7 +76,6 @@ from ._common import (
     current_deadline,
     key_of_url,
     safe_url,
-    unread_first,
 )
 
 __all__ = [
@@ -496,7 +493,7 @@ class _Base(Generic[T]):
         key, unread = self._shape(request)
         method = request.method
         extensions = request.extensions
-        if (unread is None or method not in unread[1] or logs_steps()
+        if (unread is None or method not in unread.methods or logs_steps()
                 or (VALIDATOR in extensions and extensions[VALIDATOR] is not None
                     and method != "HEAD")):
             return None
@@ -576,59 +573,46 @@ class _Base(Generic[T]):
             method, key, False, safe_url(str(request.url)) if engine.coordinated_url else None,
             retrier.job_id if job_id is None else job_id)
 
-    def _ended(self, quick: tuple[Retrier, str], request: httpx.Request, begun: Begun,
-               response: httpx.Response | None, op: _Operation | None,
-               result: AttemptResult | None) -> Outcome[object] | _GoOn:
-        """After a quick first attempt: the outcome of a plain success, else the flow to go on in.
+    def _settle(self, key: str, request: httpx.Request, begun: Begun,
+                response: httpx.Response | None, op: _Operation | None,
+                result: AttemptResult | None) -> Outcome[object] | tuple[_Operation, AttemptResult]:
+        """After a quick first attempt: the outcome of a plain success, else the operation and
+        result the flow goes on from (:meth:`Begun.go_on`).
 
         ``result`` None is a 2xx nobody read the body of: only its headers are read (a 200
         without any classifies as the fast path worked out once). An attempt that did not end
         the operation ok goes on in the generic flow from the readings already taken: it is
         attempt 1, never sent again.
         """
-        retrier, key = quick
-        known = None
         if result is None:
             assert response is not None  # noqa: S101 - a 2xx was seen
             headers = self._engine.headers(response)
             status = response.status_code
-            if status == 200 and not headers:
-                fast = retrier._fast
-                known = None if fast is None else fast.classified
-                result = AttemptResult(PLAIN_OK, response, None)
-            else:
-                result = AttemptResult(ResponseSeen(status, headers), response, None)
+            seen = PLAIN_OK if status == 200 and not headers else ResponseSeen(status, headers)
+            result = AttemptResult(seen, response, None)
         if op is None:
             job_id = request.extensions.get(JOB_ID)
             described: Described | RequestInfo = Described(
                 request.method, key, self._engine.retrier.job_id if job_id is None else job_id)
         else:
             described = op.info
-        monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]  # quick
-        ended = retrier._first_ended(begun, described, monotonic, result, known)
-        if isinstance(ended, Outcome):
-            return ended
-        if op is None:
-            op = self._start(request, key)
-        return op, retrier._after_first(ended[0], op.info, ended[1], ended[2]), result
+        outcome = begun.settle(described, result)
+        if outcome is not None:
+            return outcome
+        return (self._start(request, key) if op is None else op), result
 
-
-_GoOn = tuple[_Operation, FlowGen, AttemptResult]
-"""A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
 
 _Sent = tuple["httpx.Response | None", "_Operation | None", "AttemptResult | None"]
 """A quick first attempt sent: its response (if any), and for anything but an unread 2xx its
 operation and result."""
-"""A quick first attempt that did not end ok: its operation, the flow to go on in, its result."""
 
 
-def _handed_unread(request: httpx.Request, response: httpx.Response, unread: UnreadShape, key: str,
-                   begun: Begun, plan: float | None) -> httpx.Response:
+def _handed_unread(request: httpx.Request, response: httpx.Response, key: str,
+                   begun: Begun) -> httpx.Response:
     """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
     extensions = request.extensions
-    return _carry(response, unread_first(unread, begun, plan, response, response.status_code,
-                                         _evidence_later, [*response.headers._list],
-                                         request.method, key,
+    return _carry(response, begun.unread(response, response.status_code, _evidence_later,
+                                         [*response.headers._list], request.method, key,
                                          extensions.get(JOB_ID) if extensions else None))
 
 
@@ -719,11 +703,10 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
             return self._handle(request)
         # The quick first attempt of _handle, a 2xx handed over unread.
         unread, key = quick
-        retrier = unread[0]
-        begun = retrier._begin(unread[2])
-        plan = begun[4]
-        if isinstance(plan, Stop):
-            return self._planless(request, retrier, key, begun)
+        begun = Begun(unread.retrier)
+        if begun.refused:
+            return self._planless(request, key, begun)
+        plan = begun.timeout
         # httpx's own transport reads every socket against the attempt's end; no other
         # transport reads it (it gets the clipped timeouts).
         bound = self._sockets_bounded
@@ -739,8 +722,8 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
                     deadline.release()
         response = sent[0]
         if sent[1] is not None or response is None:  # no 2xx: the flow's if it goes on
-            return self._go_on(request, retrier, key, begun, sent)
-        return _handed_unread(request, response, unread, key, begun, plan)
+            return self._go_on(request, key, begun, sent)
+        return _handed_unread(request, response, key, begun)
 
     def _handle(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation (a quick first attempt when it may take one)."""
@@ -755,33 +738,31 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         # A quick first attempt: sent with its timeouts and deadline, no Operation built
         # unless the answer is not a plain success (then the flow goes on from it).
         retrier, key = quick
-        begun = retrier._begin(retrier._fast_run)  # type: ignore[arg-type]  # quick: it is set
-        plan = begun[4]
-        if isinstance(plan, Stop):
-            return self._planless(request, retrier, key, begun)
+        begun = Begun(retrier)
+        if begun.refused:
+            return self._planless(request, key, begun)
+        plan = begun.timeout
         with bounded(None if plan is None else Deadline(self._engine.clock, plan)):
             sent = self._first(request, key, plan)
-        return self._go_on(request, retrier, key, begun, sent)
+        return self._go_on(request, key, begun, sent)
 
-    def _planless(self, request: httpx.Request, retrier: Retrier, key: str,
-                  begun: Begun) -> httpx.Response:
+    def _planless(self, request: httpx.Request, key: str, begun: Begun) -> httpx.Response:
         """A quick first attempt the plan refused: the generic flow ends the operation."""
         full = self._start(request, key)
-        flow = retrier._unplanned(begun, full.info)
-        return full.hand_over(retrier._drive(flow, partial(self._attempt, full), None))
+        return full.hand_over(begun.go_on(full.info, partial(self._attempt, full), None))
 
-    def _go_on(self, request: httpx.Request, retrier: Retrier, key: str, begun: Begun,
+    def _go_on(self, request: httpx.Request, key: str, begun: Begun,
                sent: _Sent) -> httpx.Response:
         """After a quick first attempt: its plain success handed over, or the flow gone on."""
-        ended = self._ended((retrier, key), request, begun, *sent)
+        ended = self._settle(key, request, begun, *sent)
         if isinstance(ended, Outcome):
             assert sent[0] is not None  # noqa: S101 - an ok first attempt has its response
             return _carry(sent[0], ended)
-        full, flow, result = ended
-        return full.hand_over(retrier._drive(flow, partial(self._attempt, full), result))
+        full, result = ended
+        return full.hand_over(begun.go_on(full.info, partial(self._attempt, full), result))
 
     def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
-        """Send a quick first attempt (under its deadline): what :meth:`_ended` reads."""
+        """Send a quick first attempt (under its deadline): what :meth:`_settle` reads."""
         extensions = request.extensions
         response: httpx.Response | None = None
         try:
@@ -852,29 +833,26 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
                 return full.hand_over(await full.retrier.arun(partial(self._attempt, full),
                                                               full.info))
             retrier, key = quick
-            monotonic: Callable[[], float] = retrier._fast_run  # type: ignore[assignment]
         else:
-            retrier, monotonic, key = unread[0][0], unread[0][2], unread[1]
+            retrier, key = unread[0].retrier, unread[1]
         # A quick first attempt, as in RetryTransport.handle_request.
-        begun = retrier._begin(monotonic)
-        plan = begun[4]
-        if isinstance(plan, Stop):
+        begun = Begun(retrier)
+        if begun.refused:
             full = self._start(request, key)
-            flow = retrier._unplanned(begun, full.info)
-            return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), None))
-        sent = await self._bounded_first(request, key, plan)
+            return full.hand_over(await begun.ago_on(full.info, partial(self._attempt, full), None))
+        sent = await self._bounded_first(request, key, begun.timeout)
         response = sent[0]
         if unread is not None and sent[1] is None and response is not None:
-            return _handed_unread(request, response, unread[0], key, begun, plan)
-        ended = self._ended((retrier, key), request, begun, *sent)
+            return _handed_unread(request, response, key, begun)
+        ended = self._settle(key, request, begun, *sent)
         if isinstance(ended, Outcome):
             assert response is not None  # noqa: S101 - an ok first attempt has its response
             return _carry(response, ended)
-        full, flow, result = ended
-        return full.hand_over(await retrier._adrive(flow, partial(self._attempt, full), result))
+        full, result = ended
+        return full.hand_over(await begun.ago_on(full.info, partial(self._attempt, full), result))
 
     async def _bounded_first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
-        """A quick first attempt sent and ended by its attempt's end: what :meth:`_ended` reads."""
+        """A quick first attempt sent and ended by its attempt's end: what :meth:`_settle` reads."""
         if plan is None:
             return await self._first(request, key, plan)
         if self._sockets_bounded:
@@ -895,7 +873,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         return cancelled
 
     async def _first(self, request: httpx.Request, key: str, plan: float | None) -> _Sent:
-        """Send a quick first attempt: what :meth:`_ended` reads (as the sync transport's)."""
+        """Send a quick first attempt: what :meth:`_settle` reads (as the sync transport's)."""
         extensions = request.extensions
         response: httpx.Response | None = None
         op: _Operation | None = None

@@ -53,8 +53,7 @@ from .._native import evidence
 from .._native import requests_evidence as _evidence
 from .._native import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
-from ..core.decide import Stop
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import Outcome, Reason, first_ok
 from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
@@ -66,7 +65,6 @@ from ._common import (
     bounded,
     current_deadline,
     key_of_url,
-    unread_outcome,
 )
 
 __all__ = [
@@ -365,11 +363,10 @@ class RetryAdapter(HTTPAdapter):
         # A quick first attempt: sent before the operation is built, and a 2xx handed over
         # with its outcome built from the readings, its headers read when its evidence is.
         unread, key, method = quick
-        retrier = unread[0]
-        begun = retrier._begin(unread[2])
-        plan = begun[4]
-        if isinstance(plan, Stop):
+        begun = Begun(unread.retrier)
+        if begun.refused:
             return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
+        plan = begun.timeout
         deadline = None if plan is None else _Watched(self._engine.clock, plan)
         op: _Operation | None = None
         try:
@@ -385,9 +382,10 @@ class RetryAdapter(HTTPAdapter):
                 if deadline is not None:
                     deadline.check(response)
             if op is None:
-                outcome = unread_outcome(unread, begun, plan, response, status, _evidence_later,
-                                         dict(response.headers._store),  # type: ignore[attr-defined]
-                                         method, key, None)
+                outcome = first_ok(begun.unread(
+                    response, status, _evidence_later,
+                    dict(response.headers._store),  # type: ignore[attr-defined]
+                    method, key, None))
                 response.retrybudget = outcome.stats()  # type: ignore[attr-defined]
                 response.retrybudget_outcome = outcome  # type: ignore[attr-defined]
                 return response
@@ -438,12 +436,9 @@ class RetryAdapter(HTTPAdapter):
             except Exception as exc:
                 return op.failed(_timed_out(exc, deadline))
 
-        retrier = op.retrier
         if first is None:
-            outcome = retrier.run(perform, op.info)
-        else:
-            ended = retrier._resumed(first[1], op.info, first[2])
-            outcome = (ended if isinstance(ended, Outcome)
-                       else retrier._drive(ended, perform, first[2]))
+            outcome = op.retrier.run(perform, op.info)
+        else:  # the next step after the quick first attempt
+            outcome = first[1].go_on(op.info, perform, first[2])
         final: requests.Response = op.finish(outcome, request)
         return final
