@@ -11,7 +11,6 @@ public home (the tree is drawn there).
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from ._values import fast_init
 from .classify import OK_DETAIL, Classified, Kind, ResponseSeen, classify
 from .policy import Policy
+from .reasons import Reason, WaitReason
 
 __all__ = [
     "ERRORS",
@@ -46,48 +46,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class Reason(str, enum.Enum):
-    """Why an operation ended; exactly one per operation."""
-
-    OK = "ok"
-    NOT_FOUND = "not_found"
-    RATE_LIMITED = "rate_limited"
-    EXHAUSTED = "exhausted"
-    DEADLINE = "deadline"
-    CIRCUIT_OPEN = "circuit_open"
-    RETRY_BUDGET = "retry_budget"
-    REJECTED = "rejected"
-    UNEXPECTED = "unexpected"
-    INVALID_PAYLOAD = "invalid_payload"
-    NOT_RETRIED = "not_retried"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def is_provider_failure(self) -> bool:
-        """True for outcomes that speak of the provider's health (what a breaker counts)."""
-        return self in _PROVIDER_FAILURES
-
-
-_PROVIDER_FAILURES = frozenset({Reason.EXHAUSTED, Reason.DEADLINE, Reason.UNEXPECTED})
-
-
-class WaitReason(str, enum.Enum):
-    """What a wait was for."""
-
-    RETRY_AFTER = "retry_after"
-    RATE_LIMIT_RESET = "rate_limit_reset"
-    RATE_LIMIT_BACKOFF = "rate_limit_backoff"
-    BACKOFF = "backoff"
-    GATE = "gate"
-    PACING = "pacing"
-    CONCURRENCY = "concurrency"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @fast_init

@@ -319,8 +319,7 @@ class Gateway:
         if logical == _LOOKUP:
             body["stored"] = stored
         headers: dict[str, str] = {}
-        hint = retry_after(outcome.retry_at, now) if reason in (
-            Reason.RATE_LIMITED, Reason.CIRCUIT_OPEN) else None
+        hint = retry_after(outcome.retry_at, now) if reason.retry_hint else None
         if hint is not None:
             headers["Retry-After"] = hint  # a hint for the caller; the gateway did not wait
             body["retry_at"] = outcome.retry_at

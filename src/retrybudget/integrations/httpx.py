@@ -118,53 +118,19 @@ def _evidence_later(headers: list[tuple[bytes, bytes, bytes]]) -> tuple[tuple[st
     return httpx_evidence_of([(raw, value) for raw, _lower, value in headers])
 
 
-class TransportRateLimited(errors.RateLimited, httpx.TransportError):
-    """Rate limited with no response to return (the gate stopped the operation first)."""
-
-
-class TransportRetriesExhausted(errors.RetriesExhausted, httpx.TransportError):
-    """Every attempt failed and the last one got no response (connect, reset, timeout)."""
-
-
-class TransportDeadlineExceeded(errors.DeadlineExceeded, httpx.TimeoutException):
-    """The deadline ran out with no response to return."""
-
-
-class TransportCircuitOpen(errors.CircuitOpen, httpx.TransportError):
-    """The circuit breaker refused the operation: no request was sent."""
-
-
-class TransportRetryBudgetRefused(errors.RetryBudgetRefused, httpx.TransportError):
-    """The shared retry budget refused a retry after an attempt that got no response."""
-
-
-class TransportNotRetried(errors.NotRetried, httpx.TransportError):
-    """A write failed after it may have been sent (reset, timeout) and was not replayed."""
-
-
-class TransportInvalidPayload(errors.InvalidPayload, httpx.ProtocolError):
-    """A 2xx whose payload failed validation, or a protocol error: never handed over as ok."""
-
-
-class TransportRejected(errors.Rejected, httpx.TransportError):
-    """Rejected (never raised by the transport: the rejecting response is returned)."""
-
-
-class TransportNotFound(errors.NotFound, httpx.TransportError):
-    """Not found (never raised by the transport: the 404 response is returned)."""
-
-
-class TransportUnexpectedResponse(errors.UnexpectedResponse, httpx.TransportError):
-    """Unexpected (never raised by the transport: the response, or the original error, is)."""
-
-
-ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
-    cls.reason: cls
-    for cls in (TransportRateLimited, TransportRetriesExhausted, TransportDeadlineExceeded,
-                TransportCircuitOpen, TransportRetryBudgetRefused, TransportNotRetried,
-                TransportInvalidPayload, TransportRejected, TransportNotFound,
-                TransportUnexpectedResponse)
-}
+_FAMILY = errors.error_family("Transport", __name__, httpx.TransportError,
+                              deadline=httpx.TimeoutException, invalid_payload=httpx.ProtocolError)
+TransportRateLimited = _FAMILY.rate_limited
+TransportRetriesExhausted = _FAMILY.exhausted
+TransportDeadlineExceeded = _FAMILY.deadline
+TransportCircuitOpen = _FAMILY.circuit_open
+TransportRetryBudgetRefused = _FAMILY.retry_budget
+TransportNotRetried = _FAMILY.not_retried
+TransportInvalidPayload = _FAMILY.invalid_payload
+TransportRejected = _FAMILY.rejected
+TransportNotFound = _FAMILY.not_found
+TransportUnexpectedResponse = _FAMILY.unexpected
+ERRORS = _FAMILY.table()
 """The error class the transports raise for each outcome reason (when no response is handed)."""
 
 
