@@ -105,10 +105,10 @@ def test_a_transport_success_nobody_asks_about_builds_no_stats_or_outcome(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The stats dict and the outcome of a response handed over are built when first read
     (httpx's own reads of its extensions build nothing), once."""
-    rb_httpx = importlib.import_module("retrybudget.integrations.httpx")
+    handed = importlib.import_module("retrybudget.integrations._handed")
     outcome_module = importlib.import_module("retrybudget.core.outcome")
     built: Counter[str] = Counter()
-    for module, name, label in ((rb_httpx, "first_ok", "outcome"), (outcome_module, "_stats", "stats")):
+    for module, name, label in ((handed, "first_ok", "outcome"), (outcome_module, "_stats", "stats")):
         real: Callable[..., Any] = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _l=label: built.update([_l]) or _r(*a))
     transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))

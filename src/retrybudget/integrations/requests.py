@@ -58,14 +58,12 @@ from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
-    Deadline,
     Engine,
     Operation,
     UnreadShape,
-    bounded,
-    current_deadline,
     key_of_url,
 )
+from ._deadline import Deadline, bounded, current_deadline
 
 __all__ = [
     "AdapterCircuitOpen",
