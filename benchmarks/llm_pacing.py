@@ -16,10 +16,12 @@ Each contender runs the same load in its own run (its own windows), one after th
   capacity refilled continuously from a quarter of the configured limits, each call's estimate
   taken before it is sent, and after a 429 every task pauses (15 s a minute, scaled to the
   window) and the call is retried (5 attempts).
-- ``retrybudget (requests only)``: ``AsyncRetryTransport`` with the openai profile as it is
-  before token pacing: it paces on what the headers say, requests and tokens read as one
-  quota, with a ``MemoryCoordinator`` per process, then a ``RedisCoordinator`` shared by the
-  four (a private redis-server on a unix socket).
+- ``retrybudget``: ``AsyncRetryTransport`` with the openai profile and token pacing (each
+  call's cost estimated from its body by the transport, charged against the requests and
+  tokens quotas the headers publish, reconciled with every answer's), with a
+  ``MemoryCoordinator`` per process (each process paces alone: it learns of the others only
+  from the headers), then a ``RedisCoordinator`` shared by the four (a private redis-server
+  on a unix socket).
 
 Reported per contender: 429s the provider sent, operations that failed, token throughput (the
 tokens admitted in each full window after the first, against the limit: the mean and the
@@ -68,8 +70,8 @@ CONTENDERS = ("tenacity", "aiolimiter", "cookbook", "retrybudget-memory", "retry
 LABELS = {"tenacity": "tenacity, retrying 429s (cookbook settings)",
           "aiolimiter": "aiolimiter bucket per process (true limits / 4) + tenacity",
           "cookbook": "OpenAI cookbook parallel processor per process (limits / 4)",
-          "retrybudget-memory": "retrybudget today (requests only), MemoryCoordinator per process",
-          "retrybudget-redis": "retrybudget today (requests only), shared RedisCoordinator"}
+          "retrybudget-memory": "retrybudget token pacing, MemoryCoordinator per process",
+          "retrybudget-redis": "retrybudget token pacing, shared RedisCoordinator"}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ from hypothesis import HealthCheck, settings
 
 from retrybudget import FakeClock
 
+# the shared helpers' assertions explain themselves as the tests' own do (pytest rewrites
+# only test modules and conftest files unless told)
+pytest.register_assert_rewrite("tests.support")
+
 settings.register_profile(
     "ci", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

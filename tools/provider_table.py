@@ -73,7 +73,7 @@ a policy file's `[profile]` table takes the same keys.
 `RateLimit` and `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers) are RFC 9651
 structured fields. They are read by the library's own parser, not by the `http-sf` package:
 the pure core takes no dependency, and the built-in parser is both faster and held to
-`http-sf`'s reading by property tests (`tests/test_structured_fields.py`: any list or
+`http-sf`'s reading by property tests (`tests/core/test_structured_fields.py`: any list or
 dictionary `http-sf` serialises reads the same; where both accept any text, they agree).
 CPU microseconds per parse, best of 15 runs of 20,000 (`python benchmarks/sf_parsers.py`, http-sf
 1.5.0, on a loaded 2-core machine):

@@ -23,9 +23,18 @@ from ._config import (
     GateConfig,
     PacingConfig,
     RetryBudgetConfig,
+    TokenConfig,
 )
 from ._memory import MemoryCoordinator
 from ._stats import CoordinationStats
+from ._tokens import (
+    TokenCall,
+    begin_request,
+    current_call,
+    end_request,
+    llm_request_cost,
+    token_cost,
+)
 
 if TYPE_CHECKING:
     from ._redis import RedisCoordinator
@@ -42,6 +51,13 @@ __all__ = [
     "PacingConfig",
     "RedisCoordinator",
     "RetryBudgetConfig",
+    "TokenCall",
+    "TokenConfig",
+    "begin_request",
+    "current_call",
+    "end_request",
+    "llm_request_cost",
+    "token_cost",
 ]
 
 

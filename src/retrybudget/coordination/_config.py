@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.policy import Duration, PolicyError, seconds
+from ..core.tokens import TokenEstimate
 
 __all__ = [
     "MAX_DURATION",
@@ -22,6 +24,7 @@ __all__ = [
     "GateConfig",
     "PacingConfig",
     "RetryBudgetConfig",
+    "TokenConfig",
 ]
 
 MAX_DURATION = 86_400.0
@@ -218,6 +221,26 @@ class BreakerConfig:
         _set(self, "probe_ttl", _duration(self.probe_ttl, "breaker.probe_ttl", positive=True))
 
 
+CostFunction = Callable[[str, str, bytes], "TokenEstimate | int | None"]
+"""A request's cost from its method, URL and body: an estimate, a number of tokens, or None
+(the request costs no tokens: it is paced on requests only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenConfig:
+    """Token pacing: every token quota a provider publishes (OpenAI's tokens, Anthropic's
+    tokens, input and output tokens) paced with each request's cost.
+
+    Attributes:
+        cost: what a request sent through an integration costs, from its method, URL and
+            body (None: :func:`~retrybudget.coordination.llm_request_cost`, the stdlib
+            estimate of an LLM request body). A cost declared with
+            :func:`~retrybudget.coordination.token_cost` takes precedence.
+    """
+
+    cost: CostFunction | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinationConfig:
     """Everything a coordinator does, per provider key. ``None`` switches a section off.
@@ -228,6 +251,7 @@ class CoordinationConfig:
         concurrency: a cap on requests in flight (default off).
         retry_budget: the shared retry budget (default on).
         breaker: the circuit breaker (default on).
+        tokens: token pacing of the requests that cost tokens (default on).
         idle_ttl: how long a key's shared state outlives its last use (Redis key TTLs).
     """
 
@@ -236,12 +260,14 @@ class CoordinationConfig:
     concurrency: ConcurrencyConfig | None = None
     retry_budget: RetryBudgetConfig | None = field(default_factory=RetryBudgetConfig)
     breaker: BreakerConfig | None = field(default_factory=BreakerConfig)
+    tokens: TokenConfig | None = field(default_factory=TokenConfig)
     idle_ttl: float = 600.0
 
     def __post_init__(self) -> None:
         for name, kind in (("gate", GateConfig), ("pacing", PacingConfig),
                            ("concurrency", ConcurrencyConfig),
-                           ("retry_budget", RetryBudgetConfig), ("breaker", BreakerConfig)):
+                           ("retry_budget", RetryBudgetConfig), ("breaker", BreakerConfig),
+                           ("tokens", TokenConfig)):
             value = getattr(self, name)
             if not (isinstance(value, kind) or (value is None and name != "gate")):
                 raise PolicyError(f"{name} must be a {kind.__name__}")

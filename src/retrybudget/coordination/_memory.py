@@ -22,6 +22,7 @@ from ..core.throttle import NO_THROTTLE, Throttle
 from ..observe import notify
 from ._base import Coordinator
 from ._config import BreakerConfig, CoordinationConfig
+from ._ledgers import Ledgers
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
@@ -29,6 +30,7 @@ from ._logic import (
     Breaker,
     Budget,
     Health,
+    Learned,
     Schedule,
     Verdict,
     admission_of,
@@ -38,15 +40,19 @@ from ._logic import (
     budget_withdraw,
     health,
     learn,
+    learned_gap,
     moved,
     permit_of,
     plan_slot,
     quota_hold,
+    rate_cut,
     rolled,
+    send_counted,
     sent,
     write_wait,
 )
 from ._stats import CoordinationStats, Tally
+from ._tokens import TokenCall, current_call
 
 __all__ = ["MemoryCoordinator"]
 
@@ -54,7 +60,8 @@ __all__ = ["MemoryCoordinator"]
 class _Key:
     """One provider key's state."""
 
-    __slots__ = ("breaker", "budget", "last_write", "leases", "schedule", "slots")
+    __slots__ = ("breaker", "budget", "last_write", "learned", "leases", "schedule", "slots",
+                 "tokens")
 
     def __init__(self) -> None:
         self.schedule = Schedule()
@@ -63,6 +70,8 @@ class _Key:
         self.breaker = Breaker()
         self.budget = Budget()
         self.last_write = NEVER  # when the latest write (paced by its profile) went
+        self.learned = Learned()  # the send rate learned from throttles naming no quota
+        self.tokens: Ledgers | None = None  # its token quotas, once a request charged them
 
 
 _ADMITTED = Admission()
@@ -180,6 +189,13 @@ class MemoryCoordinator(Coordinator):
         in_flight = self._in_flight(k, now)
         if cap is not None and in_flight >= cap.limit:
             return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
+        tokens = current_call()
+        if tokens is not None:  # its token quotas first: a request they hold reserves nothing
+            if k.tokens is None:
+                k.tokens = Ledgers()
+            until = k.tokens.hold(now, tokens.charge, cfg.gate.spread, k.leases)
+            if until is not None:
+                return self._tally.permit(permit_of("pace", until - now, 0.0, None, 0.0))
         spacing = write_wait(k.last_write, now, write_gap)
         if spacing > 0:
             return self._tally.permit(permit_of("pace", spacing, 0.0, None, 0.0))
@@ -194,8 +210,9 @@ class MemoryCoordinator(Coordinator):
         else:
             gate = k.schedule.gate
             claimed = slots.popleft() if due else None  # its holder came back: booked again
+            gap = 0.0 if pacing is None else learned_gap(k.learned, max(now, k.schedule.tail))
             slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
-                                      fail_fast)
+                                      fail_fast, gap)
             if slot > now + EPSILON:
                 code = "gate" if now < gate else "pace"
                 reset_in = None if hold is None or planned.reset_at is None else hold - now
@@ -212,14 +229,23 @@ class MemoryCoordinator(Coordinator):
                     slots.append(slot)
                 return self._tally.permit(permit)
             k.schedule = planned
+        return self._sent(k, now, write_gap, tokens)
+
+    def _sent(self, k: _Key, now: float, write_gap: float, tokens: TokenCall | None) -> Permit:
+        """The request goes now: what it is counted as, and its lease (the lock held)."""
+        cap, pacing = self.config.concurrency, self.config.pacing
         lease = None
         if write_gap > 0:
             k.last_write = now
         if pacing is not None:
             k.schedule = sent(k.schedule, now)
-        if cap is not None or pacing is not None:
+            k.learned = send_counted(k.learned, now)
+        if cap is not None or pacing is not None or tokens is not None:
             lease = f"m:{next(self._ids)}"
             k.leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
+            if tokens is not None and k.tokens is not None:
+                k.tokens.charged(lease, tokens.charge)
+                tokens.sent()
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
     def pace_write(self, key: str, gap: float) -> float:
@@ -247,10 +273,18 @@ class MemoryCoordinator(Coordinator):
                  lease: str | None) -> None:
         """:meth:`learn` for key state ``k`` (the lock held)."""
         answered = 0 if lease is None or k.leases.pop(lease, None) is None else 1
+        tokens = current_call() if lease is not None and k.tokens is not None else None
+        if tokens is not None and k.tokens is not None and lease in k.tokens.charges:
+            assert lease is not None  # noqa: S101 - its charge is kept by its lease
+            k.tokens.learned(lease, tokens, self._now(), self._wall(), k.leases)
+            if throttle is not None:
+                facts = throttle = tokens.requests_throttle(throttle)
         if facts.informative or (throttle is not None and not k.schedule.answered):
             now = self._now()
             k.schedule = learn(k.schedule, facts, now, self.config.gate,
                                self._in_flight(k, now), answered, self.share)
+            if facts.throttled and facts.remaining is None:
+                k.learned = rate_cut(k.learned, now)  # no quota named: a rate is learned
             while k.slots and k.slots[0] < k.schedule.gate - EPSILON:
                 k.slots.popleft()  # reserved before the gate moved: ask again
 

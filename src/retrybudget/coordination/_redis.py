@@ -54,6 +54,7 @@ from ._config import MAX_DURATION, CoordinationConfig
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
+    LEARNED_CONSTANTS,
     NEVER,
     PROBE_PATIENCE,
     SLICES,
@@ -66,6 +67,7 @@ from ._logic import (
 from ._memory import MemoryCoordinator
 from ._settle import aged, deferrable
 from ._stats import CoordinationStats, Tally
+from ._tokens_redis import charged, learned_args, requests_throttle, token_args
 
 __all__ = ["OnFailure", "RedisCoordinator"]
 
@@ -112,6 +114,14 @@ def _source(name: str) -> str:
     return (resources.files(__package__) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+def _learned_source() -> str:
+    """``lua/learned.lua`` with :mod:`._logic._learned`'s constants (appended to the prelude)."""
+    text = _source("learned")
+    for name, value in LEARNED_CONSTANTS.items():
+        text = text.replace(f"__{name}__", repr(value))
+    return text
+
+
 def _scripts_text() -> dict[str, str]:
     prelude = (
         _source("prelude")
@@ -120,7 +130,7 @@ def _scripts_text() -> dict[str, str]:
         .replace("__SLICES__", repr(SLICES))
         .replace("__WORKER_TTL__", repr(WORKER_TTL))
         .replace("__PROBE_PATIENCE__", repr(PROBE_PATIENCE))
-    )
+    ) + _learned_source() + "\n" + _source("tokens")
     texts = {name: prelude + "\nlocal function main(ARGS)\n"
              + _source(name).replace("ARGV[", "ARGS[")
              + "\nend\nlocal reply = main(ARGV)\nflush()  -- the state's writes, once\nreturn reply\n"
@@ -606,7 +616,8 @@ class RedisCoordinator(Coordinator):
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self.prefix}{{{key}}}:"
-        return [base + "state", base + "slots", base + "leases", base + "budget", base + "workers"]
+        return [base + "state", base + "slots", base + "leases", base + "budget", base + "workers",
+                base + "tokens"]
 
     def _call(self, script: str | None, key: str, args: Sequence[Arg],
               parse: Callable[[object], T], local: Callable[[], T],
@@ -650,7 +661,7 @@ class RedisCoordinator(Coordinator):
             0 if cap is None else cap.poll,
             0 if pacing is None else pacing.probes,
             self._me(key), gate.herd_window, "" if max_wait is None else max_wait,
-            1 if fail_fast else 0, *self._seed(key),
+            1 if fail_fast else 0, *token_args(self._seed(key)),
         )
 
         def parse(raw: object) -> Permit:
@@ -714,6 +725,9 @@ class RedisCoordinator(Coordinator):
         facts = NO_THROTTLE if throttle is None else throttle
         needed = lease is not None or facts.informative or (
             throttle is not None and self.config.pacing is not None)  # an answer: see learn.lua
+        answer = learned_args(lease, self.clock.wall())
+        if answer and throttle is not None:
+            facts = requests_throttle(throttle)
         args = (
             lease or "", 1 if facts.throttled else 0,
             -1 if facts.hint is None else facts.hint,
@@ -721,7 +735,7 @@ class RedisCoordinator(Coordinator):
             -1 if facts.limit is None else facts.limit,
             -1 if facts.reset is None else facts.reset,
             facts.floor, facts.multiplier, self.config.gate.max_gate,
-            0 if throttle is None else 1,
+            0 if throttle is None else 1, *answer,
         )
         return self._call("learn" if needed else None, key, args,
                           lambda raw: self.local.learn(key, self._share(key, facts), None),
@@ -839,7 +853,8 @@ class RedisCoordinator(Coordinator):
         they go now."""
         key = learn.key
         if (self.config.breaker is None or self._degraded or finish.key != key
-                or (learn.lease is not None and learn.lease.startswith("m:"))
+                or (learn.lease is not None and (learn.lease.startswith("m:")
+                                                 or charged(learn.lease)))
                 or not deferrable(self.config, learn.throttle, health(finish.outcome),
                                   finish.probe)):
             return False

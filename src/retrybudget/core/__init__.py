@@ -2,7 +2,7 @@
 
 No I/O, no sleeping, no global state: everything here is a function of its arguments (the
 flow reads the time from the clock it is handed, and leaves every action to a driver). It
-imports the standard library and the clock protocol only (``tests/test_layering.py``).
+imports the standard library and the clock protocol only (``tests/project/test_layering.py``).
 """
 
 from ._values import evolve, fast_init

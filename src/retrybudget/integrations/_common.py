@@ -332,7 +332,7 @@ class Engine:
 
     def unread_for(self, url: str) -> UnreadShape | None:
         """The shape a quick first attempt's 2xx of a request to ``url`` is handed over unread
-        in (see :func:`unread_outcome`), or None: the integration's own quick path or the
+        in (see :meth:`Begun.unread`), or None: the integration's own quick path or the
         generic one.
 
         UnreadShape: the retrier of the request's profile (``profile="auto"``: its host's) takes

@@ -71,6 +71,7 @@ from ._deadline import _DEADLINE, Deadline, bounded
 from ._handed import carry
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, within
 from ._httpx_lazy import AsyncLazy, Lazy, Sent
+from ._tokens import acosted, costed, record_answers
 
 __all__ = [
     "ERRORS",
@@ -180,6 +181,7 @@ class _Base(Generic[T]):
                               redirects_ok=redirects_ok,
                               errors=ERRORS, failure_kind=failure_kind, attach=carry,
                               headers=_evidence)
+        record_answers(self._engine)  # token pacing: each answer's quota headers
         self._key = key
 
     def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
@@ -330,6 +332,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     _default_transport = httpx.HTTPTransport
 
+    @costed
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         quick = self._unread_of(request)
@@ -453,6 +456,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     _default_transport = httpx.AsyncHTTPTransport
 
+    @acosted
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         unread = self._unread_of(request)

@@ -12,7 +12,9 @@ the algorithms in prose.
 The package's modules, one rule each: ``_instants`` (the shared
 tolerance and instants), ``_health`` (what an outcome says), ``_gate`` (a key's schedule and
 gate), ``_pacing`` (low-quota spacing, write spacing), ``_slots`` (a held worker's slot),
-``_budget`` (the retry budget), ``_breaker`` (the breaker) and ``_answers`` (an admission, a
+``_learned`` (a send rate learned from throttles that name no quota), ``_budget`` (the
+retry budget), ``_breaker`` (the breaker), ``_tokens`` (a token quota's ledger) and
+``_answers`` (an admission, a
 permit). The Lua scripts' comments name the functions as this package exports them
 (``_logic.learn``).
 """
@@ -25,18 +27,33 @@ from ._budget import SLICES, Budget, budget_deposit, budget_withdraw
 from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
 from ._health import Health, health
 from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
+from ._learned import CONSTANTS as LEARNED_CONSTANTS
+from ._learned import Learned, learned_gap, learned_rate, rate_cut, send_counted, send_rate
 from ._pacing import pacing_interval, write_wait
 from ._slots import booked_from, herd_slot, plan_slot, quota_hold, release_quota, release_slot
+from ._tokens import (
+    TOKEN_DIMENSIONS,
+    Ledger,
+    ledger_charged,
+    ledger_closed,
+    ledger_hold,
+    ledger_learn,
+    ledger_rolled,
+)
 
 __all__ = [
     "EPSILON",
     "FLIGHT_TTL",
+    "LEARNED_CONSTANTS",
     "NEVER",
     "PROBE_PATIENCE",
     "SLICES",
+    "TOKEN_DIMENSIONS",
     "Breaker",
     "Budget",
     "Health",
+    "Learned",
+    "Ledger",
     "Phase",
     "Schedule",
     "Verdict",
@@ -49,15 +66,25 @@ __all__ = [
     "health",
     "herd_slot",
     "learn",
+    "learned_gap",
+    "learned_rate",
+    "ledger_charged",
+    "ledger_closed",
+    "ledger_hold",
+    "ledger_learn",
+    "ledger_rolled",
     "moved",
     "pacing_interval",
     "permit_of",
     "plan_slot",
     "quota_hold",
+    "rate_cut",
     "booked_from",
     "release_quota",
     "release_slot",
     "rolled",
+    "send_counted",
+    "send_rate",
     "sent",
     "window_used",
     "write_wait",

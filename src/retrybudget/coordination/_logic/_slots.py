@@ -98,7 +98,7 @@ def release_slot(s: Schedule, at: float, quota: int, spread: float,
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
               in_flight: int = 0, reserved: Sequence[float] = (),
-              fail_fast: bool = False) -> tuple[float, Schedule]:
+              fail_fast: bool = False, learned_gap: float = 0.0) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
@@ -123,13 +123,15 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     Otherwise slots are the pacing interval apart (never paced past the reset); with
     neither, the slot is now. A
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
+    ``learned_gap``: the spacing of a rate learned from throttles that named no quota
+    (:func:`~retrybudget.coordination._logic.learned_gap`), a pacing interval at the least.
     """
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
         s = evolve(s, first=now)
     gated = now < s.gate
     hold = quota_hold(s, now, pacing, in_flight, gate.spread)
     held = gated or hold is not None
-    interval = pacing_interval(s, now, pacing)
+    interval = max(pacing_interval(s, now, pacing), learned_gap)
     if held:
         at = max(now, s.gate, NEVER if hold is None else hold)
         if hold is not None and s.reset_at is None:  # waiting for an answer to name the reset

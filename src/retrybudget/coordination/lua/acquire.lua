@@ -29,12 +29,26 @@ local max_wait = finite(ARGV[14])
 local fail_fast = ARGV[15] == '1'
 local seed_limit, seed_left, seed_reset = finite(ARGV[16]), finite(ARGV[17]), finite(ARGV[18])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
-local tracked = limit > 0 or pacing  -- a request that goes holds a lease while in flight
+-- optionally (after the seed, '' when none), the charge of a request that costs tokens:
+-- tokens, input tokens, output tokens (tokens.lua)
+local charge = nil
+if finite(ARGV[19]) ~= nil then
+  charge = {count(ARGV[19], 1e15) or 0, count(ARGV[20], 1e15) or 0, count(ARGV[21], 1e15) or 0}
+end
+-- a request that goes holds a lease while in flight
+local tracked = limit > 0 or pacing or charge ~= nil
 
 local in_flight = 0
 if tracked then in_flight = live_leases(leases) end
 if limit > 0 and in_flight >= limit then
   return {'busy', fmt(poll), '0', '', '', 0}  -- 0: the live workers not counted
+end
+-- its token quotas first (Ledgers.hold): a request they hold reserves nothing
+local ledgers = nil
+if charge ~= nil then
+  local till
+  till, ledgers = tokens_hold(KEYS[6], leases, charge, spread)
+  if till ~= nil then return {'pace', fmt(till - NOW), '0', '', '', 0} end
 end
 
 -- the live workers: every coordinator that asked in the last WORKER_TTL seconds
@@ -115,6 +129,9 @@ if #due == 0 or NOW < gate or hold ~= nil then
       low = remaining <= min_remaining
     end
     if low then interval = (reset_at - NOW) / math.max(remaining, 1) end
+  end
+  if pacing then  -- _logic.learned_gap, at the latest slot (the next is spaced from it)
+    interval = math.max(interval, lr_gap(math.max(NOW, instant(s.tail) or NEVER)))
   end
   -- plan_slot
   local tail = instant(s.tail) or NEVER
@@ -228,12 +245,18 @@ if tracked then
     local latest = instant(fields_of().first)
     if latest == nil or NOW - latest >= PROBE_PATIENCE then hset(state, 'first', fmt(NOW)) end
   end
+  if pacing then lr_counted() end  -- _logic.send_counted
   if quota ~= nil and pacing then
     hset(state, 'quota', string.format('%d', math.max(quota - 1, 0)))
     local used = count(s.used, 1e15)
     if used ~= nil then hset(state, 'used', string.format('%d', used + 1)) end
   end
   lease = 'r:' .. next_id(state)
+  if charge ~= nil then  -- Ledgers.charged: the charge named by the lease, counted
+    lease = lease .. string.format(':%d:%d:%d', charge[1], charge[2], charge[3])
+    for i = 1, 3 do ledger_charged(ledgers[i], charge[i]) end
+    ledgers_save(KEYS[6], ledgers)
+  end
   lease_given(leases, lease, lease_ttl)
 end
 return {'go', '0', '0', lease, '', live}

@@ -20,6 +20,24 @@ local answered = 0  -- the response's own request, in flight until now
 if lease ~= '' then
   answered = lease_back(leases, lease)
 end
+-- optionally, for a lease that charged tokens (tokens.lua, Ledgers.learned): the answer's
+-- status ('': none), then per token dimension its limit, remaining and seconds to reset ('':
+-- not named), then per dimension 1 when a 429 refused it, then the usage per dimension ('':
+-- not read)
+local charge = nil
+if lease ~= '' and ARGV[12] ~= nil then charge = lease_charge(lease) end
+if charge ~= nil then
+  local readings, refused, usage = {}, {}, {}
+  for i = 1, 3 do
+    local at = 10 + 3 * i
+    local named = {count(ARGV[at], 1e15), count(ARGV[at + 1], 1e15), finite(ARGV[at + 2])}
+    if named[1] ~= nil or named[2] ~= nil then readings[i] = named end
+    refused[i] = ARGV[21 + i] == '1'
+    usage[i] = count(ARGV[24 + i], 1e15)
+  end
+  if usage[1] == nil then usage = nil end
+  tokens_learned(KEYS[6], leases, charge, finite(ARGV[12]), readings, refused, usage)
+end
 local observed = remaining >= 0 and reset > 0
 if made then  -- _logic.learn: any answer ends the first window
   if fields_of().answered == nil then
@@ -53,6 +71,7 @@ if throttled then
       and NOW < known_reset and math.abs(closes - known_reset) < 1 then
     closes = math.min(closes, known_reset)  -- the reset named again: the earlier is closer
   end
+  if remaining < 0 then lr_cut() end  -- no quota named: _logic.rate_cut
   gate = math.max(gate, closes)
   hset(state, 'gate', fmt(gate))
   far = math.max(far, gate)

@@ -1,0 +1,92 @@
+"""One key's token ledgers in the memory coordinator: a :class:`~._logic._tokens.Ledger` per
+token dimension and the charge of each request in flight (by its lease)."""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from ._logic import (
+    TOKEN_DIMENSIONS,
+    Ledger,
+    ledger_charged,
+    ledger_closed,
+    ledger_hold,
+    ledger_learn,
+    ledger_rolled,
+)
+from ._tokens import Charge, TokenCall
+
+__all__ = ["Ledgers"]
+
+_REFUSED_FOR = 1.0
+"""Seconds a dimension a 429 refused stays closed when no header names its reset."""
+
+
+class Ledgers:
+    """A key's token ledgers (the memory coordinator's lock held for every call)."""
+
+    __slots__ = ("charges", "dims")
+
+    def __init__(self) -> None:
+        self.dims = [Ledger() for _ in TOKEN_DIMENSIONS]
+        self.charges: dict[str, Charge] = {}  # lease -> its request's charge
+
+    def in_flight(self, live: Container[str]) -> list[int]:
+        """The charges of the requests in flight, by dimension (a lease no longer ``live``
+        lapsed: its charge is dropped)."""
+        sums = [0, 0, 0]
+        for lease in [lease for lease in self.charges if lease not in live]:
+            del self.charges[lease]
+        for charge in self.charges.values():
+            for i, amount in enumerate(charge):
+                sums[i] += amount
+        return sums
+
+    def hold(self, now: float, charge: Charge, spread: float,
+             live: Container[str]) -> float | None:
+        """The instant every dimension ``charge`` charges has room for it, if not now."""
+        flight = self.in_flight(live)
+        until = None
+        for i, amount in enumerate(charge):
+            self.dims[i] = ledger = ledger_rolled(self.dims[i], now, flight[i])
+            held = ledger_hold(ledger, now, amount, spread, flight[i])
+            if held is not None:
+                until = held if until is None else max(until, held)
+        return until
+
+    def charged(self, lease: str, charge: Charge) -> None:
+        """A request that charges ``charge`` went under ``lease``."""
+        self.charges[lease] = charge
+        for i, amount in enumerate(charge):
+            self.dims[i] = ledger_charged(self.dims[i], amount)
+
+    def learned(self, lease: str, call: TokenCall, now: float, wall: float,
+                live: Container[str]) -> None:
+        """The attempt under ``lease`` was answered as ``call`` recorded (or not at all).
+
+        A 429 gives its charge back (the provider counted nothing) and closes each dimension
+        it refused until its reset; a usage read corrects the charge to it; and every
+        dimension the answer names is reconciled with the provider's count.
+        """
+        charge = self.charges.pop(lease, None)
+        if charge is None:
+            return
+        flight = self.in_flight(live)
+        refused = call.refused()
+        for i, dimension in enumerate(TOKEN_DIMENSIONS):
+            ledger = ledger_rolled(self.dims[i], now, flight[i])
+            if call.status == 429:
+                ledger = ledger_charged(ledger, -charge[i])
+            elif call.usage is not None:
+                spent = (call.usage.total, call.usage.input_tokens, call.usage.output_tokens)[i]
+                ledger = ledger_charged(ledger, spent - charge[i])
+            reading = call.readings.get(dimension)  # type: ignore[call-overload]
+            reset_in = None
+            if reading is not None:
+                reset_in = None if reading.reset_at is None else reading.reset_at - wall
+                ledger = ledger_learn(ledger, now, reading.limit, reading.remaining, reset_in,
+                                      flight[i])
+            if dimension in refused:
+                ledger = ledger_closed(ledger, now + (reset_in if reset_in and reset_in > 0
+                                                      else _REFUSED_FOR))
+            self.dims[i] = ledger

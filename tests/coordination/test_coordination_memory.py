@@ -1,0 +1,158 @@
+"""The memory coordinator under load: many threads with exact counts, thousands of tasks."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from retrybudget import SYSTEM_CLOCK, FakeClock, Policy
+from retrybudget.coordination import (
+    BreakerConfig,
+    ConcurrencyConfig,
+    CoordinationConfig,
+    GateConfig,
+    MemoryCoordinator,
+    RetryBudgetConfig,
+)
+from retrybudget.core.outcome import Reason
+from tests.support.coordination import (
+    Window,
+    ended,
+    herd_at_a_gate,
+    run_threads,
+    seen,
+    simulate,
+    throttled,
+)
+
+KEY = "api.example.com"
+
+
+def test_many_threads_keep_exact_counts() -> None:
+    threads, ops, cap = 32, 200, 8
+    config = CoordinationConfig(
+        concurrency=ConcurrencyConfig(limit=cap),
+        retry_budget=RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=3600),
+        breaker=BreakerConfig(consecutive_failures=threads * ops, failure_ratio=None),
+    )
+    c = MemoryCoordinator(config, clock=FakeClock())
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most ever
+    phase = threading.Barrier(threads)
+    ok = seen(200)
+    spins = [0]
+
+    def worker(_: int) -> None:
+        for _ in range(ops):
+            assert c.admit(KEY).allowed
+            for _ in range(10_000):
+                permit = c.acquire(KEY, 1)
+                if permit.wait == 0:
+                    break
+                with lock:
+                    spins[0] += 1
+                SYSTEM_CLOCK.sleep(0.0001)
+            else:
+                raise AssertionError("no place in flight within 10 000 tries")
+            with lock:
+                in_flight[0] += 1
+                in_flight[1] = max(in_flight)
+            with lock:  # the "request" is over: leave, then give the lease back
+                in_flight[0] -= 1
+            c.learn(KEY, ok, permit.lease)
+            c.finish(KEY, ended(Reason.OK), False)  # a healthy operation earns half a retry
+        phase.wait(30)
+        for _ in range(ops):
+            c.spend_retry(KEY)
+        phase.wait(30)
+        for _ in range(ops):
+            c.finish(KEY, ended(Reason.EXHAUSTED), False)
+
+    run_threads(threads, worker, timeout=60)
+    stats = c.stats()
+    total = threads * ops
+    assert stats.admitted == total
+    assert in_flight[1] <= cap
+    assert stats.concurrency_waits == spins[0]
+    assert (stats.retries_allowed, stats.retries_refused) == (total // 2, total // 2)
+    assert stats.breaker_opened == 1  # the last of total failures in a row opened it
+    assert not c.admit(KEY).allowed
+    for _ in range(cap):  # every lease came back
+        assert c.acquire(KEY, 2).lease
+
+
+async def test_two_thousand_tasks_on_one_gate_finish_in_bounded_time() -> None:
+    spread = 0.001
+    c = MemoryCoordinator(CoordinationConfig(gate=GateConfig(spread=spread, claim_grace=0.1)))
+    await herd_at_a_gate(c, KEY, 2000, spread, 2000)
+
+
+def test_a_fake_clock_gate_releases_threads_in_slot_order() -> None:
+    clock = FakeClock()
+    c = MemoryCoordinator(CoordinationConfig(gate=GateConfig(spread=0.1)), clock=clock)
+    c.learn(KEY, throttled(1000), None)
+    waits = sorted(c.acquire(KEY, 1).wait for _ in range(5))
+    assert all(abs(w - (1.0 + 0.1 * i)) < 1e-9 for i, w in enumerate(waits))
+    clock.advance(1.0)
+    assert c.acquire(KEY, 1).wait == 0
+    assert c.acquire(KEY, 1).wait > 0  # the next slot is 0.1 s away
+
+
+
+def test_five_hundred_operations_behind_one_retry_after_all_finish_released_by_quota() -> None:
+    """500 concurrent operations (5 s deadline) meet a used-up window (429, Retry-After 1 s)
+    of a provider serving 100 per 1 s window: released by each window's quota, all 500 end
+    ``ok`` in the five windows that open before the deadline. Virtual time: deterministic."""
+    clock = FakeClock()
+    c = MemoryCoordinator(clock=clock)
+    provider = Window(clock, limit=100, origin=clock.monotonic() - 0.3)  # resets in 0.7 s
+    provider.served[0] = 100  # the window open now is used up
+    start = clock.monotonic()
+    outcomes = simulate(c, clock, provider, 500, Policy(deadline=5.0, max_attempts=5))
+    assert Counter(o.reason for o in outcomes) == {Reason.OK: 500}
+    assert dict(provider.served) == {0: 100, 1: 100, 2: 100, 3: 100, 4: 100, 5: 100}
+    assert set(provider.rejected) == {0}  # only first attempts, before any answer came back
+    assert clock.monotonic() - start < 5.0
+
+
+def test_with_a_fixed_spread_and_no_quota_the_same_herd_would_not_all_finish() -> None:
+    """The counterpart: without quota headers the release falls back to one per spread."""
+    clock = FakeClock()
+    c = MemoryCoordinator(clock=clock)
+    provider = Window(clock, limit=100, origin=clock.monotonic() - 0.3)
+    provider.served[0] = 100
+    quiet = Window.answer
+
+    def bare(self: Window) -> tuple[int, dict[str, str]]:
+        status, headers = quiet(self)
+        return status, {k: v for k, v in headers.items() if k == "retry-after"}
+
+    provider.answer = bare.__get__(provider)  # type: ignore[method-assign]
+    outcomes = simulate(c, clock, provider, 500, Policy(deadline=5.0, max_attempts=5))
+    assert Counter(o.reason for o in outcomes)[Reason.OK] < 500
+
+
+def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle() -> None:
+    """The merged first-attempt calls are the memory coordinator's own answers: a subclass
+    that overrides any of the flow's actions is asked each action (its override runs)."""
+    import retrybudget as rb
+
+    asked: Counter[str] = Counter()
+
+    class Counting(MemoryCoordinator):
+        def acquire(self, key: str, attempt: int, write_gap: float = 0.0, *,
+                    max_wait: float | None = None, fail_fast: bool = False) -> Any:
+            asked["acquire"] += 1
+            return super().acquire(key, attempt, write_gap, max_wait=max_wait,
+                                   fail_fast=fail_fast)
+
+    assert MemoryCoordinator()._first_calls() is not None
+    assert Counting()._first_calls() is None
+    for coordinator, expected in ((MemoryCoordinator(clock=FakeClock()), 0),
+                                  (Counting(clock=FakeClock()), 2)):
+        retrier = rb.Retrier(clock=coordinator.clock, coordinator=coordinator)
+        for _ in range(2):
+            assert retrier.call(lambda: 42).value == 42
+        assert asked["acquire"] == expected
+        assert coordinator.stats().admitted == 2
