@@ -40,15 +40,11 @@ class _CoordinatedFirst(FirstAttempt):
 
     __slots__ = ("readings", "request", "samples", "state", "walls")
 
-    def __init__(self, prefix: str, number: int, request: RequestInfo, state: OperationState,
-                 t0: float) -> None:
-        self.prefix = prefix
-        self.number = number
-        self.request = request
-        self.state = state
-        self.readings = [t0]
-        self.walls: list[float] = []
-        self.samples: list[float] = []
+    request: RequestInfo
+    state: OperationState
+    readings: list[float]
+    walls: list[float]
+    samples: list[float]
 
 
 class FirstGate(Protocol):
@@ -141,7 +137,10 @@ class CoordinatedFirst(Loop):
         state = OperationState.start(self.policy, _format_id(prefix, number), t0,
                                      method=request.method,
                                      has_idempotency_key=request.has_idempotency_key)
-        return _CoordinatedFirst(prefix, number, request, state, t0)
+        first = _CoordinatedFirst()  # no __init__: filled here, as a tuple would be
+        first.prefix, first.number, first.request, first.state = prefix, number, request, state
+        first.readings, first.walls, first.samples = [t0], [], []
+        return first
 
     def _coordinated_plan(self, first: _CoordinatedFirst, permit: Permit,
                           ) -> float | Stop | Retry | None:

@@ -30,44 +30,37 @@ class Reason(str, enum.Enum):
     NOT_RETRIED = "not_retried"
 
     def __str__(self) -> str:
-        return self.value
+        value: str = self.value
+        return value
 
-    @property
-    def final(self) -> bool:
-        """A failure another try would not change (rejected, not found, an invalid payload,
-        unexpected, a write not replayed): a queue completes it at once."""
-        return self in _FINAL
-
-    @property
-    def deferrable(self) -> bool:
-        """A failure a later try may not meet (rate limited, exhausted, deadline, the breaker
-        or the shared retry budget refusing): a queue defers it."""
-        return self in _DEFERRABLE
-
-    @property
-    def is_provider_failure(self) -> bool:
-        """True for outcomes that speak of the provider's health (what a breaker counts)."""
-        return self in _PROVIDER_FAILURES
-
-    @property
-    def neutral(self) -> bool:
-        """Cut short by our own rules (the breaker, the shared retry budget, a write not
-        replayed): says nothing of the provider's health either way."""
-        return self in _NEUTRAL
-
-    @property
-    def retry_hint(self) -> bool:
-        """The outcome's ``retry_at`` is a time to come back worth telling a caller (the
-        provider's rate limit, the breaker's reopening)."""
-        return self in _RETRY_HINTS
+    # What each reason says: attributes of each member, set once below (read as plainly as a
+    # field, with no call on the paths every operation takes).
+    final: bool
+    """A failure another try would not change (rejected, not found, an invalid payload,
+    unexpected, a write not replayed): a queue completes it at once."""
+    deferrable: bool
+    """A failure a later try may not meet (rate limited, exhausted, deadline, the breaker or
+    the shared retry budget refusing): a queue defers it."""
+    is_provider_failure: bool
+    """The outcome speaks of the provider's health (exhausted, deadline, unexpected): what a
+    breaker counts."""
+    neutral: bool
+    """Cut short by our own rules (the breaker, the shared retry budget, a write not
+    replayed): says nothing of the provider's health either way."""
+    retry_hint: bool
+    """The outcome's ``retry_at`` is a time to come back worth telling a caller (the
+    provider's rate limit, the breaker's reopening)."""
 
 
 _DEFERRABLE = frozenset({Reason.RATE_LIMITED, Reason.EXHAUSTED, Reason.DEADLINE,
                          Reason.CIRCUIT_OPEN, Reason.RETRY_BUDGET})
-_FINAL = frozenset(Reason) - _DEFERRABLE - {Reason.OK}
-_PROVIDER_FAILURES = frozenset({Reason.EXHAUSTED, Reason.DEADLINE, Reason.UNEXPECTED})
-_NEUTRAL = frozenset({Reason.CIRCUIT_OPEN, Reason.RETRY_BUDGET, Reason.NOT_RETRIED})
-_RETRY_HINTS = frozenset({Reason.RATE_LIMITED, Reason.CIRCUIT_OPEN})
+for _reason in Reason:
+    _reason.deferrable = _reason in _DEFERRABLE
+    _reason.final = _reason is not Reason.OK and not _reason.deferrable
+    _reason.is_provider_failure = _reason in (Reason.EXHAUSTED, Reason.DEADLINE, Reason.UNEXPECTED)
+    _reason.neutral = _reason in (Reason.CIRCUIT_OPEN, Reason.RETRY_BUDGET, Reason.NOT_RETRIED)
+    _reason.retry_hint = _reason in (Reason.RATE_LIMITED, Reason.CIRCUIT_OPEN)
+del _reason
 
 
 class WaitReason(str, enum.Enum):
@@ -82,4 +75,5 @@ class WaitReason(str, enum.Enum):
     CONCURRENCY = "concurrency"
 
     def __str__(self) -> str:
-        return self.value
+        value: str = self.value
+        return value

@@ -6,7 +6,7 @@ transports share it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
@@ -68,9 +68,10 @@ class Lazy:
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
         """The response with its outcome (:meth:`Operation.finish`'s), or the raised error."""
-        response = outcome.last
+        response: Any = outcome.last  # a response of ours, or None
         if self.op is None and response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
-            return cast("httpx.Response", carry(response, outcome))  # a response of ours
+            handed: httpx.Response = carry(response, outcome)
+            return handed
         return self.operation().hand_over(outcome)
 
 
