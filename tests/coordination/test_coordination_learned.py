@@ -280,3 +280,17 @@ def test_the_memory_backend_plans_the_learned_gaps_exactly() -> None:
     third = second + 1 / (SCALE * (second - k) ** 3 + peak)
     assert [c.acquire(KEY, 1).wait for _ in range(3)] == pytest.approx(
         [first, second, third], abs=EXACT)
+
+
+def test_a_fail_fast_caller_is_not_spaced_by_the_learned_rate(backend: Backend) -> None:
+    # The gateway's lookups fail fast: a rate inferred from one throttle must not turn them
+    # away once the provider's own gate is open (after one 429 a gateway at 100 lookups/s
+    # refused nearly every lookup for the rest of the run: the rate was learned at startup).
+    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.0)))
+    sent_and_answered(c, 11)
+    c.learn(KEY, throttled(0), None)  # Retry-After: 0, no quota: a rate is learned
+    permits = [c.acquire(KEY, 1, fail_fast=True) for _ in range(5)]
+    assert [p.wait for p in permits] == [0.0] * 5
+    assert all(p.lease is not None for p in permits)  # each went, counted in flight
+    waiting = c.acquire(KEY, 1)  # a caller that waits is still spaced by the learned rate
+    assert waiting.wait > 0

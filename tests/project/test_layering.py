@@ -14,8 +14,8 @@ The layers, bottom up (docs/architecture.md tells the story):
 - no module imports a private name (one leading underscore) from another package, nor a
   private module of a package it is not inside (``observe._redact`` is reached through
   ``retrybudget.observe``; the root package's own private modules, ``_clock`` or
-  ``_cmdline``, are shared by every package under it), and no import cycle runs through the
-  core.
+  ``_cmdline``, are shared by every package under it), and no two modules import each
+  other, directly or around a longer ring.
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``. A known debt is
 listed in ``DEBTS`` with what must move to retire it; a new violation fails, and so does a
@@ -65,6 +65,7 @@ LAYERS = (
     f"{PACKAGE}.observe",
     f"{PACKAGE}._gateway_mapping",  # the gateway's answer per reason, read by the judge too
     f"{PACKAGE}.errors",
+    f"{PACKAGE}._asgi",  # the middleware the sandbox's and the gateway's apps build on
     f"{PACKAGE}._cmdline",  # what every command shares: CliError, argparse types, file checks
     f"{PACKAGE}._files",  # operating-system errors in plain words, for every command
     CORE,
@@ -89,8 +90,6 @@ BACKEND_CLIENTS = (f"{PACKAGE}.integrations", f"{PACKAGE}.gateway")
 DEBTS: dict[tuple[str, str, str], str] = {
     # (rule, importing module, imported module or name): what must move to retire it.
     # Add a line only with the plan that pays it.
-    ("imports-a-private-module", f"{PACKAGE}.cli._fetch", f"{PACKAGE}.queue._redis"):
-        "queue's face exports check_reachable (loaded on first use, like RedisQueue)",
 }
 
 
@@ -213,9 +212,8 @@ def _violations() -> dict[tuple[str, str, str], str]:
         if ours and any(not _inside(imp.importer, owner)
                         for owner in _private_module_owners(imp.target)):
             add("imports-a-private-module", imp, imp.target)
-    for cycle in _cycles():
-        if any(_inside(module, CORE) for module in cycle):
-            found[("cycle-through-the-core", cycle[0], " -> ".join(cycle))] = cycle[0]
+    for cycle in _cycles():  # none at all: a module's imports read one way
+        found[("import-cycle", cycle[0], " -> ".join(cycle))] = cycle[0]
     return found
 
 
@@ -319,6 +317,8 @@ def test_every_listed_debt_still_exists() -> None:
          "imports-a-private-module"),
         (f"{PACKAGE}.cli._check", "from .._cmdline._errors import CliError",
          "imports-a-private-module"),
+        (f"{PACKAGE}.cli._fetch", "def check():\n    from ..queue._redis import check_reachable",
+         "imports-a-private-module"),
         (f"{PACKAGE}.sandbox.__main__", "from ..cli import main", "imports-a-layer-above"),
         (f"{PACKAGE}.acceptance._judge", "from ..gateway import GATEWAY_MAPPING",
          "imports-a-layer-above"),
@@ -333,6 +333,18 @@ def test_the_checker_catches_each_kind_of_violation(importer: str, source: str, 
     extra = _imports_of(importer, _package_of(importer, MODULES[importer]), ast.parse(source))
     monkeypatch.setattr(sys.modules[__name__], "IMPORTS", [*IMPORTS, *extra])
     assert any(key[0] == rule and key[1] == importer for key in _violations())
+
+
+def test_the_checker_catches_an_import_cycle_inside_a_package(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Even one under TYPE_CHECKING, inside one package, far from the core: the queue's lease
+    # keeper once named the lease's class by importing the module that imports the keeper.
+    importer = f"{PACKAGE}.queue._keeper"
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._base import Operation"
+    extra = _imports_of(importer, _package_of(importer, MODULES[importer]), ast.parse(source))
+    monkeypatch.setattr(sys.modules[__name__], "IMPORTS", [*IMPORTS, *extra])
+    rings = [key[2] for key in _violations() if key[0] == "import-cycle"]
+    assert any(f"{PACKAGE}.queue._base" in ring and importer in ring for ring in rings), rings
 
 
 @pytest.mark.parametrize(
@@ -368,17 +380,8 @@ OVERSIZED: dict[str, str] = {
     # A source file (its path in the package) or a function (``module:Class.name``) still over
     # its bound: the issue it waits on. Delete a line once it is under; never add one.
     "coordination/_redis.py": "issue 28, item 4: the Redis backend over 600 lines",
-    "gateway/_app.py": "issue 28, item 4: the gateway's app over 600 lines",
-    "observe/_report.py": "issue 28, item 4: the review report over 600 lines",
-    f"{PACKAGE}.acceptance._judge:judge": "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.cli._chart:_svg": "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.cli._demo:run": "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.cli._main:build_parser": "issue 28, item 4: functions over 60 lines",
     f"{PACKAGE}.coordination._redis:RedisCoordinator.__init__":
         "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.core.decide:decide": "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.gateway.__main__:build_parser": "issue 28, item 4: functions over 60 lines",
-    f"{PACKAGE}.observe._report:review_report": "issue 28, item 4: functions over 60 lines",
 }
 """What is still over a size bound, and the issue it waits on."""
 

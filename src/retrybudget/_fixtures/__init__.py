@@ -8,25 +8,8 @@ and :mod:`retrybudget.testing` (the face users import them from) all read them h
 sandbox never reads the acceptance package, and acceptance may use the sandbox.
 """
 
-from ._format import (
-    FixtureError,
-    Step,
-    expand_placeholders,
-    json_payload,
-    load_fixture_file,
-    parse_script,
-    resolve_placeholders,
-)
-from ._provider import ScriptedProvider, ScriptedResponse
+from . import _format, _provider
+from ._format import *  # noqa: F403 - the format, as its __all__ names it
+from ._provider import *  # noqa: F403 - the provider, as its __all__ names it
 
-__all__ = [
-    "FixtureError",
-    "ScriptedProvider",
-    "ScriptedResponse",
-    "Step",
-    "expand_placeholders",
-    "json_payload",
-    "load_fixture_file",
-    "parse_script",
-    "resolve_placeholders",
-]
+__all__ = _format.__all__ + _provider.__all__

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +73,22 @@ def judge(
         breaker_failures: failures the breaker recorded for this operation.
     """
     exp = case.expect
+    checks = [*_count_checks(exp, outcome, arrivals),
+              *_timing_checks(exp, outcome, arrivals, started_wall),
+              *_breaker_and_gateway_checks(exp, outcome, breaker_failures)]
+    # No fabricated completion: a value only with an ok outcome, and ok only if the provider
+    # really served a 2xx on the last request.
+    fabricated = outcome.value is not None and outcome.reason is not Reason.OK
+    checks.append(Check("no_fabricated_completion", "no value without ok", not fabricated,
+                        not fabricated))
+    return CaseResult(case, outcome, len(arrivals), tuple(arrivals), tuple(checks),
+                      breaker_failures)
+
+
+def _count_checks(exp: Mapping[str, Any], outcome: Outcome[Any],
+                  arrivals: Sequence[float]) -> list[Check]:
+    """The outcome, the requests the provider saw, the attempts and the logical operations."""
     checks: list[Check] = []
-    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     if "outcome" in exp:
         checks.append(Check("outcome", exp["outcome"], outcome.reason.value,
                             outcome.reason.value == exp["outcome"]))
@@ -90,7 +104,16 @@ def judge(
     if "logical_operations" in exp:
         checks.append(Check("logical_operations", exp["logical_operations"], 1,
                             exp["logical_operations"] == 1))
+    return checks
+
+
+def _timing_checks(exp: Mapping[str, Any], outcome: Outcome[Any], arrivals: Sequence[float],
+                   started_wall: float) -> list[Check]:
+    """The gaps between requests, the margin after a reset, the time taken and the
+    ``retry_at`` named."""
+    checks: list[Check] = []
     if "min_gap_s" in exp:
+        gaps = [b - a for a, b in itertools.pairwise(arrivals)]
         smallest = min(gaps) if gaps else None
         checks.append(Check("min_gap_s", exp["min_gap_s"], smallest,
                             smallest is not None and smallest >= exp["min_gap_s"]))
@@ -105,24 +128,26 @@ def judge(
         after = None if outcome.retry_at is None else outcome.retry_at - started_wall
         checks.append(Check("retry_at_after_s", exp["retry_at_after_s"], after,
                             after is not None and after >= exp["retry_at_after_s"]))
+    return checks
+
+
+def _breaker_and_gateway_checks(exp: Mapping[str, Any], outcome: Outcome[Any],
+                                breaker_failures: int) -> list[Check]:
+    """The failures the breaker recorded, and the gateway's answer for the outcome."""
+    checks: list[Check] = []
     if "breaker_failures_recorded" in exp:
         checks.append(Check("breaker_failures_recorded", exp["breaker_failures_recorded"],
                             breaker_failures, breaker_failures == exp["breaker_failures_recorded"]))
-    if "gateway_status" in exp or "gateway_code" in exp:
-        status, code = GATEWAY_MAPPING[outcome.reason]
-        if "gateway_status" in exp:
-            checks.append(Check("gateway_status", exp["gateway_status"], status,
-                                status == exp["gateway_status"]))
-        if "gateway_code" in exp:
-            checks.append(Check("gateway_code", exp["gateway_code"], code,
-                                code == exp["gateway_code"]))
-    # No fabricated completion: a value only with an ok outcome, and ok only if the provider
-    # really served a 2xx on the last request.
-    fabricated = outcome.value is not None and outcome.reason is not Reason.OK
-    checks.append(Check("no_fabricated_completion", "no value without ok", not fabricated,
-                        not fabricated))
-    return CaseResult(case, outcome, len(arrivals), tuple(arrivals), tuple(checks),
-                      breaker_failures)
+    if "gateway_status" not in exp and "gateway_code" not in exp:
+        return checks
+    status, code = GATEWAY_MAPPING[outcome.reason]
+    if "gateway_status" in exp:
+        checks.append(Check("gateway_status", exp["gateway_status"], status,
+                            status == exp["gateway_status"]))
+    if "gateway_code" in exp:
+        checks.append(Check("gateway_code", exp["gateway_code"], code,
+                            code == exp["gateway_code"]))
+    return checks
 
 
 _ROUNDING = 1e-6

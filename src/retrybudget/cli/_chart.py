@@ -83,63 +83,111 @@ def _nice_step(span: float, ticks: int) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
 
 
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    """The plot's scales: ``span`` seconds from ``first`` (epoch) across, ``top`` requests up."""
+
+    first: float
+    span: float
+    top: float
+    width: float = _W - _LEFT - _RIGHT
+    height: float = _H - _TOP - _BOTTOM
+
+    def x(self, t: float) -> float:
+        """Where the epoch instant ``t`` is drawn."""
+        return _LEFT + (t - self.first) / self.span * self.width
+
+    def y(self, value: float) -> float:
+        """Where a count of ``value`` requests is drawn."""
+        return _TOP + self.height - value / self.top * self.height
+
+
 def _svg(buckets: Sequence[Bucket], start: float, width: float, limit: int | None,
          gate_waits: Sequence[tuple[float, float]]) -> str:
-    plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
-    top = max([b.total for b in buckets] + [limit or 0, 1]) * 1.2
-    first = buckets[0].start if buckets else start
-    span = max((len(buckets) * width), 1e-9)
-
-    def x(t: float) -> float:  # t: epoch seconds
-        return _LEFT + (t - first) / span * plot_w
-
-    def y(value: float) -> float:
-        return _TOP + plot_h - value / top * plot_h
-
+    plot = _Plot(first=buckets[0].start if buckets else start,
+                 span=max((len(buckets) * width), 1e-9),
+                 top=max([b.total for b in buckets] + [limit or 0, 1]) * 1.2)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" role="img" '
              'aria-label="requests per provider window">']
-    step = _nice_step(top, 6)
+    parts.extend(_grid(plot))
+    for b in buckets:
+        parts.extend(_window(plot, b, start, width, limit))
+    parts.extend(_gate_lane(plot, gate_waits))
+    parts.extend(_time_axis(plot, start))
+    parts.extend(_legend(limit))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _grid(plot: _Plot) -> list[str]:
+    """A line and its count at each step of the requests' axis."""
+    parts = []
+    step = _nice_step(plot.top, 6)
     tick = 0.0
-    while tick <= top:
-        parts.append(f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" '
-                     f'class="grid"/><text x="{_LEFT - 8}" y="{y(tick) + 4:.1f}" '
+    while tick <= plot.top:
+        y = plot.y(tick)
+        parts.append(f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
+                     f'class="grid"/><text x="{_LEFT - 8}" y="{y + 4:.1f}" '
                      f'text-anchor="end">{tick:g}</text>')
         tick += step
-    for b in buckets:
-        left, right = x(b.start), x(b.start + width)
-        base = 0
-        for name in _STACK:
-            value = getattr(b, name)
-            if value:
-                parts.append(f'<rect class="bar {name}" x="{left + 0.5:.1f}" y="{y(base + value):.1f}" '
-                             f'width="{max(right - left - 1, 0.5):.1f}" '
-                             f'height="{y(base) - y(base + value):.1f}" fill="{_COLORS[name]}">'
-                             f"<title>window at {b.start - start:.1f} s: {value} "
-                             f"{html.escape(_LABELS[name])}</title></rect>")
-            base += value
-        if limit is not None:
-            parts.append(f'<line class="limit" x1="{left:.1f}" x2="{right:.1f}" y1="{y(limit):.1f}" '
-                         f'y2="{y(limit):.1f}"/>')
-        for n in range(b.throttled):
-            cx, cy = (left + right) / 2, y(b.total) - 6 - 9 * n
-            parts.append(f'<path class="throttle" d="M{cx - 4:.1f},{cy - 7:.1f} L{cx + 4:.1f},{cy - 7:.1f} '
-                         f'L{cx:.1f},{cy:.1f} Z" fill="{_COLORS["throttled"]}"/>')
-    lane = _TOP + plot_h + 30
-    parts.append(f'<text x="{_LEFT - 8}" y="{lane + 9}" text-anchor="end">gate</text>')
+    return parts
+
+
+def _window(plot: _Plot, b: Bucket, start: float, width: float, limit: int | None) -> list[str]:
+    """One window's stacked bar, the limit over it and a ▼ per throttled answer."""
+    parts = []
+    left, right = plot.x(b.start), plot.x(b.start + width)
+    base = 0
+    for name in _STACK:
+        value = getattr(b, name)
+        if value:
+            parts.append(f'<rect class="bar {name}" x="{left + 0.5:.1f}" y="{plot.y(base + value):.1f}" '
+                         f'width="{max(right - left - 1, 0.5):.1f}" '
+                         f'height="{plot.y(base) - plot.y(base + value):.1f}" fill="{_COLORS[name]}">'
+                         f"<title>window at {b.start - start:.1f} s: {value} "
+                         f"{html.escape(_LABELS[name])}</title></rect>")
+        base += value
+    if limit is not None:
+        parts.append(f'<line class="limit" x1="{left:.1f}" x2="{right:.1f}" y1="{plot.y(limit):.1f}" '
+                     f'y2="{plot.y(limit):.1f}"/>')
+    for n in range(b.throttled):
+        cx, cy = (left + right) / 2, plot.y(b.total) - 6 - 9 * n
+        parts.append(f'<path class="throttle" d="M{cx - 4:.1f},{cy - 7:.1f} L{cx + 4:.1f},{cy - 7:.1f} '
+                     f'L{cx:.1f},{cy:.1f} Z" fill="{_COLORS["throttled"]}"/>')
+    return parts
+
+
+def _gate_lane(plot: _Plot, gate_waits: Sequence[tuple[float, float]]) -> list[str]:
+    """The lane under the axis: a bar per stretch the job's workers waited at the gate."""
+    lane = _TOP + plot.height + 30
+    parts = [f'<text x="{_LEFT - 8}" y="{lane + 9}" text-anchor="end">gate</text>']
     for begin, seconds in gate_waits:
-        parts.append(f'<rect class="gate-wait" x="{x(begin):.1f}" y="{lane}" '
-                     f'width="{max(seconds / span * plot_w, 1.5):.1f}" height="10" fill="{_COLORS["gate"]}" '
+        parts.append(f'<rect class="gate-wait" x="{plot.x(begin):.1f}" y="{lane}" '
+                     f'width="{max(seconds / plot.span * plot.width, 1.5):.1f}" height="10" '
+                     f'fill="{_COLORS["gate"]}" '
                      f'opacity="0.35"><title>a worker held at the gate for {seconds:.2f} s</title></rect>')
-    xstep = _nice_step(span, 10)
+    return parts
+
+
+def _time_axis(plot: _Plot, start: float) -> list[str]:
+    """The seconds since the job started along the bottom, and both axes' titles."""
+    parts = []
+    xstep = _nice_step(plot.span, 10)
     t = 0.0
-    offset = start - first
-    while t <= span - offset + 1e-9:
-        parts.append(f'<text x="{x(start + t):.1f}" y="{_TOP + plot_h + 18}" '
+    offset = start - plot.first
+    while t <= plot.span - offset + 1e-9:
+        parts.append(f'<text x="{plot.x(start + t):.1f}" y="{_TOP + plot.height + 18}" '
                      f'text-anchor="middle">{t:g}</text>')
         t += xstep
-    parts.append(f'<text x="{_LEFT + plot_w / 2}" y="{_H - 40}" text-anchor="middle">seconds since '
-                 f'the job started</text><text x="16" y="{_TOP + plot_h / 2}" text-anchor="middle" '
-                 f'transform="rotate(-90 16 {_TOP + plot_h / 2})">requests per window</text>')
+    parts.append(f'<text x="{_LEFT + plot.width / 2}" y="{_H - 40}" text-anchor="middle">seconds since '
+                 f'the job started</text><text x="16" y="{_TOP + plot.height / 2}" text-anchor="middle" '
+                 f'transform="rotate(-90 16 {_TOP + plot.height / 2})">requests per window</text>')
+    return parts
+
+
+def _legend(limit: int | None) -> list[str]:
+    """What each colour is, and the limit's line when there is one."""
+    parts = []
     legend_x = _LEFT
     for name in (*_STACK, "gate"):
         parts.append(f'<rect x="{legend_x}" y="14" width="12" height="12" fill="{_COLORS[name]}"/>'
@@ -148,8 +196,7 @@ def _svg(buckets: Sequence[Bucket], start: float, width: float, limit: int | Non
     if limit is not None:
         parts.append(f'<line class="limit" x1="{_LEFT}" x2="{_LEFT + 24}" y1="40" y2="40"/>'
                      f'<text x="{_LEFT + 30}" y="44">the provider\'s limit in each window</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 def render_chart(

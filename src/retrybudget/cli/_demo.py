@@ -14,6 +14,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,12 @@ from rich.console import Console
 from .._clock import SYSTEM_CLOCK, Clock
 from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
 from ..coordination import MemoryCoordinator
-from ..core.policy import Backoff, Jitter, background
+from ..core.policy import Backoff, Jitter, Policy, background
 from ..integrations import json_object
 from ..observe import load_audit
 from ..sandbox import Faults, RateLimit, SandboxConfig, serve_in_thread
 from ._chart import render_chart
-from ._fetch import JobPaths, execute
+from ._fetch import JobPaths, JobReport, execute
 from ._hints import program
 from ._inputs import read_ops
 from ._job import JobSettings
@@ -153,16 +154,37 @@ def _fresh(out: Path, files: Sequence[Path]) -> None:
         raise CliError(f"--out {out}: cannot write there: {os_reason(exc)}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class _Outputs:
+    """The files a demo writes in its folder."""
+
+    paths: JobPaths
+    chart: Path
+    urls: Path
+    summary: Path
+
+    @classmethod
+    def under(cls, out: Path) -> _Outputs:
+        """The demo's files in the folder ``out``."""
+        paths = JobPaths(out / "demo-results.jsonl", out / "demo-audit.jsonl",
+                         out / "demo-state.sqlite")
+        return cls(paths, out / "demo-requests.html", out / "demo-urls.txt",
+                   out / "demo-summary.json")
+
+    def every_file(self) -> list[Path]:
+        """Each file a run may leave, the state database's companions included."""
+        state = self.paths.state
+        companions = [state.with_name(state.name + end) for end in (".lock", "-wal", "-shm")]
+        return [self.paths.results, self.paths.audit, state, self.chart, self.urls, self.summary,
+                *companions]
+
+
 def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLOCK) -> int:
     """Run the demo; 0 when it ran (failed lookups are part of the story, not an error)."""
     out = Path(args.out)
-    paths = JobPaths(out / "demo-results.jsonl", out / "demo-audit.jsonl", out / "demo-state.sqlite")
-    chart = out / "demo-requests.html"
-    urls_file = out / "demo-urls.txt"
+    files = _Outputs.under(out)
     config = _config(args)
-    summary_file = out / "demo-summary.json"
-    state_files = [paths.state.with_name(paths.state.name + end) for end in (".lock", "-wal", "-shm")]
-    _fresh(out, [paths.results, paths.audit, paths.state, chart, urls_file, summary_file, *state_files])
+    _fresh(out, files.every_file())
     policy = background(
         profile="github", max_attempts=5, deadline=args.deadline,
         backoff=Backoff(base=0.25, cap=4.0, multiplier=2.0, jitter=Jitter.FULL),
@@ -172,61 +194,80 @@ def run(args: argparse.Namespace, console: Console, *, clock: Clock = SYSTEM_CLO
                   f"{args.workers} workers sharing one gate; the provider allows {args.limit} "
                   f"requests per {args.window} s ({args.style} style) and injects faults "
                   f"(seed {args.seed})")
-    capacity = Capacity(args.limit, float(args.window), clock.wall())  # re-dated at the start
+    report, stats, started_wall = _run_lookups(args, console, clock, config, policy, files)
+    capacity = Capacity(args.limit, float(args.window), started_wall)
+    records = load_audit(files.paths.audit).records
+    provider, story = _story(stats, records)
+    summary = summarize(report.lines, elapsed=report.elapsed, provider=provider, capacity=capacity)
+    summary["story"] = story
+    render_summary(console, summary, "What happened")
+    html = render_chart(stats["requests"], start=started_wall, limit=args.limit,
+                        window_s=float(args.window), title="Requests the provider saw",
+                        notes=_notes(args, summary, report.elapsed, capacity),
+                        gate_waits=_gate_waits(records), other_path=OTHER_PATH)
+    files.chart.write_text(html, "utf-8")
+    files.summary.write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
+    if story["other_client_requests"]:
+        console.print(f"another client spent the quota ({story['other_client_requests']} requests): "
+                      f"{story['operations_throttled']} lookups met a throttled answer, "
+                      f"{story['operations_throttled_twice']} of them twice; the gate held every "
+                      "worker until the provider's reset")
+    console.print(f"\nresults: {files.paths.results}\naudit:   {files.paths.audit}\n"
+                  f"state:   {files.paths.state}\nchart:   {files.chart}\n"
+                  f"summary: {files.summary}\nurls:    {files.urls}\n"
+                  f"review the audit with: {program()} report {files.paths.audit}")
+    return EXIT_OK
+
+
+def _run_lookups(args: argparse.Namespace, console: Console, clock: Clock, config: SandboxConfig,
+                 policy: Policy, files: _Outputs) -> tuple[JobReport, dict[str, Any], float]:
+    """Serve the sandbox, let the other client of the account in (unless told not to) and run
+    the lookups against it: the job's report, the provider's stats and the wall instant the
+    job started."""
+    ideal = Capacity(args.limit, float(args.window), clock.wall()).ideal_seconds(args.size)
     with serve_in_thread(config) as sandbox:
         other = None if args.no_other_client else _OtherClient(
             sandbox.url(OTHER_PATH), args.limit, float(args.window),
-            delay=max(1.0, capacity.ideal_seconds(args.size) / 3), clock=clock)
+            delay=max(1.0, ideal / 3), clock=clock)
         if other is not None:
             console.print(f"another client of the same account will spend the quota about "
                           f"{other.delay:.0f} s in: watch the gate close and every worker wait")
-        urls_file.write_text("".join(sandbox.url(f"/rentals/{i}/availability") + "\n"
-                                     for i in _rental_ids(args.size, args.missing)), "utf-8")
-        ops = read_ops(urls_file, env={}, secrets=set())
+        files.urls.write_text("".join(sandbox.url(f"/rentals/{i}/availability") + "\n"
+                                      for i in _rental_ids(args.size, args.missing)), "utf-8")
+        ops = read_ops(files.urls, env={}, secrets=set())
         console.print(f"sandbox provider at {sandbox.base_url}; policy: {policy.name}, "
                       f"{policy.max_attempts} attempts in {policy.deadline:g} s per lookup, "
                       f"profile {policy.profile.name}")
         settings = JobSettings(policy, args.workers, MemoryCoordinator(clock=clock), clock=clock,
                                timeout=10.0, seed=args.seed)
         started_wall = clock.wall()
-        capacity = Capacity(args.limit, float(args.window), started_wall)
         if other is not None:
             other.start()
         try:
-            report = execute(ops, input_name=str(urls_file.resolve()), settings=settings, paths=paths,
-                             retry_failed=False, console=console, title="lookups")
+            report = execute(ops, input_name=str(files.urls.resolve()), settings=settings,
+                             paths=files.paths, retry_failed=False, console=console,
+                             title="lookups")
         finally:
             if other is not None:
                 other.stop()
-        stats = sandbox.stats()
-    records = load_audit(paths.audit).records
-    provider, story = _story(stats, records)
-    summary = summarize(report.lines, elapsed=report.elapsed, provider=provider, capacity=capacity)
-    summary["story"] = story
-    render_summary(console, summary, "What happened")
+        return report, sandbox.stats(), started_wall
+
+
+def _notes(args: argparse.Namespace, summary: Mapping[str, Any], elapsed: float,
+           capacity: Capacity) -> list[str]:
+    """The chart's notes: what the job did against the least time any client could take, and
+    what the other client's spending did to it."""
     notes = [f"{summary['logical_operations']} lookups, {summary['attempts']} attempts, "
              f"{summary['retries']} retries; outcomes: "
              + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()),
-             f"{args.workers} workers shared one gate; the job took {report.elapsed:.1f} s against "
+             f"{args.workers} workers shared one gate; the job took {elapsed:.1f} s against "
              f"an ideal of {capacity.ideal_seconds(summary['logical_operations']):.1f} s (the least "
              f"any client could take: the first window's {args.limit} requests at once, then "
              f"{args.limit} per {args.window} s window)."]
+    story = summary["story"]
     if story["other_client_requests"]:
         notes.append(f"Another client spent the quota with {story['other_client_requests']} requests; "
                      f"{story['operations_throttled']} lookups met a throttled answer, "
                      f"{story['operations_throttled_twice']} met one twice: after the first, every "
                      "worker waited at the gate for the provider's reset.")
-    html = render_chart(stats["requests"], start=started_wall, limit=args.limit,
-                        window_s=float(args.window), title="Requests the provider saw", notes=notes,
-                        gate_waits=_gate_waits(records), other_path=OTHER_PATH)
-    chart.write_text(html, "utf-8")
-    summary_file.write_text(json.dumps(summary, indent=2) + "\n", "utf-8")
-    if story["other_client_requests"]:
-        console.print(f"another client spent the quota ({story['other_client_requests']} requests): "
-                      f"{story['operations_throttled']} lookups met a throttled answer, "
-                      f"{story['operations_throttled_twice']} of them twice; the gate held every "
-                      "worker until the provider's reset")
-    console.print(f"\nresults: {paths.results}\naudit:   {paths.audit}\nstate:   {paths.state}\n"
-                  f"chart:   {chart}\nsummary: {summary_file}\nurls:    {urls_file}\n"
-                  f"review the audit with: {program()} report {paths.audit}")
-    return EXIT_OK
+    return notes

@@ -68,8 +68,7 @@ def redis_coordinator(url: str, option: str = "--redis") -> Coordinator:
         CliError: the URL is invalid or Redis does not answer a PING within a second.
     """
     from ..coordination import RedisCoordinator  # noqa: PLC0415 - the redis extra
-    from ..queue import QueueError  # noqa: PLC0415
-    from ..queue._redis import check_reachable  # noqa: PLC0415
+    from ..queue import QueueError, check_reachable  # noqa: PLC0415
 
     try:
         check_reachable(url)

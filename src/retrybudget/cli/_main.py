@@ -78,6 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
                  "evidence. Exits 1 when any safeguard is absent.",
                  _options.CHECK_EXAMPLE)
     _options.add_check_arguments(check)
+    _add_report(sub)
+    _add_servers(sub)
+    _add_offline_demo(sub)
+    _add_queue(sub)
+    _add_review(sub)
+    return parser
+
+
+def _add_report(sub: Subparsers[_Parser]) -> None:
+    """``report AUDIT.jsonl…``: its files, ``--json`` or ``--html FILE``."""
     report = _add(sub, "report", "summarize the review of an audit file (or print it as JSON)",
                   "Read an audit JSONL file and print a short summary of its review: outcomes, "
                   "waits and who asked for them, throttled answers, the checklist's results and "
@@ -97,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--json", action="store_true", help="print the whole review report as JSON")
     shape.add_argument("--html", metavar="FILE", default=None,
                        help="write a self-contained HTML report (timeline and per-operation table)")
+
+
+def _add_servers(sub: Subparsers[_Parser]) -> None:
+    """``sandbox`` and ``gateway``: each server's own options (from its package)."""
     sandbox = _add(sub, "sandbox", "serve the sandbox provider (a synthetic HTTP API)",
                    "Serve the sandbox provider on loopback: synthetic rentals, scripted "
                    "fixtures, rate limits in GitHub / IETF / Retry-After styles and seeded "
@@ -111,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "example:\n  retrybudget gateway --provider http://127.0.0.1:8080 "
                    "--db gateway.sqlite3 --port 8000")
     _server_options(gateway, _gateway_module)
+
+
+def _add_offline_demo(sub: Subparsers[_Parser]) -> None:
+    """``offline-demo``: the acceptance cases against an in-process provider."""
     offline = _add(sub, "offline-demo",
                    "play the acceptance cases against an in-process scripted provider",
                    "Play every public acceptance case against an in-process scripted provider "
@@ -118,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "example:\n  retrybudget offline-demo --real-time")
     offline.add_argument("--real-time", action="store_true",
                          help="sleep for real instead of on a simulated clock")
+
+
+def _add_queue(sub: Subparsers[_Parser]) -> None:
+    """``queue``: its actions (from the queue command's module)."""
     queue = _add(sub, "queue", "watch a job's queue and its leases, requeue its dead letters, "
                  "release a dead worker's leases, export its results",
                  "Inspect the queue of a fetch job: a state file, or a Redis URL with --job.",
@@ -126,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
                  "  retrybudget queue release redis://127.0.0.1:6379/0 --job rentals --dead\n"
                  "  retrybudget queue export out/rentals.sqlite --out results.jsonl")
     _queue_module().add_arguments(queue)
+
+
+def _add_review(sub: Subparsers[_Parser]) -> None:
+    """``review``: ``list`` and ``decide`` (from the review command's module)."""
     review = _add(sub, "review", "list what awaits a reviewer's decision, record one (a retry "
                   "requeued)",
                   "List the operations of an audit file that await a reviewer's decision, or "
@@ -136,7 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
                   "--decision retry --reviewer dana --note 'provider fixed the record' "
                   "--queue out/rentals.sqlite")
     _review_module().add_arguments(review)
-    return parser
 
 
 def _review_module() -> Any:

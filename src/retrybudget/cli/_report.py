@@ -11,21 +11,11 @@ import json
 import sys
 
 from .._cmdline import EXIT_OK, CliError, check_new_file, os_reason
-from .._files import unreadable
-from ..observe import AuditFileError, AuditLog, load_audit, merge_audits, review_report, review_summary
+from ..observe import merge_audits, review_report, review_summary
+from ._audits import decisions_of, load
 from ._hints import program
 
-__all__ = ["load", "run"]
-
-
-def load(audit: str) -> AuditLog:
-    """Read an audit file; a malformed or unreadable one is a :class:`CliError` naming it."""
-    try:
-        return load_audit(audit)
-    except AuditFileError as exc:
-        raise CliError(str(exc)) from None
-    except OSError as exc:
-        raise CliError(unreadable(str(audit), exc)) from None
+__all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,8 +28,6 @@ def run(args: argparse.Namespace) -> int:
     name = audits[0] if len(audits) == 1 else f"{len(audits)} audit files"
     if not log.records and not log.bad_lines:
         raise CliError(f"{name}: empty, no audit records to review")
-    from ._review import decisions_of  # noqa: PLC0415 - decisions and owner beside the audits
-
     decisions, owner = decisions_of(audits)
     report = review_report(log, decisions=decisions, owner=owner)
     if html is not None:

@@ -19,17 +19,16 @@ import datetime as dt
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock
 from .._cmdline import EXIT_OK, CliError
 from ..observe import DECISIONS, merge_audits, review_report
+from ._audits import decisions_of, load
 from ._hints import program
 from ._jobfile import sidecar
-from ._report import load
 
-__all__ = ["add_arguments", "awaiting", "decisions_of", "review_inputs", "run"]
+__all__ = ["add_arguments", "awaiting", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,23 +119,6 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def decisions_of(audits: Sequence[str]) -> tuple[list[dict[str, Any]], str | None]:
-    """The decisions kept beside each audit file, oldest first, and the first owner named."""
-    decisions: list[dict[str, Any]] = []
-    owner = None
-    for audit in audits:
-        found, named = review_inputs(audit)
-        decisions.extend(found)
-        owner = owner or named
-    decisions.sort(key=_decided_at)  # the latest decision per operation wins
-    return decisions, owner
-
-
-def _decided_at(decision: dict[str, Any]) -> float:
-    at = decision.get("decided_at")
-    return float(at) if isinstance(at, (int, float)) else 0.0
-
-
 def _requeue(args: argparse.Namespace, queue_id: str) -> int:
     """Put ``queue_id`` back on the job's queue; how many moved (1, or 0 when it is not a
     failed or dead-lettered operation there: it succeeded, or runs still)."""
@@ -196,31 +178,3 @@ def _decide(args: argparse.Namespace, clock: Clock) -> int:
         print(f"to send it again: {program()} queue requeue STATE --failed --op {queue_id}, "
               "then run the job again (or decide with --queue STATE)")
     return EXIT_OK
-
-
-def review_inputs(audit: str | Path) -> tuple[list[dict[str, Any]], str | None]:
-    """The decisions and the owner kept beside an audit file (none when absent).
-
-    Raises:
-        CliError: a sidecar file exists but cannot be read.
-    """
-    decisions: list[dict[str, Any]] = []
-    owner = None
-    reviews, job = sidecar(audit, "reviews.jsonl"), sidecar(audit, "job.json")
-    try:
-        if reviews.exists():
-            for number, line in enumerate(reviews.read_text("utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError:
-                    raise CliError(f"{reviews}: line {number}: invalid JSON") from None
-                if isinstance(item, dict):
-                    decisions.append(item)
-        if job.exists():
-            data = json.loads(job.read_text("utf-8"))
-            owner = data.get("owner") if isinstance(data, dict) else None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CliError(f"{audit}: cannot read its review files ({exc})") from None
-    return decisions, owner if isinstance(owner, str) else None

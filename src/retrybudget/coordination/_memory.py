@@ -210,7 +210,10 @@ class MemoryCoordinator(Coordinator):
         else:
             gate = k.schedule.gate
             claimed = slots.popleft() if due else None  # its holder came back: booked again
-            gap = 0.0 if pacing is None else learned_gap(k.learned, max(now, k.schedule.tail))
+            # the learned rate spaces callers that wait; a fail-fast one is refused only by
+            # what the provider said (its gate, its quota), never by an inferred rate
+            gap = (0.0 if pacing is None or fail_fast
+                   else learned_gap(k.learned, max(now, k.schedule.tail)))
             slot, planned = plan_slot(k.schedule, now, cfg.gate, pacing, in_flight, slots,
                                       fail_fast, gap)
             if slot > now + EPSILON:

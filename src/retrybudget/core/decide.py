@@ -230,40 +230,55 @@ def decide(
         state.method, has_idempotency_key=state.has_idempotency_key, sent=classified.sent
     )
     attempts_left = state.attempts + 1 < policy.max_attempts
+    after = _after_rate_limit if kind is Kind.RATE_LIMITED else _after_failure
+    return after(policy, state, classified, now, now_wall, sample, took,
+                 may_retry=may_retry, attempts_left=attempts_left)
 
+
+def _after_rate_limit(policy: Policy, state: OperationState, classified: Classified, now: float,
+                      now_wall: float, sample: float, took: float, *, may_retry: bool,
+                      attempts_left: bool) -> Decision:
+    """:func:`decide` after a rate-limited attempt: wait for the provider's instant (or back
+    off when it named none), unless fail_fast, a write, the attempts, the wait cap or the
+    deadline stop it; every stop names the instant the provider asked for."""
     cap = _wait_cap(policy)
-    if kind is Kind.RATE_LIMITED:
-        profile = policy.profile
-        delay, reason, source = rate_limit_wait(profile, classified, state.rate_limit_streak)
-        hint = classified.hint
-        limit_at, clamped = _asked(now_wall, hint, delay)
-        if delay <= 0:  # the provider named now or a past time: no burst, back off
-            delay = max(policy.backoff.delay(state.backoffs, sample), profile.zero_hint_wait)
-            reason, source = WaitReason.BACKOFF, "policy"
-            if profile.zero_hint_wait and delay == profile.zero_hint_wait:
-                reason, source = WaitReason.RATE_LIMIT_BACKOFF, f"profile:{profile.name}"
-        if policy.rate_limit is RateLimitMode.FAIL_FAST:
-            return Stop(Reason.RATE_LIMITED, limit_at,
-                        f"rate limited; fail_fast does not wait{clamped}")
-        if not may_retry:
-            return Stop(Reason.RATE_LIMITED, limit_at,
-                        f"rate limited; a write is not replayed{clamped}")
-        if not attempts_left:
-            return Stop(Reason.RATE_LIMITED, limit_at, f"rate limited; no attempts left{clamped}")
-        if cap is not None and delay > cap:
-            return Stop(
-                Reason.RATE_LIMITED, limit_at,
-                f"rate limited; {delay:.3f}s is over the {cap:g}s wait cap{clamped}",
-            )
-        if not _fits(policy, state, now, delay, took):
-            return Stop(
-                Reason.RATE_LIMITED, limit_at,
-                f"rate limited; {_waiting(policy, state, now, delay, took)} would end past "
-                f"the deadline{clamped}",
-            )
-        return Retry(delay, reason, source, limit_at, f"rate limited; waiting {delay:.3f}s")
+    profile = policy.profile
+    delay, reason, source = rate_limit_wait(profile, classified, state.rate_limit_streak)
+    hint = classified.hint
+    limit_at, clamped = _asked(now_wall, hint, delay)
+    if delay <= 0:  # the provider named now or a past time: no burst, back off
+        delay = max(policy.backoff.delay(state.backoffs, sample), profile.zero_hint_wait)
+        reason, source = WaitReason.BACKOFF, "policy"
+        if profile.zero_hint_wait and delay == profile.zero_hint_wait:
+            reason, source = WaitReason.RATE_LIMIT_BACKOFF, f"profile:{profile.name}"
+    if policy.rate_limit is RateLimitMode.FAIL_FAST:
+        return Stop(Reason.RATE_LIMITED, limit_at,
+                    f"rate limited; fail_fast does not wait{clamped}")
+    if not may_retry:
+        return Stop(Reason.RATE_LIMITED, limit_at,
+                    f"rate limited; a write is not replayed{clamped}")
+    if not attempts_left:
+        return Stop(Reason.RATE_LIMITED, limit_at, f"rate limited; no attempts left{clamped}")
+    if cap is not None and delay > cap:
+        return Stop(
+            Reason.RATE_LIMITED, limit_at,
+            f"rate limited; {delay:.3f}s is over the {cap:g}s wait cap{clamped}",
+        )
+    if not _fits(policy, state, now, delay, took):
+        return Stop(
+            Reason.RATE_LIMITED, limit_at,
+            f"rate limited; {_waiting(policy, state, now, delay, took)} would end past "
+            f"the deadline{clamped}",
+        )
+    return Retry(delay, reason, source, limit_at, f"rate limited; waiting {delay:.3f}s")
 
-    # Transient: 502/503/504, network errors, timeouts.
+
+def _after_failure(policy: Policy, state: OperationState, classified: Classified, now: float,
+                   now_wall: float, sample: float, took: float, *, may_retry: bool,
+                   attempts_left: bool) -> Decision:
+    """:func:`decide` after a transient failure (502/503/504, network errors, timeouts): back
+    off, or wait the time the provider named for this failure when it is longer, unless a
+    write, the attempts, the deadline or the wait cap stop it."""
     if not may_retry:
         return Stop(Reason.NOT_RETRIED, None, f"{classified.detail}; a write is not replayed")
     if not attempts_left:
@@ -272,6 +287,7 @@ def decide(
         now >= state.deadline_at - policy.min_attempt_time
     ):
         return Stop(Reason.DEADLINE, None, "the attempt ran into the deadline")
+    cap = _wait_cap(policy)
     delay = policy.backoff.delay(state.backoffs, sample)
     reason, source = WaitReason.BACKOFF, "policy"
     retry_at = None

@@ -70,7 +70,15 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     parser.set_defaults(prog=parser.prog)
     parser.add_argument("--port", type=port, default=8000, help="port, 0 for any (default: %(default)s)")
-    budget = parser.add_argument_group("budget")
+    _add_budget(parser.add_argument_group("budget"))
+    _add_client_connections(parser.add_argument_group("client connections"))
+    _add_provider_requests(parser.add_argument_group("provider requests"))
+    _add_operations(parser.add_argument_group("operations"))
+    return parser
+
+
+def _add_budget(budget: argparse._ArgumentGroup) -> None:
+    """The provider operations' budget, breaker and admission options."""
     budget.add_argument("--deadline", type=positive_float, default=2.0,
                         help="seconds per provider operation, waits included (default: %(default)s)")
     budget.add_argument("--attempts", type=int, default=3,
@@ -93,7 +101,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     budget.add_argument("--min-budget", type=positive_float, default=0.25,
                         help="seconds of its deadline a request must have left to start a "
                              "provider operation (default: %(default)s)")
-    server = parser.add_argument_group("client connections")
+
+
+def _add_client_connections(server: argparse._ArgumentGroup) -> None:
+    """The options on the connections of the gateway's own clients."""
     server.add_argument("--head-timeout", type=positive_float, default=5.0, metavar="SECONDS",
                         help="seconds a connection may take to send a request head; then it is "
                              "answered 408 and closed (default: %(default)s)")
@@ -106,19 +117,24 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     server.add_argument("--max-head-size", type=int, default=16_384, metavar="BYTES",
                         help="bytes of a request head at most; a longer one is answered 400 "
                              "(default: %(default)s)")
-    provider = parser.add_argument_group("provider requests")
+
+
+def _add_provider_requests(provider: argparse._ArgumentGroup) -> None:
+    """The headers of every provider request."""
     provider.add_argument("--provider-header", type=_header, action="append", default=[],
                           metavar="'NAME: VALUE'", help="a header for every provider request")
     provider.add_argument("--provider-header-env", type=_header_env, action="append", default=[],
                           metavar="NAME=ENV_VARIABLE",
                           help="a header whose value is read from the environment (for secrets)")
-    ops = parser.add_argument_group("operations")
+
+
+def _add_operations(ops: argparse._ArgumentGroup) -> None:
+    """The audit file and the logs."""
     ops.add_argument("--audit", default=None, metavar="PATH",
                      help="JSONL file for one audit record per provider operation")
     ops.add_argument("--log-level", type=log_level, default="info", help="log level (default: %(default)s)")
     ops.add_argument("--log-format", choices=("json", "text"), default="json",
                      help="log line format (default: %(default)s)")
-    return parser
 
 
 def config_from_args(args: argparse.Namespace) -> GatewayConfig:

@@ -20,13 +20,9 @@ import functools
 import hashlib
 import json
 import logging
-import re
 import sqlite3
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 import anyio
 import httpx
@@ -35,31 +31,28 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from .._asgi import SendFilter
 from .._clock import SYSTEM_CLOCK, Clock
-from .._drivers import Retrier
 from .._gateway_mapping import GATEWAY_MAPPING
-from ..coordination import BreakerConfig, CoordinationConfig, Coordinator, MemoryCoordinator
-from ..core.outcome import Outcome, Reason
-from ..integrations import IDEMPOTENCY_HEADER, JOB_ID, VALIDATOR, asend_with_outcome
-from ..integrations.httpx import AsyncRetryTransport
-from ..observe import AuditHook, JsonlAuditSink, redact_url
+from ..coordination import Coordinator
+from ..core.outcome import Reason
+from ..integrations import IDEMPOTENCY_HEADER
+from ..observe import redact_url
 from ._answers import Answer, counters, json_answer, problem, retry_after, stored_view
 from ._config import GatewayConfig
 from ._door import STEP, STORE_TIME, Admitted, Door, LoopLag, Shed
 from ._logging import LOGGER_NAME
 from ._metrics import CONTENT_TYPE, GatewayMetrics
 from ._payload import RENTAL_ID, idempotency_key_problem, read_availability, read_reservation
+from ._provider import Result, audit_sink, call, default_coordinator, provider_client, provider_retrier
 from ._store import ClaimKind, FactStore, StoredFact, key_digest
 
 __all__ = ["ARRIVED", "Gateway", "create_app"]
 
 log = logging.getLogger(LOGGER_NAME)
 
-T = TypeVar("T")
-
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _MAX_BODY = 16 * 1024
 _LOOKUP, _RESERVE = "logical_lookups", "logical_operations"
 _SHED_DETAIL = {
@@ -70,8 +63,6 @@ _SHED_DETAIL = {
 _SHED_RETRY_AFTER = "1"
 """The ``Retry-After`` of an overload answer (seconds): the door holds no queue to predict
 from, so the hint is the smallest whole second."""
-_BUDGET = "retrybudget.gateway.budget_steps"
-"""The request extension naming the operation's budget, in whole ``STEP`` units."""
 _VERDICT = "retrybudget.gateway.verdict"
 """The ASGI scope key holding the door's verdict on a request (see :meth:`Gateway._admit`)."""
 _OPERATION_ENDED = "retrybudget.gateway.operation_ended"
@@ -81,108 +72,6 @@ ARRIVED = "retrybudget.arrived"
 """The ASGI scope key holding the monotonic instant (on the app's clock) a request arrived:
 set by the gateway's uvicorn protocol when the request's bytes are read, else by the app's
 outermost middleware."""
-
-
-class _BackgroundSink:
-    """Writes audit records on one worker thread, in order, so the event loop never waits on
-    the file."""
-
-    def __init__(self, sink: JsonlAuditSink) -> None:
-        self.sink = sink
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-audit")
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Queue one record."""
-        self._pool.submit(self._write, dict(record))
-
-    def _write(self, record: dict[str, Any]) -> None:
-        try:
-            self.sink.write(record)
-        except Exception as exc:  # an audit failure never changes an answer
-            log.error("audit record not written: %s", type(exc).__name__,  # noqa: TRY400
-                      extra={"event": "audit_error"})
-
-    def close(self) -> None:
-        """Write what is queued, then close the file."""
-        self._pool.shutdown(wait=True)
-        self.sink.close()
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One verifying TLS context per process (building one loads the CA bundle)."""
-    return httpx.create_ssl_context()
-
-
-@dataclass(frozen=True, slots=True)
-class _Result(Generic[T]):
-    """A provider operation as the gateway judges it.
-
-    Attributes:
-        outcome: the library's outcome (its counters are the operation's counters).
-        value: what the final answer confirmed, read and validated; None when nothing was.
-        reason: the outcome reason the gateway answers for (``ok`` exactly when ``value``).
-        detail: a short explanation.
-    """
-
-    outcome: Outcome[Any]
-    value: T | None
-    reason: Reason
-    detail: str
-
-
-async def _judge(outcome: Outcome[Any], response: httpx.Response | None,
-                 reader: Callable[[Any], T]) -> _Result[T]:
-    """Judge the final answer of an operation; only a validated 2xx confirms anything.
-
-    The transport ends a 3xx as ``unexpected`` (``redirects_ok=False``: redirects are not
-    followed) and validated the final 2xx with ``reader``: the value it read is the
-    outcome's ``payload``. A 2xx it had no payload to validate in (a 204 or 205) is read
-    here, once, and confirms nothing: it is ``invalid_payload``.
-    """
-    if not outcome.ok or response is None:
-        return _Result(outcome, None, outcome.reason, outcome.detail or outcome.reason.value)
-    value = cast("T | None", outcome.payload)
-    try:
-        if value is None:
-            await response.aread()
-            value = reader(response)
-    except (ValueError, httpx.HTTPError) as exc:
-        return _Result(outcome, None, Reason.INVALID_PAYLOAD,
-                       f"the provider's payload failed validation ({type(exc).__name__})")
-    return _Result(outcome, value, Reason.OK, outcome.detail)
-
-
-class _ByBudget(httpx.AsyncBaseTransport):
-    """Sends each request through the retry transport of its budget.
-
-    The policy's deadline is per retrier; the door gives each operation what its request has
-    left, in whole ``STEP`` units (the ``_BUDGET`` extension), so there is one retry transport
-    per budget, made on first use (at most deadline / STEP of them), all sharing the inner
-    transport, the coordinator and the hooks.
-    """
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, retrier: Retrier) -> None:
-        self._inner = inner
-        self._retrier = retrier
-        self._by_steps: dict[int, AsyncRetryTransport] = {}
-
-    def _transport(self, steps: int) -> AsyncRetryTransport:
-        transport = self._by_steps.get(steps)
-        if transport is None:
-            policy = self._retrier.policy.replace(deadline=steps * STEP)
-            transport = AsyncRetryTransport(self._inner, redirects_ok=False,
-                                            retrier=self._retrier.with_options(policy=policy))
-            self._by_steps[steps] = transport
-        return transport
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Run ``request`` as one operation with the budget its ``_BUDGET`` extension names."""
-        return await self._transport(request.extensions[_BUDGET]).handle_async_request(request)
-
-    async def aclose(self) -> None:
-        """Close the inner transport (once)."""
-        await self._inner.aclose()
 
 
 def _fingerprint(rental_id: str, body: Mapping[str, Any]) -> str:
@@ -213,37 +102,14 @@ class Gateway:
         self.clock = clock
         self.store = FactStore(config.db_path, threads=config.db_threads)
         self.metrics = GatewayMetrics()
-        if coordinator is None:
-            breaker = BreakerConfig(consecutive_failures=config.breaker_failures,
-                                    failure_ratio=config.breaker_failure_ratio,
-                                    window=config.breaker_window,
-                                    min_operations=config.breaker_min_operations,
-                                    cool_down=config.breaker_cool_down,
-                                    probe_ttl=config.deadline * 2)
-            coordinator = MemoryCoordinator(CoordinationConfig(breaker=breaker), clock=clock)
-        self.coordinator = coordinator
+        self.coordinator = coordinator if coordinator is not None else default_coordinator(
+            config, clock)
         self.lag = LoopLag(clock)
         self.door = Door(clock, deadline=config.deadline, max_in_flight=config.max_in_flight,
                          min_budget=config.min_budget, lag=self.lag)
-        policy = config.policy()
-        hooks: list[object] = [self.metrics.hook]
-        self.audit: _BackgroundSink | None = None
-        if config.audit_path is not None:
-            secrets = tuple(config.provider_headers.values())
-            self.audit = _BackgroundSink(JsonlAuditSink(config.audit_path, secrets=secrets))
-            hooks.append(AuditHook(self.audit, policy=policy, clock=clock))
-        retrier = Retrier(policy=policy, clock=clock, coordinator=coordinator, hooks=tuple(hooks))
-        limits = httpx.Limits(max_connections=config.max_connections,
-                              max_keepalive_connections=config.max_connections)
-        inner = transport if transport is not None else httpx.AsyncHTTPTransport(
-            verify=_tls_context(), limits=limits)
-        self.client = httpx.AsyncClient(
-            transport=_ByBudget(inner, retrier),
-            headers=dict(config.provider_headers),
-            timeout=config.deadline,
-            follow_redirects=False,
-            trust_env=False,
-        )
+        self.audit = audit_sink(config)
+        retrier = provider_retrier(config, clock, self.coordinator, self.metrics.hook, self.audit)
+        self.client = provider_client(config, retrier, transport)
 
     async def close(self) -> None:
         """Close the provider client, then the store and the audit file (on a worker thread)."""
@@ -255,34 +121,6 @@ class Gateway:
         self.store.close()
         if self.audit is not None:
             self.audit.close()
-
-    # the provider --------------------------------------------------------------------
-
-    async def _call(self, request: Request, method: str, url: str, reader: Callable[[Any], T],
-                    steps: int, *, headers: Mapping[str, str] | None = None,
-                    body: Mapping[str, Any] | None = None) -> _Result[T]:
-        """One logical provider operation of ``steps`` budget units, judged: what its final
-        answer confirmed, or why it confirmed nothing. Provider failures never raise: they
-        are results.
-
-        ``reader`` is the request's validator: the integration reads the 2xx payload with it,
-        once, and the value it read (the outcome's ``payload``) is the result's. Every ending
-        of the operation (a response, a typed error, an error raised again as it was) carries
-        its outcome; an exception that carries none is not a provider failure and is raised.
-        """
-        request_id = request.headers.get("x-request-id", "")
-        extensions: dict[str, Any] = {VALIDATOR: reader, _BUDGET: steps}
-        if _REQUEST_ID.match(request_id):
-            extensions[JOB_ID] = request_id
-        outgoing = self.client.build_request(method, url, headers=headers, json=body,
-                                             extensions=extensions)
-        outcome, response = await asend_with_outcome(
-            lambda: self.client.send(outgoing, stream=True))
-        try:
-            return await _judge(outcome, response, reader)
-        finally:
-            if response is not None:
-                await response.aclose()
 
     # answers -----------------------------------------------------------------------
 
@@ -304,7 +142,7 @@ class Gateway:
                                                           "error": type(exc).__name__})
             return None
 
-    async def _provider_failure(self, request: Request, result: _Result[Any], logical: str,
+    async def _provider_failure(self, request: Request, result: Result[Any], logical: str,
                                 rental_id: str, extra: Mapping[str, Any] | None = None,
                                 answer_by: float = 0.0) -> Answer:
         """The problem for a failed provider operation, with the stored fact if one exists
@@ -381,7 +219,7 @@ class Gateway:
         answer_by = admitted.answer_by
         url = self.config.url(self.config.availability_path, rental_id)
         reader = functools.partial(read_availability, rental_id=rental_id)
-        result = await self._call(request, "GET", url, reader, admitted.steps)
+        result = await call(self.client, request, "GET", url, reader, admitted.steps)
         request.scope[_OPERATION_ENDED] = self.clock.monotonic()
         fact, outcome = result.value, result.outcome
         if fact is None:
@@ -480,7 +318,7 @@ class Gateway:
         url = self.config.url(self.config.reservation_path, rental_id)
         left = admitted.answer_by - STORE_TIME - self.clock.monotonic()
         steps = max(1, min(admitted.steps, int(left / STEP)))
-        result = await self._call(request, "POST", url,
+        result = await call(self.client, request, "POST", url,
                                   functools.partial(read_reservation, rental_id=rental_id),
                                   steps, headers={IDEMPOTENCY_HEADER: key}, body=body)
         request.scope[_OPERATION_ENDED] = self.clock.monotonic()
@@ -589,31 +427,23 @@ class Gateway:
                     extra=fields)
 
 
-class _Edge:
+class _Edge(SendFilter):
     """The app's outermost layer: stamps when a request arrived (unless the server did, see
     :data:`ARRIVED`) and marks every answer ``Cache-Control: no-store``: its own 404s and
     405s, the health and metrics pages and the problems alike (availability is only ever
     live)."""
 
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
-        self.app = app
-        self.clock = clock
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if ARRIVED not in scope:
+        if scope["type"] == "http" and ARRIVED not in scope:
             scope[ARRIVED] = self.clock.monotonic()
+        await super().__call__(scope, receive, send)
 
-        async def send_no_store(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [(name, value) for name, value in message.get("headers", [])
-                           if name.lower() != b"cache-control"]
-                message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
-            await send(message)
-
-        await self.app(scope, receive, send_no_store)
+    async def send(self, scope: Scope, send: Send, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(name, value) for name, value in message.get("headers", [])
+                       if name.lower() != b"cache-control"]
+            message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+        await send(message)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

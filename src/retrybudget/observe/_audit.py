@@ -41,20 +41,6 @@ try:  # POSIX only; elsewhere appends rely on O_APPEND alone
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = [
-    "AuditFileError",
-    "AuditHook",
-    "AuditLog",
-    "AuditSink",
-    "BadLine",
-    "CallbackAuditSink",
-    "JsonlAuditSink",
-    "LoggingAuditSink",
-    "audit_record",
-    "load_audit",
-    "merge_audits",
-]
-
 _PIPE_BUF: int = getattr(select, "PIPE_BUF", 512)
 """Lines up to this many bytes are appended under a shared lock, longer ones an exclusive one."""
 

@@ -20,15 +20,12 @@ audit records and returns a JSON object with exactly the keys in :data:`REPORT_K
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from ..core.headers import parse_rate_limit_headers
-from ..core.policy import SAFE_METHODS
 from ._audit import AuditLog
+from ._report_checks import CHECKERS, CHECKS, DEFAULT_TOLERANCE, finding, successes_after_failure, summarise
+from ._report_records import Builder, Rec, at, items, observe_record
 from ._schema import validate_audit_record
 
 __all__ = ["CHECKS", "DECISIONS", "REPORT_KEYS", "review_report"]
@@ -43,34 +40,6 @@ REPORT_KEYS = (
 )
 """The report's keys, exactly these and in this order."""
 
-CHECKS: dict[str, str] = {
-    "Retry-After obeyed":
-        "after a response carrying a valid Retry-After, the next attempt starts no earlier than "
-        "the time it names; an operation that stops instead reports a retry_at no earlier",
-    "exhausted budget stops":
-        "an operation that used its attempts (or was refused a retry by the shared budget) "
-        "stops with a failure, never exceeds max_attempts, and makes no further attempt",
-    "authorization failure not retried":
-        "a 401/403/407 classified as rejected ends the operation at that attempt with outcome "
-        "rejected; no further attempt",
-    "no fabricated completion after final failure":
-        "an operation is reported ok only when its last attempt got a valid 2xx; a failed "
-        "operation carries no value; no success is recorded for an operation after its final "
-        "failure",
-    "writes not replayed":
-        "a write (a method the policy does not treat as idempotent) is sent again only when the "
-        "earlier attempt never reached the provider (connect failure) or it carries an "
-        "idempotency key and the policy allows keyed retries",
-    "deadline kept":
-        "the operation's elapsed time, waits included, does not exceed the policy's deadline",
-}
-"""The checklist: each check's name and the behaviour it expects."""
-
-DEFAULT_TOLERANCE = 0.001
-"""Seconds of slack when comparing recorded times (rounding, wall/monotonic drift)."""
-
-_AUTH_STATUSES = (401, 403, 407)
-_COORDINATOR_REASONS = ("gate", "pacing", "concurrency")
 _STEPS: dict[str, str] = {
     "rate_limited": "Run {who} again as a new operation no earlier than {retry_at}; "
                     "do not retry before that time.",
@@ -94,369 +63,6 @@ _STEPS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class _Rec:
-    index: int
-    line: int | None
-    data: Mapping[str, Any]
-
-    @property
-    def op(self) -> str | None:
-        value = self.data.get("operation_id")
-        return value if isinstance(value, str) else None
-
-    @property
-    def job(self) -> str | None:
-        value = self.data.get("job_id")
-        return value if isinstance(value, str) else None
-
-    @property
-    def outcome(self) -> str | None:
-        value = self.data.get("outcome")
-        return value if isinstance(value, str) else None
-
-    @property
-    def history(self) -> list[Mapping[str, Any]]:
-        return [a for a in _items(self.data.get("history")) if isinstance(a, Mapping)]
-
-    def policy(self, name: str) -> Any:
-        """A policy field, or None when the policy (or the field) is unknown."""
-        policy = self.data.get("policy")
-        return policy.get(name) if isinstance(policy, Mapping) else None
-
-    @property
-    def policy_known(self) -> bool:
-        """True when the record carries the policy's limits, not just its name."""
-        return self.policy("max_attempts") is not None
-
-    def who(self) -> str:
-        job = f", job {self.job}" if self.job is not None else ""
-        return f"operation {self.op}{job} (record {self.index})"
-
-    def ref(self, field: str | None = None, attempt: int | None = None) -> dict[str, Any]:
-        return {"record": self.index, "line": self.line, "operation_id": self.op,
-                "job_id": self.job, "attempt": attempt, "field": field}
-
-
-def _items(value: object) -> list[Any]:
-    """A list field's items; anything else (a malformed record) has none."""
-    return value if isinstance(value, list) else []
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _at(epoch: object) -> str:
-    seconds = _number(epoch)
-    if seconds is None:
-        return "a time the records do not name"
-    try:
-        stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
-    except (OverflowError, OSError, ValueError):
-        return f"epoch {seconds:.3f}"
-    return f"{stamp} (epoch {seconds:.3f})"
-
-
-class _Builder:
-    """Collects facts and missing inputs, each with its source."""
-
-    def __init__(self) -> None:
-        self.facts: list[dict[str, Any]] = []
-        self.missing: list[dict[str, Any]] = []
-        self.malformed = 0
-        self._seen: set[tuple[object, ...]] = set()
-
-    def fact(self, rec: _Rec, field: str, value: object, attempt: int | None = None) -> None:
-        self.facts.append({"source": rec.ref(field, attempt), "value": value})
-        if value is None:
-            self.lack(rec.ref(field, attempt), "not recorded (null)")
-
-    def lack(self, source: dict[str, Any], reason: str, *, malformed: bool = False) -> None:
-        seen = (*source.values(), reason)
-        if seen not in self._seen:
-            self._seen.add(seen)
-            self.missing.append({"source": source, "reason": reason})
-            self.malformed += malformed
-
-
-_RECORD_FIELDS = ("job_id", "method", "url", "key", "idempotency_key", "outcome", "attempts",
-                  "logical_operations", "elapsed", "has_value")
-_POLICY_FIELDS = ("name", "max_attempts", "deadline", "rate_limit")
-
-
-def _observe(rec: _Rec, out: _Builder) -> None:
-    data = rec.data
-    for field in _RECORD_FIELDS:
-        out.fact(rec, field, data.get(field))
-    for field in _POLICY_FIELDS:
-        value = rec.policy(field)
-        if field != "deadline" or not rec.policy_known:
-            out.fact(rec, f"policy.{field}", value)
-        elif value is not None:  # a known policy with a null deadline has no deadline
-            out.fact(rec, "policy.deadline", value)
-    if rec.outcome != "ok":
-        out.fact(rec, "retry_at", data.get("retry_at"))
-    for k, text in enumerate(_items(data.get("conflicts"))):
-        out.fact(rec, f"conflicts[{k}]", text)
-    if data.get("reviewer_decision") is not None:
-        out.fact(rec, "reviewer_decision", data.get("reviewer_decision"))
-    for attempt in rec.history:
-        n = attempt.get("number")
-        number = n if isinstance(n, int) else None
-        if attempt.get("status") is None and attempt.get("error") is not None:
-            out.fact(rec, "error", attempt.get("error"), number)
-        else:
-            out.fact(rec, "status", attempt.get("status"), number)
-        for field in ("started", "classification", "decision"):
-            out.fact(rec, field, attempt.get(field), number)
-        if attempt.get("decision") == "retry":
-            for field in ("wait", "wait_reason", "wait_source"):
-                out.fact(rec, field, attempt.get(field), number)
-        for pair in _items(attempt.get("evidence")):
-            if isinstance(pair, (list, tuple)) and len(pair) == 2:
-                out.fact(rec, f"evidence.{pair[0]}", pair[1], number)
-    for k, wait in enumerate(_items(data.get("waits"))):
-        if isinstance(wait, Mapping) and wait.get("reason") in _COORDINATOR_REASONS:
-            out.fact(rec, f"waits[{k}]", dict(wait))
-
-
-# Checks ------------------------------------------------------------------------------------
-
-
-def _finding(source: dict[str, Any], expected: str, actual: str, status: str) -> dict[str, Any]:
-    return {"source": source, "expected": expected, "actual": actual, "status": status}
-
-
-def _retry_after(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
-    findings = []
-    history = rec.history
-    started_at = _number(rec.data.get("started_at"))
-    for i, attempt in enumerate(history):
-        if attempt.get("classification") not in ("rate_limited", "transient"):
-            continue
-        pairs = [tuple(p) for p in _items(attempt.get("evidence"))
-                 if isinstance(p, (list, tuple)) and len(p) == 2]
-        n = attempt.get("number")
-        a_started, a_elapsed = _number(attempt.get("started")), _number(attempt.get("elapsed"))
-        if a_started is None or a_elapsed is None:
-            continue
-        answered = a_started + a_elapsed
-        response_wall = None if started_at is None else started_at + answered
-        hint = parse_rate_limit_headers(pairs, response_wall or 0.0).retry_after
-        if hint is None:
-            continue  # no Retry-After, or one the core rightly ignored as invalid
-        source = rec.ref(f"evidence.{hint.source}", n if isinstance(n, int) else None)
-        try:
-            float(hint.raw)
-        except ValueError:
-            if response_wall is None:
-                out.lack(rec.ref("started_at"), "needed to time an HTTP-date Retry-After")
-                findings.append(_finding(source, f"no attempt before Retry-After {hint.raw}",
-                                         "cannot be timed without started_at",
-                                         "insufficient_evidence"))
-                continue
-        expected = (f"no attempt sooner than {hint.delay:.3f}s after attempt {n}'s response "
-                    f"(Retry-After: {hint.raw})")
-        if i + 1 < len(history):
-            following = history[i + 1]
-            next_started = _number(following.get("started"))
-            if next_started is None:
-                continue
-            gap = next_started - answered
-            status = "pass" if gap + tol >= hint.delay else "fail"
-            findings.append(_finding(source, expected, f"attempt {following.get('number')} "
-                                     f"started {gap:.3f}s after it", status))
-            continue
-        retry_at = _number(rec.data.get("retry_at"))
-        actual = f"no further attempt; outcome {rec.outcome}; retry_at {_at(retry_at)}"
-        status = "pass"
-        if (rec.outcome != "ok" and retry_at is not None and response_wall is not None
-                and retry_at + tol < response_wall + hint.delay):
-            status = "fail"
-            actual += " is earlier than the Retry-After time"
-        findings.append(_finding(source, expected, actual, status))
-    return findings
-
-
-def _budget(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
-    attempts = rec.data.get("attempts")
-    limit = rec.policy("max_attempts")
-    counted = isinstance(attempts, int) and isinstance(limit, int)
-    spent = counted and attempts >= limit
-    overrun = counted and attempts > limit
-    if rec.outcome not in ("exhausted", "retry_budget") and not spent:
-        return []
-    if rec.outcome == "ok" and not overrun:
-        return []  # success on the last allowed attempt: the budget held
-    history = rec.history
-    last = history[-1] if history else {}
-    problems = []
-    if overrun:
-        problems.append(f"{attempts} attempts exceed max_attempts {limit}")
-    if isinstance(attempts, int) and attempts != len(history):
-        problems.append(f"attempts says {attempts} but {len(history)} are recorded")
-    if history and last.get("decision") != "stop":
-        problems.append(f"the last attempt's decision is {last.get('decision')!r}, not stop")
-    actual = f"outcome {rec.outcome} after {attempts} attempt(s) (max_attempts {limit})"
-    if problems:
-        actual += "; " + "; ".join(problems)
-        status = "fail"
-    elif limit is None:
-        status = "insufficient_evidence"
-    else:
-        status = "pass"
-    return [_finding(rec.ref("attempts"), CHECKS["exhausted budget stops"], actual, status)]
-
-
-def _authorization(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
-    findings = []
-    history = rec.history
-    for i, attempt in enumerate(history):
-        status = attempt.get("status")
-        if status not in _AUTH_STATUSES or attempt.get("classification") != "rejected":
-            continue
-        later = len(history) - i - 1
-        actual = (f"decision {attempt.get('decision')}; {later} later attempt(s); "
-                  f"outcome {rec.outcome}")
-        ok = attempt.get("decision") == "stop" and later == 0 and rec.outcome == "rejected"
-        n = attempt.get("number")
-        findings.append(_finding(rec.ref("status", n if isinstance(n, int) else None),
-                                 f"{status} ends the operation as rejected at this attempt",
-                                 actual, "pass" if ok else "fail"))
-    return findings
-
-
-def _completion(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
-    history = rec.history
-    if rec.outcome == "ok":
-        last = history[-1] if history else None
-        good = (last is not None and last.get("classification") == "ok"
-                and last.get("decision") == "stop")
-        seen = ("no attempt" if last is None else
-                f"last attempt {last.get('number')} classified {last.get('classification')}")
-        return [_finding(rec.ref("outcome"), "ok only after a valid 2xx on the last attempt",
-                         f"outcome ok; {seen}", "pass" if good else "fail")]
-    carried = rec.data.get("has_value") is True
-    actual = f"outcome {rec.outcome}; " + ("a value was delivered" if carried else "no value")
-    return [_finding(rec.ref("has_value"), "a failed operation delivers no value", actual,
-                     "fail" if carried else "pass")]
-
-
-def _writes(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
-    method = rec.data.get("method")
-    if not isinstance(method, str):
-        return []
-    declared = rec.policy("idempotent_methods")
-    safe = set(declared) if isinstance(declared, list) else set(SAFE_METHODS)
-    if method.upper() in safe:
-        return []
-    keyed = rec.data.get("idempotency_key") is True
-    allows_keyed = rec.policy("retry_writes_with_key")
-    findings = []
-    for attempt in rec.history:
-        if attempt.get("decision") != "retry":
-            continue
-        n = attempt.get("number")
-        unsent = attempt.get("sent") is False or (
-            "sent" not in attempt and str(attempt.get("detail", "")).startswith("connect failure")
-        )
-        if unsent or (keyed and allows_keyed is True):
-            status, why = "pass", ("never sent (connect failure)" if unsent
-                                   else "idempotency key, keyed retries allowed")
-        elif (keyed and allows_keyed is None) or (declared is None and method.upper() in
-                                                  ("PUT", "DELETE")):
-            status, why = "insufficient_evidence", "the policy's write rules are not recorded"
-        else:
-            status, why = "fail", "the write was sent again"
-        findings.append(_finding(rec.ref("decision", n if isinstance(n, int) else None),
-                                 f"{method} attempt {n} is not replayed", f"retried: {why}",
-                                 status))
-    if not findings:
-        findings.append(_finding(rec.ref("attempts"), f"{method} is sent at most once",
-                                 f"{rec.data.get('attempts')} attempt(s); no retry",
-                                 "pass"))
-    return findings
-
-
-def _deadline(rec: _Rec, out: _Builder, tol: float) -> list[dict[str, Any]]:
-    elapsed = _number(rec.data.get("elapsed"))
-    if not rec.policy_known:
-        return [_finding(rec.ref("policy.deadline"), CHECKS["deadline kept"],
-                         "the record does not carry the policy's deadline",
-                         "insufficient_evidence")]
-    deadline = _number(rec.policy("deadline"))
-    if deadline is None or elapsed is None:
-        return []
-    status = "pass" if elapsed <= deadline + tol else "fail"
-    return [_finding(rec.ref("elapsed"), f"elapsed <= deadline {deadline:.3f}s",
-                     f"elapsed {elapsed:.3f}s", status)]
-
-
-_CHECKERS = {
-    "Retry-After obeyed": _retry_after,
-    "exhausted budget stops": _budget,
-    "authorization failure not retried": _authorization,
-    "no fabricated completion after final failure": _completion,
-    "writes not replayed": _writes,
-    "deadline kept": _deadline,
-}
-
-
-def _later_success(recs: Sequence[_Rec]) -> list[tuple[_Rec, _Rec, str]]:
-    """For each failed record, the first later ok record with its operation id, and the first
-    later ok record of another operation with its job id: ``(failure, success, field)``.
-
-    A job a reviewer decided to retry is run again as a new operation: its later success
-    under the same job id is the retry that was decided, not a conflict."""
-    ok_at: dict[tuple[str, str], list[int]] = {}
-    for rec in recs:
-        if rec.outcome == "ok":
-            for field, value in (("operation_id", rec.op), ("job_id", rec.job)):
-                if value is not None:
-                    ok_at.setdefault((field, value), []).append(rec.index)
-    pairs: list[tuple[_Rec, _Rec, str]] = []
-    for failed in recs:
-        if failed.outcome in (None, "ok"):
-            continue
-        for field, value in (("operation_id", failed.op), ("job_id", failed.job)):
-            indices = ok_at.get((field, value), []) if value is not None else []
-            later = (recs[i] for i in indices[bisect.bisect_right(indices, failed.index):])
-            if field == "job_id":
-                if _retried(failed):
-                    continue
-                later = (r for r in later if r.op != failed.op)
-            first = next(later, None)
-            if first is not None:
-                pairs.append((failed, first, field))
-    return pairs
-
-
-def _retried(rec: _Rec) -> bool:
-    """Whether a reviewer decided to retry the operation ``rec`` records."""
-    decision = rec.data.get("reviewer_decision")
-    return isinstance(decision, Mapping) and decision.get("decision") == "retry"
-
-
-def _summarise(name: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
-    statuses = [f["status"] for f in findings]
-    if not findings:
-        status, actual = "not_applicable", "no record exercises this check"
-    else:
-        status = next((s for s in ("fail", "insufficient_evidence") if s in statuses), "pass")
-        counts = ", ".join(f"{statuses.count(s)} {s}" for s in
-                           ("pass", "fail", "insufficient_evidence") if s in statuses)
-        actual = f"{len(findings)} finding(s): {counts}"
-        failing = [f"record {f['source']['record']}: {f['actual']}" for f in findings
-                   if f["status"] != "pass"]
-        if failing:
-            actual += " — " + "; ".join(failing)
-    return {"check": name, "expected": CHECKS[name], "actual": actual, "status": status,
-            "evidence": [f["source"] for f in findings], "findings": findings}
-
-
 # Review cases and steps --------------------------------------------------------------------
 
 
@@ -466,11 +72,11 @@ def _step(action: str, description: str, evidence: list[dict[str, Any]],
             "conflicting_fields": list(conflicting_fields), "status": "proposed"}
 
 
-def _review_cases(recs: Sequence[_Rec],
-                  later_successes: list[tuple[_Rec, _Rec, str]]) -> list[dict[str, Any]]:
+def _review_cases(recs: Sequence[Rec],
+                  later_successes: list[tuple[Rec, Rec, str]]) -> list[dict[str, Any]]:
     cases = []
     for rec in recs:
-        for k, text in enumerate(_items(rec.data.get("conflicts"))):
+        for k, text in enumerate(items(rec.data.get("conflicts"))):
             head, sep, _ = str(text).partition(":")
             fields = head.split("+") if sep and head else ["conflicts"]
             cases.append(_step(
@@ -500,16 +106,16 @@ def _review_cases(recs: Sequence[_Rec],
     return cases
 
 
-def _record_steps(rec: _Rec) -> list[dict[str, Any]]:
+def _record_steps(rec: Rec) -> list[dict[str, Any]]:
     template = _STEPS.get(rec.outcome or "")
     if template is None:
         return []
     text = template.format(who=rec.who(), key=rec.data.get("key"),
-                           retry_at=_at(rec.data.get("retry_at")))
+                           retry_at=at(rec.data.get("retry_at")))
     return [_step(f"follow_up_{rec.outcome}", text, [rec.ref("outcome")])]
 
 
-def _explain(recs: Sequence[_Rec], checks: list[dict[str, Any]], review: bool,
+def _explain(recs: Sequence[Rec], checks: list[dict[str, Any]], review: bool,
              cases: int, malformed: int) -> str:
     ok = [r for r in recs if r.outcome == "ok"]
     failed = [r for r in recs if r.outcome != "ok"]
@@ -542,7 +148,7 @@ DECISIONS = ("accept", "reject", "retry")
 """What a reviewer may decide about an operation."""
 
 
-def _decided(recs: Sequence[_Rec], decisions: Iterable[Mapping[str, Any]]) -> list[_Rec]:
+def _decided(recs: Sequence[Rec], decisions: Iterable[Mapping[str, Any]]) -> list[Rec]:
     """The records with their latest reviewer decision (by operation or fixture id) merged in."""
     latest: dict[str, dict[str, Any]] = {}
     for d in decisions:
@@ -555,18 +161,18 @@ def _decided(recs: Sequence[_Rec], decisions: Iterable[Mapping[str, Any]]) -> li
     for rec in recs:
         found = latest.get(rec.op or "") or latest.get(rec.job or "")
         out.append(rec if found is None else
-                   _Rec(rec.index, rec.line, {**rec.data, "reviewer_decision": found}))
+                   Rec(rec.index, rec.line, {**rec.data, "reviewer_decision": found}))
     return out
 
 
-def _open(evidence: Iterable[Mapping[str, Any]], by_record: Mapping[int, _Rec]) -> bool:
+def _open(evidence: Iterable[Mapping[str, Any]], by_record: Mapping[int, Rec]) -> bool:
     """True unless every record the evidence names carries a reviewer decision."""
     named = [by_record.get(e.get("record")) for e in evidence  # type: ignore[arg-type]
              if isinstance(e.get("record"), int)]
     return not named or any(r is None or r.data.get("reviewer_decision") is None for r in named)
 
 
-def _handover(recs: Sequence[_Rec], owner: str | None) -> tuple[list[dict[str, Any]], str]:
+def _handover(recs: Sequence[Rec], owner: str | None) -> tuple[list[dict[str, Any]], str]:
     """What failed, why, who owns it and what is proposed next: steps and closing text."""
     who_owns = owner if owner else "no owner named (give the job file's owner)"
     steps, lines = [], [f"Handover to {who_owns}:"]
@@ -576,12 +182,12 @@ def _handover(recs: Sequence[_Rec], owner: str | None) -> tuple[list[dict[str, A
         decision = rec.data.get("reviewer_decision")
         template = _STEPS.get(rec.outcome or "", "Investigate {who}; it did not complete.")
         proposal = template.format(who=rec.who(), key=rec.data.get("key"),
-                                   retry_at=_at(rec.data.get("retry_at")))
+                                   retry_at=at(rec.data.get("retry_at")))
         queue_id = rec.job or rec.op  # the id the job's queue and its results know it by
         if isinstance(decision, Mapping) and decision.get("decision") == "retry":
             if decision.get("requeued"):
                 proposal = (f"{decision.get('reviewer')} decided to retry it and it was requeued "
-                            f"as {queue_id} at {_at(decision.get('decided_at'))}: run the job "
+                            f"as {queue_id} at {at(decision.get('decided_at'))}: run the job "
                             "again to send it.")
             else:
                 proposal = (f"{decision.get('reviewer')} decided to retry it: requeue {queue_id} "
@@ -624,31 +230,64 @@ def review_report(
         A JSON-ready dict with exactly the keys of :data:`REPORT_KEYS`. Same records, same
         report.
     """
-    out = _Builder()
-    if isinstance(records, AuditLog):
-        pairs = zip(records.records, records.lines, strict=True)
-        recs = [_Rec(i, line, r) for i, (r, line) in enumerate(pairs)]
-        for bad in records.bad_lines:
-            out.lack({"record": None, "line": bad.line, "operation_id": None, "job_id": None,
-                      "attempt": None, "field": None}, f"unreadable line: {bad.reason}",
-                     malformed=True)
-    else:
-        recs = [_Rec(i, None, r) for i, r in enumerate(records)]
-    recs = _decided(recs, decisions)
+    out = Builder()
+    recs = _decided(_records_of(records, out), decisions)
     by_record = {rec.index: rec for rec in recs}
     for rec in recs:
         for problem in validate_audit_record(rec.data):
             out.lack(rec.ref(problem.split(":", 1)[0]), f"schema: {problem}", malformed=True)
-        _observe(rec, out)
-    later_successes = _later_success(recs)
-    findings = {name: [f for rec in recs for f in checker(rec, out, tolerance)]
-                for name, checker in _CHECKERS.items()}
-    findings["no fabricated completion after final failure"].extend(
-        _finding(later.ref("outcome"), "no success after the operation's final failure",
-                 f"ok recorded after record {failed.index} ended {failed.outcome}", "fail")
-        for failed, later, field in later_successes if field == "operation_id")
-    checks = [_summarise(name, found) for name, found in findings.items()]
+        observe_record(rec, out)
+    later_successes = successes_after_failure(recs)
+    checks = _validation_results(recs, out, tolerance, later_successes)
     cases = _review_cases(recs, later_successes)
+    steps = _proposed_steps(recs, cases, checks, out)
+    open_cases = [c for c in cases if _open(c["evidence"], by_record)]
+    review = bool(open_cases) or bool(out.malformed) or any(
+        c["status"] in ("fail", "insufficient_evidence")
+        and _open([f["source"] for f in c["findings"] if f["status"] != "pass"], by_record)
+        for c in checks)
+    handover, closing = _handover(recs, owner)
+    return {
+        "observed_facts": out.facts,
+        "missing_inputs": out.missing,
+        "proposed_steps": [*steps, *handover],
+        "validation_results": checks,
+        "review_required": review,
+        "draft_explanation": _explain(recs, checks, review, len(open_cases), out.malformed)
+        + "\n" + closing,
+    }
+
+
+def _records_of(records: AuditLog | Iterable[Mapping[str, Any]], out: Builder) -> list[Rec]:
+    """The records to review, each with its index (and file line, from an :class:`AuditLog`,
+    whose unreadable lines become malformed missing inputs in ``out``)."""
+    if not isinstance(records, AuditLog):
+        return [Rec(i, None, r) for i, r in enumerate(records)]
+    for bad in records.bad_lines:
+        out.lack({"record": None, "line": bad.line, "operation_id": None, "job_id": None,
+                  "attempt": None, "field": None}, f"unreadable line: {bad.reason}",
+                 malformed=True)
+    pairs = zip(records.records, records.lines, strict=True)
+    return [Rec(i, line, r) for i, (r, line) in enumerate(pairs)]
+
+
+def _validation_results(recs: Sequence[Rec], out: Builder, tolerance: float,
+                        later_successes: list[tuple[Rec, Rec, str]]) -> list[dict[str, Any]]:
+    """Every check of :data:`CHECKS` over the records, a success recorded after the same
+    operation's final failure counted against "no fabricated completion"."""
+    findings = {name: [f for rec in recs for f in checker(rec, out, tolerance)]
+                for name, checker in CHECKERS.items()}
+    findings["no fabricated completion after final failure"].extend(
+        finding(later.ref("outcome"), "no success after the operation's final failure",
+                f"ok recorded after record {failed.index} ended {failed.outcome}", "fail")
+        for failed, later, field in later_successes if field == "operation_id")
+    return [summarise(name, found) for name, found in findings.items()]
+
+
+def _proposed_steps(recs: Sequence[Rec], cases: list[dict[str, Any]],
+                    checks: list[dict[str, Any]], out: Builder) -> list[dict[str, Any]]:
+    """The steps before the handover: the review cases, a check to investigate per check not
+    passed, each record's follow-up and, with missing inputs, supplying them."""
     steps = [*cases]
     steps.extend(_step("investigate_check",
                        f"Investigate check '{c['check']}' ({c['status']}): {c['actual']}",
@@ -664,19 +303,4 @@ def review_report(
                            "problem; a missing policy: fetch and demo record it, your own "
                            "code passes AuditHook(policy=...)).",
                            [m["source"] for m in out.missing]))
-    open_cases = [c for c in cases if _open(c["evidence"], by_record)]
-    review = bool(open_cases) or bool(out.malformed) or any(
-        c["status"] in ("fail", "insufficient_evidence")
-        and _open([f["source"] for f in c["findings"] if f["status"] != "pass"], by_record)
-        for c in checks)
-    handover, closing = _handover(recs, owner)
-    steps.extend(handover)
-    return {
-        "observed_facts": out.facts,
-        "missing_inputs": out.missing,
-        "proposed_steps": steps,
-        "validation_results": checks,
-        "review_required": review,
-        "draft_explanation": _explain(recs, checks, review, len(open_cases), out.malformed)
-        + "\n" + closing,
-    }
+    return steps

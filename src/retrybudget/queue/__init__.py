@@ -13,7 +13,8 @@ Two backends store it:
 
 * :class:`SqliteQueue`: one file, several processes on one host (the embedded default);
 * :class:`RedisQueue`: Redis Streams with a consumer group, for workers on many machines
-  (needs the ``redis`` extra; imported on first use).
+  (needs the ``redis`` extra; imported on first use, like :func:`check_reachable`, whether
+  a Redis URL answers a PING).
 
 Task engines a team already runs get the same rule through :func:`handoff` and the small
 adapters :mod:`retrybudget.queue.celery`, :mod:`retrybudget.queue.dramatiq` and
@@ -33,7 +34,7 @@ from ._keeper import Holder, holder_state, worker_name
 from ._sqlite import SqliteQueue
 
 if TYPE_CHECKING:
-    from ._redis import RedisQueue
+    from ._redis import RedisQueue, check_reachable
 
 __all__ = [
     "FINAL_FAILURES",
@@ -54,6 +55,7 @@ __all__ = [
     "RedisQueue",
     "SqliteQueue",
     "Step",
+    "check_reachable",
     "decide",
     "drain",
     "handoff",
@@ -64,10 +66,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name == "RedisQueue":  # the redis package is an optional extra
-        from ._redis import RedisQueue  # noqa: PLC0415
+    if name in ("RedisQueue", "check_reachable"):  # the redis package is an optional extra
+        from . import _redis  # noqa: PLC0415
 
-        return RedisQueue
+        return getattr(_redis, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -15,13 +15,13 @@ import json
 import random
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._clock import SYSTEM_CLOCK, Clock
 from ..core.outcome import Reason
 from ._decide import Decision, QueueConfig, decide
-from ._keeper import Holder, LeaseKeeper, holder_state
+from ._keeper import Holder, Lease, LeaseKeeper, holder_state
 
 __all__ = ["STATUSES", "Handler", "HeldLease", "JobQueue", "Lease", "Operation", "OutcomeLike",
            "QueueError", "check_id", "check_payload", "drain", "dumps"]
@@ -47,36 +47,6 @@ class OutcomeLike(Protocol):
     def retry_at(self) -> float | None:
         """When the provider said to come back, if it did."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """One worker's hold on one operation, until ``expires_at``.
-
-    Attributes:
-        op_id: the operation's stable id.
-        token: this lease's identity; only its holder can complete the operation.
-        payload: what was enqueued (JSON data).
-        deferrals: how many times the operation was deferred before this run.
-        leases: how many times it was leased, this one included.
-        enqueued_at: when it was first enqueued (epoch seconds).
-        not_before: the instant it became due (its ``retry_at`` for a deferred run).
-        leased_at: when this lease began (epoch seconds, the queue's clock).
-        expires_at: when this lease lapses (epoch seconds, the queue's clock).
-        worker: the worker's name.
-    """
-
-    op_id: str
-    token: str
-    payload: Mapping[str, Any]
-    deferrals: int
-    leases: int
-    enqueued_at: float
-    not_before: float
-    leased_at: float
-    expires_at: float
-    worker: str
-    backend_ref: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)

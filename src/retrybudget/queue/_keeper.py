@@ -18,13 +18,41 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._base import Lease
+__all__ = ["Holder", "Lease", "LeaseKeeper", "holder_state", "worker_name"]
 
-__all__ = ["Holder", "LeaseKeeper", "holder_state", "worker_name"]
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One worker's hold on one operation, until ``expires_at``.
+
+    Attributes:
+        op_id: the operation's stable id.
+        token: this lease's identity; only its holder can complete the operation.
+        payload: what was enqueued (JSON data).
+        deferrals: how many times the operation was deferred before this run.
+        leases: how many times it was leased, this one included.
+        enqueued_at: when it was first enqueued (epoch seconds).
+        not_before: the instant it became due (its ``retry_at`` for a deferred run).
+        leased_at: when this lease began (epoch seconds, the queue's clock).
+        expires_at: when this lease lapses (epoch seconds, the queue's clock).
+        worker: the worker's name.
+    """
+
+    op_id: str
+    token: str
+    payload: Mapping[str, Any]
+    deferrals: int
+    leases: int
+    enqueued_at: float
+    not_before: float
+    leased_at: float
+    expires_at: float
+    worker: str
+    backend_ref: str = field(default="", repr=False)
 
 log = logging.getLogger("retrybudget.queue")
 

@@ -29,7 +29,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from email.utils import formatdate
-from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -40,6 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retrybudget._asgi import SendFilter
 from retrybudget._clock import SYSTEM_CLOCK, Clock
 from retrybudget._fixtures import FixtureError, Step, parse_script, resolve_placeholders
 from retrybudget.core.profiles import SLACK
@@ -156,26 +156,7 @@ async def _pause(clock: Clock, seconds: float, receive: Receive) -> bool:
     return slept
 
 
-class _SendFilter:
-    """An ASGI middleware that passes every outgoing message of an HTTP answer through
-    :meth:`send`; other scopes go through untouched."""
-
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
-        self.app = app
-        self.clock = clock
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        await self.app(scope, receive, partial(self.send, scope, send))
-
-    async def send(self, scope: Scope, send: Send, message: Message) -> None:
-        """Send ``message`` (changed, split or delayed) with ``send``."""
-        await send(message)
-
-
-class _DateHeader(_SendFilter):
+class _DateHeader(SendFilter):
     """Adds a ``Date`` header from the app's clock unless the response already has one.
 
     The server's own ``Date`` header is turned off, so placeholders, quota windows and
@@ -192,7 +173,7 @@ class _DateHeader(_SendFilter):
         await send(message)
 
 
-class _SlowBody(_SendFilter):
+class _SlowBody(SendFilter):
     """Sends the body of an answer drawn ``slow_body`` one byte at a time (the head at once)."""
 
     async def send(self, scope: Scope, send: Send, message: Message) -> None:

@@ -163,33 +163,26 @@ def _base_url(sock: socket.socket) -> str:
 
 
 class SandboxServer:
-    """A sandbox served by uvicorn in a background thread, bound to loopback.
+    """A sandbox app served by uvicorn in a background thread, bound to loopback.
 
     Use it as a context manager (``with`` or ``async with``): entering starts the
     server and waits until ``/_health`` answers; leaving always stops it. The helpers
-    talk to the server over real HTTP with the standard library.
+    talk to the server over real HTTP with the standard library. :func:`serve_in_thread`
+    builds one from a configuration.
 
     Args:
-        config: the sandbox configuration.
+        app: the sandbox app (see :func:`~retrybudget.sandbox.create_app`).
+        config: the configuration it was built from.
         host: a loopback address.
         port: the port, 0 for any free one.
-        clock: the clock the app reads (start-up waits use the real clock).
-        fixtures: scripts preloaded under run ``"default"``.
-        startup_timeout_s: how long to wait for ``/_health`` before giving up.
+        startup_timeout_s: how long to wait for ``/_health`` before giving up (start-up
+            waits use the real clock).
     """
 
-    def __init__(
-        self,
-        config: SandboxConfig | None = None,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        clock: Clock = SYSTEM_CLOCK,
-        fixtures: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        startup_timeout_s: float = 10.0,
-    ) -> None:
-        self.config = config if config is not None else SandboxConfig()
-        self.app = create_app(self.config, clock=clock, fixtures=fixtures)
+    def __init__(self, app: ASGIApp, config: SandboxConfig, *, host: str = "127.0.0.1",
+                 port: int = 0, startup_timeout_s: float = 10.0) -> None:
+        self.config = config
+        self.app = app
         self._host = host
         self._port = port
         self._startup_timeout_s = startup_timeout_s
@@ -355,11 +348,6 @@ def serve_in_thread(
         fixtures: scripts preloaded under run ``"default"``.
         startup_timeout_s: the bounded wait for ``/_health``.
     """
-    return SandboxServer(
-        config,
-        host=host,
-        port=port,
-        clock=clock,
-        fixtures=fixtures,
-        startup_timeout_s=startup_timeout_s,
-    )
+    config = config if config is not None else SandboxConfig()
+    app = create_app(config, clock=clock, fixtures=fixtures)
+    return SandboxServer(app, config, host=host, port=port, startup_timeout_s=startup_timeout_s)

@@ -130,7 +130,9 @@ if #due == 0 or NOW < gate or hold ~= nil then
     end
     if low then interval = (reset_at - NOW) / math.max(remaining, 1) end
   end
-  if pacing then  -- _logic.learned_gap, at the latest slot (the next is spaced from it)
+  -- _logic.learned_gap, at the latest slot (the next is spaced from it); for callers that
+  -- wait only: a fail_fast caller is refused by what the provider said, never by a guess
+  if pacing and not fail_fast then
     interval = math.max(interval, lr_gap(math.max(NOW, instant(s.tail) or NEVER)))
   end
   -- plan_slot
