@@ -37,7 +37,6 @@ from .._asgi import SendFilter
 from .._clock import SYSTEM_CLOCK, Clock
 from .._gateway_mapping import GATEWAY_MAPPING
 from ..coordination import Coordinator
-from ..core.outcome import Reason
 from ..integrations import IDEMPOTENCY_HEADER
 from ..observe import redact_url
 from ._answers import Answer, counters, json_answer, problem, retry_after, stored_view
