@@ -12,7 +12,7 @@ import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .._clock import monotonic_reader
 from ..core.actions import Attempt, AttemptResult, RequestInfo
@@ -25,9 +25,6 @@ from ..core.policy import Policy
 from ..core.state import OperationState
 from ._interpret import _PLAIN_VALUE, CallInterpreter, Interpreter
 from ._loop import Loop, _operation_id
-
-if TYPE_CHECKING:
-    from ._retrier import Retrier
 
 
 class Described(Protocol):
@@ -152,11 +149,11 @@ class Begun(FirstAttempt):
 
     refused: bool
     """The plan refused the first attempt (the deadline leaves no room): ``go_on`` ends it."""
-    retrier: Retrier
+    retrier: FirstAttempts
     settled: bool
     """:meth:`settle` found the first attempt did not end the operation ok."""
 
-    def __init__(self, retrier: Retrier) -> None:
+    def __init__(self, retrier: FirstAttempts) -> None:
         ids = _operation_id
         self.prefix = ids.prefix
         self.number = next(ids.counter)
@@ -290,7 +287,7 @@ class Begun(FirstAttempt):
         return outcome if outcome is not None else await self.ago_on(request, perform, result)
 
 
-def quick_first(retrier: Retrier) -> bool:
+def quick_first(retrier: FirstAttempts) -> bool:
     """Whether ``retrier`` takes quick first attempts (:class:`Begun`): no hook, a passive
     coordinator, one profile (``profile="auto"`` resolves per request, in the flow)."""
     return retrier._fast_run is not None

@@ -17,13 +17,11 @@ from ._handed import carry
 if TYPE_CHECKING:
     import httpx
 
-    from .httpx import AsyncRetryTransport, RetryTransport, _Operation
-
 __all__ = ["AsyncLazy", "Lazy", "Sent"]
 
-Sent = tuple["httpx.Response | None", "_Operation | None", "AttemptResult | None"]
+Sent = tuple["httpx.Response | None", Any, "AttemptResult | None"]
 """A quick first attempt sent: its response (if any), and for anything but an unread 2xx its
-operation and result."""
+operation (the transport's) and result."""
 
 
 class Lazy:
@@ -38,9 +36,9 @@ class Lazy:
         self.request = request
         self.info = info
         self.key = info.key
-        self.op: _Operation | None = None
+        self.op: Any = None  # the transport's operation, once built
 
-    def operation(self) -> _Operation:
+    def operation(self) -> Any:
         """The request's operation, built once."""
         op = self.op
         if op is None:
@@ -48,9 +46,10 @@ class Lazy:
         return op
 
     def __call__(self, attempt: Attempt) -> AttemptResult:
-        transport: RetryTransport = self.transport
+        transport = self.transport  # a RetryTransport (its module imports this one)
         if self.op is not None or attempt.number != 1:
-            return transport._attempt(self.operation(), attempt)
+            result: AttemptResult = transport._attempt(self.operation(), attempt)
+            return result
         with bounded(transport._engine.deadline(attempt)):
             return self._seen(transport._first(self.request, self.key, attempt.timeout))
 
@@ -72,7 +71,8 @@ class Lazy:
         if self.op is None and response is not None and outcome.reason is not Reason.INVALID_PAYLOAD:
             handed: httpx.Response = carry(response, outcome)
             return handed
-        return self.operation().hand_over(outcome)
+        final: httpx.Response = self.operation().hand_over(outcome)
+        return final
 
 
 class AsyncLazy(Lazy):
@@ -82,7 +82,8 @@ class AsyncLazy(Lazy):
     __slots__ = ()
 
     async def __call__(self, attempt: Attempt) -> AttemptResult:  # type: ignore[override]
-        transport: AsyncRetryTransport = self.transport
+        transport = self.transport  # an AsyncRetryTransport
         if self.op is not None or attempt.number != 1:
-            return await transport._attempt(self.operation(), attempt)
+            result: AttemptResult = await transport._attempt(self.operation(), attempt)
+            return result
         return self._seen(await transport._bounded_first(self.request, self.key, attempt.timeout))
