@@ -617,7 +617,7 @@ def test_an_operation_that_cannot_wait_for_the_counts_reset_ends_with_retry_at(
 def test_requests_in_flight_are_taken_off_the_count(
     backend: Backend, monkeypatch: pytest.MonkeyPatch, died: bool, expected: int,
 ) -> None:
-    for module in ("_memory", "_redis"):
+    for module in ("_memory", "_redis_calls"):
         monkeypatch.setattr(f"retrybudget.coordination.{module}.FLIGHT_TTL", 0.1)
     c = answered(backend.one())
     leases = [c.acquire(KEY, 1).lease for _ in range(3)]  # sent blind

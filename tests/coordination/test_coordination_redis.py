@@ -20,7 +20,7 @@ from retrybudget.coordination import (
     GateConfig,
     RedisCoordinator,
 )
-from retrybudget.coordination._redis import _TEXT
+from retrybudget.coordination._redis_scripts import TEXT
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GITHUB
 from retrybudget.core.throttle import Throttle
@@ -80,9 +80,9 @@ def two_workers(server: RedisServer,
 
 
 def test_the_scripts_are_complete() -> None:
-    assert set(_TEXT) == {"admit", "acquire", "learn", "spend", "finish", "write", "begin", "end",
+    assert set(TEXT) == {"admit", "acquire", "learn", "spend", "finish", "write", "begin", "end",
                           "cycle", "settled"}
-    assert all("__" not in text for text in _TEXT.values())
+    assert all("__" not in text for text in TEXT.values())
 
 
 def test_it_needs_somewhere_to_connect() -> None:

@@ -9,29 +9,34 @@ Anthropic's output quota) do.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrybudget import FakeClock
+from retrybudget import SYSTEM_CLOCK, FakeClock
 from retrybudget.coordination import (
     CoordinationConfig,
     Coordinator,
     MemoryCoordinator,
+    RedisCoordinator,
     TokenCall,
     current_call,
     llm_request_cost,
     token_cost,
 )
+from retrybudget.coordination._logic import EPSILON
 from retrybudget.core.profiles import ANTHROPIC, OPENAI
 from retrybudget.core.tokens import TokenEstimate, TokenUsage
-from tests.support.coordination import Backend, seen
+from tests.support.coordination import Backend, seen, unique_prefix
+from tests.support.redis import RedisServer
 from tests.support.strategies import assert_reached, examples, reached, tried
 
 pytest_plugins = ("tests.support.coordination",)
 
 KEY = "api.openai.test"
+Charge = tuple[int, int, int]  # tokens, input tokens, output tokens
 
 
 def openai_headers(limits: dict[str, int], used: dict[str, int], reset_in: float) -> dict[str, str]:
@@ -73,6 +78,20 @@ def test_a_charge_that_does_not_fit_waits_for_the_reset(backend: Backend) -> Non
         assert held.wait <= 2.0 + 1e-6
     plain = c.acquire(KEY, 1)  # a request that costs no tokens is not held by them
     assert plain.wait == 0
+
+
+def test_a_charge_goes_only_when_all_of_it_fits_what_the_window_has_left(
+        backend: Backend) -> None:
+    c = backend.one()
+    limits = {"requests": 100, "tokens": 3000}
+    with token_cost(TokenEstimate(100, 900)) as call:  # 1,000 tokens a request
+        first = c.acquire(KEY, 1)
+        answered(c, call, first.lease, 200,
+                 openai_headers(limits, {"requests": 1, "tokens": 2500}, 2.0), backend.clock.wall())
+        held = c.acquire(KEY, 1)  # 500 left: the window is not full, but 1,000 do not fit
+        assert 1.5 < held.wait <= 2.0 + 1e-6  # nothing in flight: until the window's reset
+    with token_cost(TokenEstimate(100, 400)):  # 500: exactly what is left
+        assert c.acquire(KEY, 1).wait == 0
 
 
 def test_an_answer_lowers_the_count_to_the_providers(backend: Backend) -> None:
@@ -151,105 +170,192 @@ def test_tokens_off_in_the_config_turns_the_cost_function_off() -> None:
     assert CoordinationConfig(tokens=None).tokens is None
 
 
-# The property: a window never admits more than its limit -----------------------------------
+# The property: a window never admits more tokens than its limit ----------------------------
 
 PROPERTY = "tokens"
+REDIS_PROPERTY = "tokens_redis"
 WINDOW = 2.0
+FITS = "a request admitted once the limits were learned fits what its window has left"
+ABOVE = "it fits with a usage above its estimate counted in the window"
+BELOW = "it fits with a usage below its estimate counted in the window"
+LATER = "it fits in a window after the one the limits were learned in"
 
 
 class ModelProvider:
-    """Fixed windows of ``WINDOW`` seconds on the wall clock: each request's estimate charged
-    when it arrives (refused if it does not fit), corrected to its usage when it answers.
+    """Fixed windows of ``WINDOW`` seconds from ``origin`` on the wall clock, each limiting
+    tokens, input tokens and output tokens, as the sandbox (and Anthropic's output quota) count
+    them: a request's estimate is counted when it arrives (a 429 if it does not fit what the
+    window has left), and corrected to its usage when it is answered in the same window.
 
-    The property holds once the limits are learned: before the first answer, nothing says
-    them (the key's first window lets its probes go blind)."""
+    A request arrives ``latency`` seconds after it went."""
 
-    def __init__(self, limits: tuple[int, int, int]) -> None:
+    def __init__(self, limits: Charge, origin: float = 0.0, latency: float = 0.0) -> None:
         self.limits = limits
+        self.origin = origin
+        self.latency = latency
         self.index = -1
         self.used = [0, 0, 0]
-        self.refused = 0
+        self.above = self.below = False  # the window counts a usage above / below its estimate
 
-    def window(self, wall: float) -> int:
-        index = math.floor(wall / WINDOW)
+    def left(self, wall: float) -> list[int]:
+        """What the window a request sent at ``wall`` arrives in has left, by dimension."""
+        index = math.floor((wall + self.latency - self.origin) / WINDOW)
         if index != self.index:
-            self.index, self.used = index, [0, 0, 0]
-        return index
+            self.index, self.used, self.above, self.below = index, [0, 0, 0], False, False
+        return [limit - used for limit, used in zip(self.limits, self.used, strict=True)]
 
-    def admit(self, wall: float, charge: tuple[int, int, int]) -> int | None:
-        index = self.window(wall)
-        if any(u + c > limit for u, c, limit in zip(self.used, charge, self.limits, strict=True)):
-            self.refused += 1
+    def admit(self, wall: float, charge: Charge) -> int | None:
+        """The window a request charging ``charge`` is counted in, or None: refused."""
+        if any(c > room for c, room in zip(charge, self.left(wall), strict=True)):
             return None
         self.used = [u + c for u, c in zip(self.used, charge, strict=True)]
-        return index
+        return self.index
 
-    def answer(self, wall: float, index: int, charge: tuple[int, int, int],
-               usage: tuple[int, int, int]) -> dict[str, str]:
-        if self.window(wall) == index:
-            self.used = [max(u + s - c, 0) for u, s, c in zip(self.used, usage, charge,
-                                                                strict=True)]
-        reset = datetime.fromtimestamp((self.index + 1) * WINDOW, timezone.utc)
-        headers = {}
+    def answer(self, wall: float, index: int, charge: Charge, usage: TokenUsage) -> None:
+        """The request counted in window ``index`` is answered at ``wall``: spent ``usage``."""
+        self.left(wall)
+        if self.index != index:
+            return
+        spent = (usage.total, usage.input_tokens, usage.output_tokens)
+        self.used = [max(u + s - c, 0) for u, s, c in zip(self.used, spent, charge, strict=True)]
+        self.above |= any(s > c for s, c in zip(spent, charge, strict=True))
+        self.below |= any(s < c for s, c in zip(spent, charge, strict=True))
+
+    def headers(self, wall: float) -> dict[str, str]:
+        """An answer's quota headers at ``wall`` (Anthropic's, one set per token dimension)."""
+        self.left(wall)
+        reset = self.origin + (self.index + 1) * WINDOW
+        headers = {"retry-after": str(math.ceil(reset - wall))}  # read on a 429 only
+        at = datetime.fromtimestamp(reset, timezone.utc).isoformat()
         for kind, limit, used in zip(("tokens", "input-tokens", "output-tokens"),
                                      self.limits, self.used, strict=True):
             headers[f"anthropic-ratelimit-{kind}-limit"] = str(limit)
             headers[f"anthropic-ratelimit-{kind}-remaining"] = str(max(limit - used, 0))
-            headers[f"anthropic-ratelimit-{kind}-reset"] = reset.isoformat()
+            headers[f"anthropic-ratelimit-{kind}-reset"] = at
         return headers
 
 
-step = st.tuples(
-    st.integers(1, 400), st.integers(1, 400),      # the estimate: input, output
-    st.integers(0, 500), st.integers(0, 500),      # the usage: input, output
-    # seconds before the next step, binary fractions: the sums land exactly on a window's end
-    # (a reset is passed within the coordinator's EPSILON, as a slot is)
-    st.sampled_from([0.0, 0.0, 0.0078125, 0.375, 1.125]),
-    st.integers(0, 3),                             # answers that come back before it
-)
+def answer_attempt(c: Coordinator, charge: Charge, lease: str | None, status: int,
+                   headers: dict[str, str], wall: float, usage: TokenUsage | None) -> None:
+    """An attempt that charged ``charge`` answered: recorded on its token call (with the
+    usage its body said, if read) and learned, as an integration does."""
+    with token_cost(0) as call:
+        call.charge = charge
+        body = None if usage is None else {"usage": {"input_tokens": usage.input_tokens,
+                                                     "output_tokens": usage.output_tokens}}
+        call.record(status, headers, wall, body)
+        c.learn(KEY, seen(status, headers, profile=ANTHROPIC, wall=wall), lease)
+
+
+Step = tuple[int, int, int, int, bool, float, int]
+
+
+def drive(c: Coordinator, prop: str, provider: ModelProvider, steps: list[Step],
+          wall: Callable[[], float], wait: Callable[[float], None]) -> None:
+    """Send each step's request through ``c`` (one that is told to wait is dropped), then
+    answer as many of those in flight as the step says, oldest first, then let its pause pass.
+
+    Once an answer has named the limits, every request ``c`` lets go fits what its window has
+    left (the estimates of the requests in flight, the usage of those answered, counted as the
+    provider counts them), but one that charges more than a whole limit (it goes alone: the
+    provider refuses it, once). Before the first answer nothing says the limits: the key's
+    first window lets its probe go blind."""
+    flight: list[tuple[Charge, str | None, int, TokenUsage, bool]] = []
+    learned_in: int | None = None  # the window the limits were first named in
+    for est_in, est_out, use_in, use_out, read, pause, answers in steps:
+        with token_cost(TokenEstimate(est_in, est_out)) as call:
+            permit = c.acquire(KEY, 1)
+        charge = call.charge
+        if permit.wait == 0:
+            now = wall()
+            left = provider.left(now)
+            alone = any(amount > limit for amount, limit in zip(charge, provider.limits,
+                                                                 strict=True))
+            if learned_in is not None and not alone:
+                assert all(amount <= room for amount, room in zip(charge, left, strict=True)), (
+                    provider.used, charge, provider.limits)
+                reached(prop, FITS)
+                if provider.above:
+                    reached(prop, ABOVE)
+                if provider.below:
+                    reached(prop, BELOW)
+                if provider.index > learned_in:
+                    reached(prop, LATER)
+            index = provider.admit(now, charge)
+            if index is None:  # blind, or more than a whole limit: a 429 naming the quotas
+                answer_attempt(c, charge, permit.lease, 429, provider.headers(now), now, None)
+                learned_in = provider.index if learned_in is None else learned_in
+            else:
+                flight.append((charge, permit.lease, index, TokenUsage(use_in, use_out), read))
+        for _ in range(min(answers, len(flight))):
+            charge, lease, index, usage, told = flight.pop(0)
+            now = wall()
+            provider.answer(now, index, charge, usage)
+            answer_attempt(c, charge, lease, 200, provider.headers(now), now,
+                           usage if told else None)
+            learned_in = provider.index if learned_in is None else learned_in
+        wait(pause)
+
+
+limit_sets = st.tuples(st.integers(500, 3000), st.integers(300, 2000), st.integers(300, 2000))
+
+
+def steps_of(pauses: list[float], most: int) -> st.SearchStrategy[list[Step]]:
+    """Up to ``most`` steps, each pausing one of ``pauses`` seconds after it."""
+    return st.lists(st.tuples(
+        st.integers(1, 400), st.integers(1, 400),  # the estimate: input, output
+        st.integers(0, 500), st.integers(0, 500),  # the usage: above or below it
+        st.booleans(),                             # the answer's body read (its usage told)
+        st.sampled_from(pauses),
+        st.integers(0, 3),                         # answers that come back after it
+    ), min_size=1, max_size=most)
+
+
+# on the fake clock, binary fractions: the sums land exactly on a window's end (a reset is
+# passed within the coordinator's EPSILON, as a slot is)
+memory_steps = steps_of([0.0, 0.0, 0.0, 0.0078125, 0.375, 1.125], 60)
+# in real time, shorter pauses: each example starts a window's end ahead of it (below)
+redis_steps = steps_of([0.0, 0.0, 0.0, 0.004, 0.03, 0.15], 30)
 
 
 @settings(max_examples=examples(300, cap=2000), deadline=None)
-@given(limits=st.tuples(st.integers(500, 3000), st.integers(300, 2000), st.integers(300, 2000)),
-       steps=st.lists(step, min_size=1, max_size=60))
-def test_a_window_never_admits_more_tokens_than_its_limit(
-        limits: tuple[int, int, int],
-        steps: list[tuple[int, int, int, int, float, int]]) -> None:
+@given(limits=limit_sets, steps=memory_steps)
+def test_a_window_never_admits_more_tokens_than_its_limit(limits: Charge,
+                                                          steps: list[Step]) -> None:
+    """For any estimates and usages (above and below them), told or not: no window's tokens
+    exceed the limit an answer named, on the memory coordinator and a fake clock."""
     tried(PROPERTY)
     clock = FakeClock(wall=1_800_000_000.0)
-    c = MemoryCoordinator(clock=clock)
-    provider = ModelProvider(limits)
-    flight: list[tuple[TokenCall, str | None, int, tuple[int, int, int], tuple[int, int, int]]] = []
-    admitted = 0
-    learned = False  # the limits are known once an answer named them
-    for est_in, est_out, use_in, use_out, pause, answers in steps:
-        estimate, usage = TokenEstimate(est_in, est_out), TokenUsage(use_in, use_out)
-        with token_cost(estimate) as call:
-            permit = c.acquire(KEY, 1)
-        if permit.wait == 0:
-            index = provider.admit(clock.wall(), call.charge)
-            if index is None:  # refused: only blind, or larger than a whole window (it goes alone)
-                too_large = any(c > limit for c, limit in zip(call.charge, limits, strict=True))
-                assert not learned or too_large, (provider.used, call.charge, limits)
-                continue
-            admitted += learned
-            flight.append((call, permit.lease, index, call.charge,
-                           (usage.total, usage.input_tokens, usage.output_tokens)))
-        for _ in range(min(answers, len(flight))):
-            done, lease, index, charge, spent = flight.pop(0)
-            headers = provider.answer(clock.wall(), index, charge, spent)
-            with token_cost(0) as scope:
-                scope.charge, scope.readings = done.charge, {}
-                scope.record(200, headers, clock.wall())
-                c.learn(KEY, seen(200, headers, profile=ANTHROPIC, wall=clock.wall()), lease)
-            learned = True
-        clock.advance(pause)
-    if admitted > 1:
-        reached(PROPERTY, "several requests admitted once the limits were learned, none refused")
+    drive(MemoryCoordinator(clock=clock), PROPERTY, ModelProvider(limits), steps, clock.wall,
+          clock.advance)
+
+
+# each example takes real time (its pauses, up to 4.5 s; most far less): 40 take about 10 s
+@settings(max_examples=examples(40, cap=60), deadline=None)
+@given(limits=limit_sets, steps=redis_steps, ahead=st.sampled_from([0.05, 0.2, 0.5]))
+def test_on_redis_a_window_never_admits_more_tokens_than_its_limit(
+        redis_server: RedisServer, limits: Charge, steps: list[Step], ahead: float) -> None:
+    """The same property on a real redis-server (``lua/tokens.lua``), whose scripts read the
+    server's clock: real time passes, the provider's first window ends ``ahead`` seconds after
+    the example starts, and a request reaches the provider the coordinator's ``EPSILON``
+    after it went (a reset the server's clock passed within ``EPSILON`` is passed)."""
+    tried(REDIS_PROPERTY)
+    c = RedisCoordinator(redis_server.url, prefix=unique_prefix())
+    origin = round(SYSTEM_CLOCK.wall() + ahead, 3) - WINDOW
+    try:
+        drive(c, REDIS_PROPERTY, ModelProvider(limits, origin, EPSILON), steps,
+              SYSTEM_CLOCK.wall, SYSTEM_CLOCK.sleep)
+        assert c.fallbacks == 0
+    finally:
+        c.close()
 
 
 def test_the_property_reached_its_checks() -> None:
-    assert_reached(PROPERTY, ("several requests admitted once the limits were learned, none refused",))
+    assert_reached(PROPERTY, (FITS, ABOVE, BELOW, LATER))
+
+
+def test_the_redis_property_reached_its_checks() -> None:
+    assert_reached(REDIS_PROPERTY, (FITS, ABOVE, BELOW, LATER))
 
 
 # Several processes on one Redis, against the sandbox's LLM route ---------------------------
@@ -298,7 +404,6 @@ def test_processes_sharing_redis_keep_every_window_within_its_token_limit(
     import httpx
 
     from retrybudget.sandbox import LlmLimits, SandboxConfig, serve_in_thread
-    from tests.support.coordination import unique_prefix
 
     processes, tasks, tpm = 3, 8, 12_000
     draw = random.Random(3)

@@ -26,6 +26,7 @@ EXACT = "tests/core/test_rules_exact.py::"
 FLOW = "tests/core/test_flow_exact.py::"
 POLICY = "tests/core/test_policy_exact.py::"
 PROVIDERS = "tests/core/test_providers.py::"
+TOKENS = "tests/coordination/test_coordination_tokens.py::"
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,42 @@ MUTANTS = [
          "test_the_learned_rate_stays_bounded_cuts_by_beta_and_spaces_every_slot",
          "tests/coordination/test_coordination_learned.py::"
          "test_the_memory_backend_plans_the_learned_gaps_exactly"),
+    ),
+    # a token charge that goes while its window is not yet full, whether or not all of it
+    # fits what is left: every window ends over its limit by up to one request's cost
+    Mutant(
+        "token-charge-not-counted", "coordination/_logic/_tokens.py",
+        "ledger.used + charge <= ledger.limit", "ledger.used < ledger.limit",
+        (TOKENS + "test_a_charge_goes_only_when_all_of_it_fits_what_the_window_has_left[memory]",
+         TOKENS + "test_a_window_never_admits_more_tokens_than_its_limit"),
+    ),
+    Mutant(
+        "token-charge-not-counted-on-redis", "coordination/lua/tokens.lua",
+        "d.used + charge <= d.limit", "d.used < d.limit",
+        (TOKENS + "test_a_charge_goes_only_when_all_of_it_fits_what_the_window_has_left[redis]",
+         TOKENS + "test_on_redis_a_window_never_admits_more_tokens_than_its_limit"),
+    ),
+    # a 429 that refused tokens only read as a requests' limit: it closes the requests' gate,
+    # and requests that cost no tokens wait with the rest
+    Mutant(
+        "a-tokens-429-closes-the-requests-gate", "coordination/_tokens.py",
+        'throttled = throttle.throttled and (not refused or "requests" in refused)',
+        "throttled = throttle.throttled",
+        (TOKENS + "test_a_tokens_429_gates_the_token_dimension_only[memory]",
+         TOKENS + "test_a_tokens_429_gates_the_token_dimension_only[redis]"),
+    ),
+    # the provider's count not adopted from an answer within the window: estimates that ran
+    # high stay counted, and the window is left part empty
+    Mutant(
+        "token-count-not-reconciled", "coordination/_logic/_tokens.py",
+        "else max(low, min(ledger.used, low + in_flight))", "else max(low, ledger.used)",
+        (TOKENS + "test_an_answer_lowers_the_count_to_the_providers[memory]",),
+    ),
+    Mutant(
+        "token-count-not-reconciled-on-redis", "coordination/lua/tokens.lua",
+        "d.used = math.max(low, math.min(d.used, low + in_flight))",
+        "d.used = math.max(low, d.used)",
+        (TOKENS + "test_an_answer_lowers_the_count_to_the_providers[redis]",),
     ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
