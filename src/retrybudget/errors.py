@@ -20,9 +20,15 @@ Every error carries the operation id, the outcome reason, the attempts made and
 error the provider call raised is on ``error.outcome.error``; it is deliberately not
 chained as ``__cause__`` (a foreign error's message may quote a secret). Errors
 pickle cleanly (the attached :class:`Outcome` stays behind).
+
+An HTTP integration raises its own family of these (:func:`error_family`): each error is
+also its library's (``TransportRateLimited`` is a :class:`RateLimited` and an
+``httpx.TransportError``), so code that catches the library's errors catches them too.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 # The hierarchy is defined in the core, beside the Outcome each error carries (so the core
 # needs nothing above it); this module is its public home.
@@ -34,6 +40,7 @@ from .core.outcome import (
     NotFound,
     NotRetried,
     RateLimited,
+    Reason,
     Rejected,
     RetriesExhausted,
     RetryBudgetError,
@@ -48,6 +55,7 @@ __all__ = [
     "ERRORS",
     "CircuitOpen",
     "DeadlineExceeded",
+    "ErrorFamily",
     "InvalidPayload",
     "NotFound",
     "NotRetried",
@@ -59,5 +67,56 @@ __all__ = [
     "RetryBudgetRefused",
     "UnexpectedResponse",
     "describe",
+    "error_family",
     "error_for",
 ]
+
+
+class ErrorFamily(NamedTuple):
+    """An integration's error class for each failed reason, by the reason's name (each also
+    derives from the library's errors: see :func:`error_family`)."""
+
+    rate_limited: type[RateLimited]
+    exhausted: type[RetriesExhausted]
+    deadline: type[DeadlineExceeded]
+    circuit_open: type[CircuitOpen]
+    retry_budget: type[RetryBudgetRefused]
+    rejected: type[Rejected]
+    not_found: type[NotFound]
+    unexpected: type[UnexpectedResponse]
+    invalid_payload: type[InvalidPayload]
+    not_retried: type[NotRetried]
+
+    def table(self) -> dict[Reason, type[RetryBudgetError]]:
+        """The family as :func:`error_for` takes it: the class of each reason."""
+        return {cls.reason: cls for cls in self}
+
+
+def error_family(prefix: str, module: str, base: type[Exception], *,
+                 deadline: type[Exception] | None = None,
+                 invalid_payload: type[Exception] | None = None) -> ErrorFamily:
+    """An HTTP integration's errors, made once: for each failed reason, the class
+    ``prefix + name`` (``TransportRateLimited``) that derives from retrybudget's error of that
+    reason and from the library's ``base``, or ``deadline`` for :class:`DeadlineExceeded`
+    and ``invalid_payload`` for :class:`InvalidPayload` when given (the library's timeout and
+    protocol errors).
+
+    Args:
+        prefix: the family's name prefix (``"Transport"``, ``"Adapter"``…).
+        module: the module that names them, at its top level under these names (so they
+            pickle, and tracebacks name them there).
+        base: the library's error each class also derives from.
+        deadline: the library's timeout error, for ``DeadlineExceeded``.
+        invalid_payload: the library's protocol or payload error, for ``InvalidPayload``.
+    """
+    theirs = {Reason.DEADLINE: deadline, Reason.INVALID_PAYLOAD: invalid_payload}
+    made: dict[str, type[RetryBudgetError]] = {}
+    for reason, ours in ERRORS.items():
+        other = theirs.get(reason) or base
+        name = prefix + ours.__name__
+        summary = (ours.__doc__ or "").strip().splitlines()[0]
+        made[reason.value] = type(name, (ours, other), {
+            "__module__": module, "__qualname__": name,
+            "__doc__": f"{summary} Also a ``{other.__module__}.{other.__qualname__}``.",
+        })
+    return ErrorFamily(**made)  # type: ignore[arg-type]  # each made from its reason's class

@@ -23,8 +23,10 @@ from hypothesis import strategies as st
 
 import retrybudget as rb
 from retrybudget import FakeClock
+from retrybudget._drivers import Begun, _interpret
 from retrybudget.core.actions import AttemptResult
 from retrybudget.core.classify import ResponseSeen
+from retrybudget.core.decide import Stop
 from retrybudget.core.outcome import Outcome
 from tests.support.strategies import header_sets, policies
 
@@ -125,13 +127,13 @@ def test_acall_fast_path_matches_the_generic_flow(
         async def perform(attempt: Any) -> Any:
             from retrybudget.core.actions import AttemptResult
 
-            token = rb._drivers._ATTEMPT_TIMEOUT.set(attempt.timeout)
+            token = _interpret._ATTEMPT_TIMEOUT.set(attempt.timeout)
             try:
                 value = await run_slow()
             except Exception as exc:
                 return AttemptResult(interp.error(exc), None, exc)
             finally:
-                rb._drivers._ATTEMPT_TIMEOUT.reset(token)
+                _interpret._ATTEMPT_TIMEOUT.reset(token)
             return AttemptResult(interp.value(value), value, None)
 
         return await fast.acall(run_fast), await slow.arun(perform)
@@ -242,10 +244,14 @@ def test_the_fast_paths_first_plan_is_the_real_ones(
     from retrybudget.core.decide import plan_attempt
     from retrybudget.core.state import OperationState
 
+    clock = FakeClock(monotonic=now)
     readings = iter((now, now + later))
-    begun = rb.Retrier(policy=policy)._begin(lambda: next(readings))
-    assert begun[2:] == (now, now + later, plan_attempt(
-        policy, OperationState.start(policy, "id", now), now + later))
+    clock.monotonic = lambda: next(readings)  # type: ignore[method-assign]
+    begun = Begun(rb.Retrier(policy=policy, clock=clock))
+    plan = plan_attempt(policy, OperationState.start(policy, "id", now), now + later)
+    assert (begun.started, begun.attempt_started) == (now, now + later)
+    assert begun.refused is isinstance(plan, Stop)
+    assert begun.timeout == (None if begun.refused else plan)
 
 
 # The transports' quick first attempt ------------------------------------------------------

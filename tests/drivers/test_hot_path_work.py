@@ -31,8 +31,8 @@ URL = "https://api.example.com/rentals/1/availability?api_key=s3cret-value"
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Counts calls into the work the success path must skip (at every name it is used by)."""
-    drivers, classify, flow, outcome, common, audit = (importlib.import_module(name) for name in (
-        "retrybudget._drivers", "retrybudget.core.classify", "retrybudget.core.flow",
+    classify, flow, outcome, common, audit = (importlib.import_module(name) for name in (
+        "retrybudget.core.classify", "retrybudget.core.flow",
         "retrybudget.core.outcome", "retrybudget.integrations._common", "retrybudget.observe._audit",
     ))
 
@@ -47,7 +47,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
         monkeypatch.setattr(module, name, counting)
 
-    wrap(drivers, "operation_flow", "flow")
+    wrap(importlib.import_module("retrybudget._drivers._loop"), "operation_flow", "flow")
     wrap(flow, "classify", "flow classify")
     wrap(common, "redact_url", "redact")
     wrap(audit, "redact_url", "redact")
@@ -105,10 +105,10 @@ def test_a_transport_success_nobody_asks_about_builds_no_stats_or_outcome(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The stats dict and the outcome of a response handed over are built when first read
     (httpx's own reads of its extensions build nothing), once."""
-    rb_httpx = importlib.import_module("retrybudget.integrations.httpx")
+    handed = importlib.import_module("retrybudget.integrations._handed")
     outcome_module = importlib.import_module("retrybudget.core.outcome")
     built: Counter[str] = Counter()
-    for module, name, label in ((rb_httpx, "first_ok", "outcome"), (outcome_module, "_stats", "stats")):
+    for module, name, label in ((handed, "first_ok", "outcome"), (outcome_module, "_stats", "stats")):
         real: Callable[..., Any] = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _l=label: built.update([_l]) or _r(*a))
     transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))

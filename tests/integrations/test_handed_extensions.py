@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import retrybudget as rb
 from retrybudget import FakeClock
 from retrybudget.integrations import OUTCOME, STATS, outcome_of, stats_of
-from retrybudget.integrations import httpx as rb_httpx
+from retrybudget.integrations import _handed as handed_module
 from retrybudget.integrations.httpx import RetryTransport
 from tests.support.strategies import assert_reached, examples, reached, tried
 
@@ -45,9 +45,9 @@ def _handed() -> tuple[dict[str, Any], dict[str, Any]]:
     """A response's lazy extensions, and the plain dict holding what they build, eagerly."""
     transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))
     lazy = transport.handle_request(httpx.Request("GET", URL)).extensions
-    assert type(lazy) is rb_httpx._HandedExtensions
+    assert type(lazy) is handed_module._HandedExtensions
     pending = lazy._pending  # what they are built from: build the eager twin from the same
-    outcome = pending if isinstance(pending, rb.Outcome) else rb_httpx.first_ok(pending)
+    outcome = pending if isinstance(pending, rb.Outcome) else handed_module.first_ok(pending)
     eager = {**dict(dict.items(lazy)), STATS: outcome.stats(), OUTCOME: outcome}
     return lazy, eager
 
@@ -170,13 +170,13 @@ def _read_at_once(extensions: dict[str, Any], readers: int) -> list[object]:
 
 def test_threads_reading_one_response_at_once_see_one_outcome(monkeypatch: pytest.MonkeyPatch,
                                                               ) -> None:
-    real = rb_httpx.first_ok
+    real = handed_module.first_ok
 
     def slow(at: Any) -> rb.Outcome[Any]:
         time.sleep(0.002)  # widens the window a second reader could slip through
         return real(at)
 
-    monkeypatch.setattr(rb_httpx, "first_ok", slow)
+    monkeypatch.setattr(handed_module, "first_ok", slow)
     transport = RetryTransport(Canned(), retrier=rb.Retrier(policy=rb.Policy(), clock=FakeClock()))
     for _ in range(5):
         seen = _read_at_once(transport.handle_request(httpx.Request("GET", URL)).extensions, 6)

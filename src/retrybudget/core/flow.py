@@ -118,17 +118,84 @@ def _learn(gates: tuple[str, ...], scope: str, throttle: Throttle, lease: str | 
         yield Learn(gates[-1], throttle, lease, final)
 
 
-def operation_flow(
-    policy: Policy,
-    request: RequestInfo,
-    clock: Clock,
-    *,
-    operation_id: str,
-    sample: Callable[[], float],
-    coordinated: bool = True,
-    report: bool = True,
-) -> FlowGen:
-    """Run one logical operation as a sequence of actions.
+def _after_attempt(policy: Policy, state: OperationState, clock: Clock, sample: Callable[[], float],
+                   result: AttemptResult, attempt: tuple[float, float | None],
+                   coordinated: tuple[str, tuple[str, ...], str | None] | None, report: bool,
+                   ) -> Generator[Action, object, tuple[OperationState, Retry | Stop]]:
+    """After an attempt (started at ``attempt[0]`` with timeout ``attempt[1]``): classify it,
+    decide, tell the coordinator (``coordinated``: the provider key, the gates and the
+    permit's lease; None: uncoordinated), ask the shared budget for a retry of a failure; the
+    state with the attempt's record, and the decision."""
+    started, plan = attempt
+    state = state.with_method(result.observation.method)
+    now, wall = clock.monotonic(), clock.wall()
+    classified = classify(policy.profile, result.observation, wall)
+    decision = decide(policy, state, classified, now, wall, sample(),
+                      0.0 if result.bounded else now - started)
+    if coordinated is not None:
+        key, gates, lease = coordinated
+        yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
+                          lease, report and isinstance(decision, Stop))
+        if (isinstance(decision, Retry) and draws_on_retry_budget(classified.kind)
+                and not (yield SpendRetry(key))):
+            decision = retry_refused(decision)
+    record = AttemptRecord(
+        number=state.attempts + 1, started=started - state.started, elapsed=now - started,
+        status=classified.status,
+        error=None if result.error is None else type(result.error).__name__,
+        kind=classified.kind, decision="retry" if isinstance(decision, Retry) else "stop",
+        detail=decision.detail, evidence=classified.rate.evidence, timeout=plan,
+        sent=classified.sent,
+    )
+    return state.with_attempt(record, classified, result.bounded), decision
+
+
+def _gates(policy: Policy, request: RequestInfo) -> tuple[Policy, str, tuple[str, ...]]:
+    """The policy in force (``profile="auto"``: the request host's profile classifies), the
+    rate-limit bucket and the gates an attempt asks.
+
+    The gate and pacing are the rate-limit bucket's (Slack: the Web API method's; Discord:
+    the route's). A route's request also passes the provider key's gate, which a rate limit
+    of the global scope closes for every route.
+    """
+    if policy.profile.routes:
+        policy = policy.replace(profile=policy.profile.resolve(request.url))
+    key = request.key
+    bucket = policy.profile.coordination_key(key, request.url, request.method)
+    return policy, bucket, (key, bucket) if bucket != key and policy.profile.route_majors else (bucket,)
+
+
+def _wait(state: OperationState, step: Retry) -> Generator[Action, object, OperationState]:
+    """Take a wait the decision functions asked for: yield the Sleep; the state that records it."""
+    wait = Wait(step.after, step.reason, step.source, state.attempts)
+    yield Sleep(wait)
+    return state.with_wait(wait, step.retry_at)
+
+
+def _acquire(policy: Policy, state: OperationState, clock: Clock, gates: tuple[str, ...],
+             bucket: str) -> Generator[Action, object, tuple[OperationState, Permit, Stop | None]]:
+    """Ask the gates until they let the next attempt go, taking each wait they ask for: the
+    state with those waits, the last permit, and the stop when one ends the operation
+    (bounded: :func:`plan_acquire` stops it after ``MAX_COORDINATOR_WAITS`` waits)."""
+    permit: Permit = _GO
+    for waited in range(MAX_COORDINATOR_WAITS + 1):
+        if (capped := plan_acquire(state, waited)) is not None:
+            return state, permit, capped
+        permit, step = yield from _ask_gates(policy, state, clock, gates, bucket,
+                                             waited == 0 and state.attempts == 0)
+        if step is None:
+            break
+        if isinstance(step, Stop):
+            return state, permit, step
+        state = yield from _wait(state, step)
+    return state, permit, None
+
+
+def operation_flow(policy: Policy, request: RequestInfo, clock: Clock, *, operation_id: str,
+                   sample: Callable[[], float], coordinated: bool = True,
+                   report: bool = True) -> FlowGen:
+    """Run one logical operation as a sequence of actions; the generator returns its
+    :class:`Outcome`.
 
     Args:
         policy: the policy in force.
@@ -136,21 +203,11 @@ def operation_flow(
         clock: read for the time only; the driver does the sleeping.
         operation_id: this operation's id.
         sample: draws one uniform sample in [0, 1) per decision (jitter).
-        coordinated: ask a coordinator (breaker, gate, budget); False skips those actions, as
-            if every one answered "go".
+        coordinated: ask a coordinator (breaker, gate, budget); False: as if each said "go".
         report: yield :class:`Finish` at the end (False when nobody listens).
-
-    Returns:
-        The :class:`Outcome`, as the generator's return value.
     """
-    if policy.profile.routes:  # profile="auto": the request host's profile classifies
-        policy = policy.replace(profile=policy.profile.resolve(request.url))
-    # The gate and pacing are the rate-limit bucket's (Slack: the Web API method's; Discord:
-    # the route's). A route's request also passes the provider key's gate, which a rate limit
-    # of the global scope closes for every route.
+    policy, bucket, gates = _gates(policy, request)
     key = request.key
-    bucket = policy.profile.coordination_key(key, request.url, request.method)
-    gates = (key, bucket) if bucket != key and policy.profile.route_majors else (bucket,)
     state = OperationState.start(
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,
@@ -164,13 +221,6 @@ def operation_flow(
             yield Finish(key, outcome, probe)
         return outcome
 
-    def take(step: Retry) -> Generator[Action, object, None]:
-        """Take a wait the decision functions asked for: yield the Sleep, then record it."""
-        nonlocal state
-        wait = Wait(step.after, step.reason, step.source, state.attempts)
-        yield Sleep(wait)
-        state = state.with_wait(wait, step.retry_at)
-
     admission = (yield Admit(key, *patience(policy, state, state.started))
                  ) if coordinated else _ADMITTED
     assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
@@ -181,18 +231,10 @@ def operation_flow(
 
     while True:
         permit = _GO
-        # Bounded: plan_acquire stops the operation after MAX_COORDINATOR_WAITS waits.
-        for waited in range(MAX_COORDINATOR_WAITS + 1 if coordinated else 0):
-            if (capped := plan_acquire(state, waited)) is not None:
-                return (yield from finish(capped, probe))
-            permit, step = yield from _ask_gates(policy, state, clock, gates, bucket,
-                                                 waited == 0 and state.attempts == 0)
-            if step is None:
-                break
-            if isinstance(step, Stop):
+        if coordinated:
+            state, permit, step = yield from _acquire(policy, state, clock, gates, bucket)
+            if step is not None:
                 return (yield from finish(step, probe))
-            yield from take(step)
-
         started = clock.monotonic()
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
@@ -203,26 +245,9 @@ def operation_flow(
         result = yield Attempt(state.attempts + 1, plan)
         assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
         last = result
-        state = state.with_method(result.observation.method)
-        now, wall = clock.monotonic(), clock.wall()
-        classified = classify(policy.profile, result.observation, wall)
-        decision = decide(policy, state, classified, now, wall, sample(),
-                          0.0 if result.bounded else now - started)
-        if coordinated:
-            yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
-                              permit.lease, report and isinstance(decision, Stop))
-        if (isinstance(decision, Retry) and coordinated and draws_on_retry_budget(classified.kind)
-                and not (yield SpendRetry(key))):
-            decision = retry_refused(decision)
-        record = AttemptRecord(
-            number=state.attempts + 1, started=started - state.started, elapsed=now - started,
-            status=classified.status,
-            error=None if result.error is None else type(result.error).__name__,
-            kind=classified.kind, decision="retry" if isinstance(decision, Retry) else "stop",
-            detail=decision.detail, evidence=classified.rate.evidence, timeout=plan,
-            sent=classified.sent,
-        )
-        state = state.with_attempt(record, classified, result.bounded)
+        state, decision = yield from _after_attempt(
+            policy, state, clock, sample, result, (started, plan),
+            (key, gates, permit.lease) if coordinated else None, report)
         if isinstance(decision, Stop):
             return (yield from finish(decision, probe))
-        yield from take(decision)
+        state = yield from _wait(state, decision)

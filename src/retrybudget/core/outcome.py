@@ -11,7 +11,6 @@ public home (the tree is drawn there).
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from ._values import fast_init
 from .classify import OK_DETAIL, Classified, Kind, ResponseSeen, classify
 from .policy import Policy
+from .reasons import Reason, WaitReason
 
 __all__ = [
     "ERRORS",
@@ -46,48 +46,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class Reason(str, enum.Enum):
-    """Why an operation ended; exactly one per operation."""
-
-    OK = "ok"
-    NOT_FOUND = "not_found"
-    RATE_LIMITED = "rate_limited"
-    EXHAUSTED = "exhausted"
-    DEADLINE = "deadline"
-    CIRCUIT_OPEN = "circuit_open"
-    RETRY_BUDGET = "retry_budget"
-    REJECTED = "rejected"
-    UNEXPECTED = "unexpected"
-    INVALID_PAYLOAD = "invalid_payload"
-    NOT_RETRIED = "not_retried"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def is_provider_failure(self) -> bool:
-        """True for outcomes that speak of the provider's health (what a breaker counts)."""
-        return self in _PROVIDER_FAILURES
-
-
-_PROVIDER_FAILURES = frozenset({Reason.EXHAUSTED, Reason.DEADLINE, Reason.UNEXPECTED})
-
-
-class WaitReason(str, enum.Enum):
-    """What a wait was for."""
-
-    RETRY_AFTER = "retry_after"
-    RATE_LIMIT_RESET = "rate_limit_reset"
-    RATE_LIMIT_BACKOFF = "rate_limit_backoff"
-    BACKOFF = "backoff"
-    GATE = "gate"
-    PACING = "pacing"
-    CONCURRENCY = "concurrency"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @fast_init
@@ -225,10 +183,10 @@ class Outcome(Generic[T]):
 class _FirstOk(Outcome[T]):
     """An :class:`Outcome` of an operation that succeeded at its first attempt, built lazily.
 
-    The first-attempt fast path knows such an outcome from a handful of values; this holds
-    them and works out each field when it is read, its one :class:`AttemptRecord` included
-    (and, for a 2xx whose headers were not read yet, its classification: see
-    :data:`Unread`). It reads as an ``Outcome`` in every way: the same fields and values,
+    The first-attempt fast path knows such an outcome from a handful of values (a
+    :class:`FirstAttempt`); this holds them and works out each field when it is read, its
+    one :class:`AttemptRecord` included (and, for a 2xx whose headers were not read yet, its
+    classification). It reads as an ``Outcome`` in every way: the same fields and values,
     equal to the ``Outcome`` the generic flow builds, the same ``repr``, and
     ``dataclasses.replace``, ``copy`` and ``pickle`` give a plain ``Outcome``. Built with
     :func:`first_ok` only.
@@ -250,55 +208,56 @@ class _FirstOk(Outcome[T]):
 
     def _classified(self) -> Classified:
         """The first attempt's classification (an unread 2xx's worked out once, when read)."""
-        seen = self._at[8]
-        if isinstance(seen, Classified):
+        at = self._at
+        seen = at.seen
+        if seen is not None:
             return seen
         try:
             return self._seen
         except AttributeError:
-            status, read, raw, wall = seen
-            found = classify(self._at[12].profile, ResponseSeen(status, read(raw)), wall)
+            found = classify(at.policy.profile, ResponseSeen(at.status, at.read(at.headers)),
+                             at.wall)
             _set_seen(self, found)
             return found
 
     @property
     def operation_id(self) -> str:
-        return operation_id(self._at[0], self._at[1])
+        return operation_id(self._at.prefix, self._at.number)
 
     @property
     def elapsed(self) -> float:
-        return self._at[5] - self._at[2]
+        return self._at.ended - self._at.started
 
     @property
     def value(self) -> T | None:
-        value: T | None = self._at[7]
+        value: T | None = self._at.value
         return value
 
     @property
     def last(self) -> object | None:
-        last: object | None = self._at[7]
+        last: object | None = self._at.value
         return last
 
     @property
     def payload(self) -> object | None:
-        payload: object | None = self._at[13]
+        payload: object | None = self._at.payload
         return payload
 
     @property
     def history(self) -> tuple[AttemptRecord, ...]:
         at = self._at
-        t0, t1, t2 = at[2], at[3], at[4]
         seen = self._classified()
         return (AttemptRecord(
-            number=1, started=t1 - t0, elapsed=t2 - t1, status=seen.status, error=None,
+            number=1, started=at.attempt_started - at.started,
+            elapsed=at.attempt_ended - at.attempt_started, status=seen.status, error=None,
             kind=seen.kind, decision="stop", detail=seen.detail, evidence=seen.rate.evidence,
-            timeout=at[6], sent=seen.sent,
+            timeout=at.timeout, sent=seen.sent,
         ),)
 
     @property
     def detail(self) -> str:
-        seen = self._at[8]
-        return seen.detail if isinstance(seen, Classified) else OK_DETAIL
+        seen = self._at.seen
+        return OK_DETAIL if seen is None else seen.detail
 
     @property
     def conflicts(self) -> tuple[str, ...]:
@@ -306,25 +265,25 @@ class _FirstOk(Outcome[T]):
 
     @property
     def key(self) -> str:
-        return self._at[10]
+        return self._at.key
 
     @property
     def method(self) -> str | None:
-        return self._at[9]
+        return self._at.method
 
     @property
     def job_id(self) -> str | None:
-        return self._at[11]
+        return self._at.job_id
 
     @property
     def policy(self) -> Policy | None:
-        return self._at[12]
+        return self._at.policy
 
     def stats(self) -> dict[str, object]:
         """The per-operation counters as plain JSON-ready data (straight from the readings)."""
         at = self._at
-        return _stats(operation_id(at[0], at[1]), at[11], at[12], at[10], at[9], 1, 0,
-                      Reason.OK, None, at[5] - at[2], (), self.detail)
+        return _stats(operation_id(at.prefix, at.number), at.job_id, at.policy, at.key,
+                      at.method, 1, 0, Reason.OK, None, at.ended - at.started, (), self.detail)
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, f) for f in _COMPARED)
@@ -379,21 +338,49 @@ _FirstOk.__name__ = _FirstOk.__qualname__ = Outcome.__qualname__  # its repr is 
 _COMPARED = tuple(f.name for f in dataclasses.fields(Outcome) if f.compare)
 
 
-Unread = tuple[int, Callable[[Any], "tuple[tuple[str, str], ...]"], Any, float]
-"""A 2xx response read as ``ok`` before its headers are: its status, the reader of the
-classifier's headers, what it reads them from (a snapshot of the response's) and the wall
-time it came. Any 2xx whose body nobody reads classifies as ``ok`` with detail
-:data:`OK_DETAIL` under a profile that names no 2xx among its failures (see
-:func:`~retrybudget.core.classify.ok_unread`); its headers add only evidence (the rate
-limits, any conflict), worked out by :func:`classify` when first read."""
+class FirstAttempt:
+    """What a first-attempt success is built from, by name (:func:`first_ok`).
 
-FirstAttempt = tuple[str, int, float, float, float, float, "float | None", Any,
-                     "Classified | Unread", "str | None", str, "str | None", Policy, Any]
-"""What a first-attempt success is built from: the operation id's prefix and number; the
-flow's four monotonic readings (start, attempt start, attempt end, end); the attempt's
-timeout; the value returned; its classification (of kind ``ok``, with the decision's detail,
-no retry time) or a 2xx not read yet (:data:`Unread`); the request's method, key and job
-id; the policy and the validator's payload."""
+    Whoever makes the first attempt fills it as the flow would read it: the operation id's
+    ``prefix`` and ``number``; the flow's four monotonic readings (``started``,
+    ``attempt_started``, ``attempt_ended``, ``ended``); the attempt's ``timeout``; the
+    ``value`` returned; its classification ``seen`` (of kind ``ok``, with the decision's
+    detail, no retry time), or None for a 2xx read as ``ok`` before its headers are; the
+    request's ``method``, ``key`` and ``job_id``; the ``policy`` and the validator's
+    ``payload``.
+
+    A 2xx read as ``ok`` before its headers (``seen`` None) keeps its ``status``, the
+    reader of the classifier's headers (``read``), what it reads them from (``headers``, a
+    snapshot of the response's) and the ``wall`` time it came: any 2xx whose body nobody
+    reads classifies as ``ok`` with detail :data:`OK_DETAIL` under a profile that names no
+    2xx among its failures (see :func:`~retrybudget.core.classify.ok_unread`); its headers
+    add only evidence (the rate limits, any conflict), worked out by :func:`classify` when
+    first read.
+    """
+
+    __slots__ = ("attempt_ended", "attempt_started", "ended", "headers", "job_id", "key",
+                 "method", "number", "payload", "policy", "prefix", "read", "seen", "started",
+                 "status", "timeout", "value", "wall")
+
+    prefix: str
+    number: int
+    started: float
+    attempt_started: float
+    attempt_ended: float
+    ended: float
+    timeout: float | None
+    value: Any
+    seen: Classified | None
+    method: str | None
+    key: str
+    job_id: str | None
+    policy: Policy
+    payload: Any
+    status: int
+    read: Callable[[Any], tuple[tuple[str, str], ...]]
+    headers: Any
+    wall: float
+
 
 _new = object.__new__
 _set_at = vars(_FirstOk)["_at"].__set__
@@ -406,7 +393,7 @@ def operation_id(prefix: str, number: int) -> str:
 
 
 def first_ok(at: FirstAttempt) -> Outcome[Any]:
-    """The outcome of a first-attempt success, its fields worked out when read (see ``FirstAttempt``)."""
+    """The outcome of a first-attempt success, its fields worked out when read."""
     outcome: Outcome[Any] = _new(_FirstOk)
     _set_at(outcome, at)
     return outcome

@@ -37,7 +37,6 @@ from .._asgi import SendFilter
 from .._clock import SYSTEM_CLOCK, Clock
 from .._gateway_mapping import GATEWAY_MAPPING
 from ..coordination import Coordinator
-from ..core.outcome import Reason
 from ..integrations import IDEMPOTENCY_HEADER
 from ..observe import redact_url
 from ._answers import Answer, counters, json_answer, problem, retry_after, stored_view
@@ -157,8 +156,7 @@ class Gateway:
         if logical == _LOOKUP:
             body["stored"] = stored
         headers: dict[str, str] = {}
-        hint = retry_after(outcome.retry_at, now) if reason in (
-            Reason.RATE_LIMITED, Reason.CIRCUIT_OPEN) else None
+        hint = retry_after(outcome.retry_at, now) if reason.retry_hint else None
         if hint is not None:
             headers["Retry-After"] = hint  # a hint for the caller; the gateway did not wait
             body["retry_at"] = outcome.retry_at

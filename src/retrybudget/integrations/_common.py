@@ -12,18 +12,13 @@ HTTP library's own.
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import heapq
-import itertools
 import re
-import threading
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping, MutableMapping
 from functools import lru_cache
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader, wall_reader
-from .._drivers import Begun, Retrier, validated
+from .._drivers import Retrier, coordinated_first, quick_first, validated
 from .._native import (
     EVIDENCE,
     OUTCOME,
@@ -37,11 +32,12 @@ from .._native import (
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import MESSAGE_LIMIT, FailureKind, FailureSeen, ResponseSeen, ok_unread
 from ..core.headers import normalize_headers
-from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
+from ..core.outcome import Outcome, Reason
 from ..core.policy import Policy, Validator
 from ..core.profiles import Profile
 from ..errors import RetryBudgetError, error_for
 from ..observe import logs_steps, redact_url
+from ._deadline import Deadline
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -53,8 +49,6 @@ __all__ = [
     "STATS",
     "STATS_ATTRIBUTE",
     "VALIDATOR",
-    "Alarm",
-    "Deadline",
     "Described",
     "Engine",
     "ErrorTable",
@@ -62,17 +56,12 @@ __all__ = [
     "ResponseLike",
     "UnreadShape",
     "asend_with_outcome",
-    "bounded",
-    "current_deadline",
     "key_of_url",
     "outcome_of",
     "provider_key",
     "safe_url",
     "send_with_outcome",
     "stats_of",
-    "unread_first",
-    "unread_outcome",
-    "watchdog",
 ]
 
 P = ParamSpec("P")
@@ -199,158 +188,12 @@ async def asend_with_outcome(send: Callable[P, Awaitable[R]], /, *args: P.args,
     return _ended(outcome_of(response), response)
 
 
-class Deadline:
-    """An attempt's absolute end: the deadline the whole exchange is read against.
-
-    Per-read timeouts bound each read, not the exchange: a provider that sends one byte just
-    inside every read timeout would hold an attempt without bound. The drivers read the
-    status line, the headers and the body against this end instead (its ``remaining()``
-    shrinks with every read), so an attempt ends at ``end`` however the bytes trickle in.
-
-    Args:
-        clock: the retrier's clock.
-        timeout: the attempt's timeout (already clipped to the operation's deadline).
-    """
-
-    __slots__ = ("alarms", "clock", "end", "now")
-
-    def __init__(self, clock: Clock, timeout: float) -> None:
-        self.clock = clock
-        self.now = monotonic_reader(clock)  # read at every socket operation: the plain reader
-        self.end = self.now() + timeout
-        self.alarms: list[Alarm] = []
-
-    def remaining(self) -> float:
-        """Seconds left until the attempt's end (negative once it has passed)."""
-        return self.end - self.now()
-
-    def clip(self, timeout: float | None, error: type[Exception] = TimeoutError) -> float:
-        """``timeout`` cut to what is left; raises ``error`` once nothing is."""
-        left = self.end - self.now()  # remaining(), read at every socket operation
-        if left <= 0:
-            raise error("the attempt's deadline passed")
-        return left if timeout is None or timeout > left else timeout
-
-    def watch(self, action: Callable[[], None]) -> None:
-        """Run ``action`` (close the connection) at the end, unless the attempt ended first."""
-        self.alarms.append(watchdog.arm(max(0.0, self.remaining()), action))
-
-    def release(self) -> None:
-        """The attempt's exchange is over: disarm what :meth:`watch` armed."""
-        for alarm in self.alarms:
-            alarm.cancel()
-        self.alarms.clear()
-
-    @classmethod
-    def of(cls, clock: Clock, attempt: Attempt) -> Deadline | None:
-        """The end of ``attempt`` (None when the policy sets no time limit)."""
-        return None if attempt.timeout is None else cls(clock, attempt.timeout)
-
-
-_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
-    "retrybudget_exchange_deadline", default=None)
-
-
-def current_deadline() -> Deadline | None:
-    """The end of the attempt whose exchange runs in this thread or task, or None."""
-    return _DEADLINE.get()
-
-
-class _Bounded:
-    """The context of :func:`bounded` (a class: cheaper to enter than a generator's)."""
-
-    __slots__ = ("deadline", "token")
-
-    def __init__(self, deadline: Deadline | None) -> None:
-        self.deadline = deadline
-
-    def __enter__(self) -> None:
-        self.token = _DEADLINE.set(self.deadline)
-
-    def __exit__(self, *exc_info: object) -> None:
-        _DEADLINE.reset(self.token)
-        if self.deadline is not None:
-            self.deadline.release()
-
-
-def bounded(deadline: Deadline | None) -> contextlib.AbstractContextManager[None]:
-    """Run the block's network reads and writes against ``deadline``; disarm on leaving."""
-    return _Bounded(deadline)
-
-
-class Alarm:
-    """One armed watchdog action; :meth:`cancel` disarms it (safe from any thread)."""
-
-    __slots__ = ("action", "active", "at")
-
-    def __init__(self, at: float, action: Callable[[], None]) -> None:
-        self.at = at
-        self.action = action
-        self.active = True
-
-    def cancel(self) -> None:
-        """Disarm: the action will not run (it may already have run)."""
-        self.active = False
-
-
-class _Watchdog:
-    """One daemon thread that runs actions at their instants (closing a stalled socket).
-
-    Sync HTTP libraries read the status line and headers inside one blocking call that
-    per-read timeouts cannot cut short; the watchdog closes the connection at the attempt's
-    end, which makes that call fail at once. A heap of alarms, one thread for the process.
-    """
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self._lock = threading.Condition()
-        self._heap: list[tuple[float, int, Alarm]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, delay: float, action: Callable[[], None]) -> Alarm:
-        """Run ``action`` in ``delay`` seconds unless the returned alarm is cancelled first."""
-        alarm = Alarm(self.clock.monotonic() + delay, action)
-        with self._lock:
-            heapq.heappush(self._heap, (alarm.at, next(self._order), alarm))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="retrybudget-watchdog",
-                                                daemon=True)
-                self._thread.start()
-            elif self._heap[0][2] is alarm:
-                self._lock.notify()
-        return alarm
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while self._heap and not self._heap[0][2].active:
-                    heapq.heappop(self._heap)  # cancelled alarms leave at the front
-                if not self._heap:
-                    self._lock.wait(timeout=1.0)
-                    if not self._heap:
-                        self._thread = None
-                        return
-                    continue
-                wait = self._heap[0][0] - self.clock.monotonic()
-                if wait > 0:
-                    self._lock.wait(timeout=wait)
-                    continue
-                alarm = heapq.heappop(self._heap)[2]
-            if alarm.active:
-                alarm.active = False
-                with contextlib.suppress(Exception):  # a socket already gone is the goal
-                    alarm.action()
-
-
 _SHAPES_MAX = 256
 """How many hosts an engine remembers the quick shape of (then it starts again)."""
 
 _ROUTED_MAX = 64
 """The per-profile retriers one engine keeps for ``profile="auto"`` (the profiles it routes to)."""
 
-watchdog = _Watchdog(SYSTEM_CLOCK)
-"""The process's watchdog (real time: it guards real sockets)."""
 
 
 class Engine:
@@ -453,7 +296,7 @@ class Engine:
         # does not know: such a request's profile is its own, not its host's
         self.sniffing = any(p.sdk_headers for _, p in profile.routes)
         self.quick_routes: dict[int, tuple[Profile, Retrier | None, frozenset[str]]] = {}
-        if self.retrier._fast_run is not None and not self.observed and policy.validator is None:
+        if quick_first(self.retrier) and not self.observed and policy.validator is None:
             self.quick = self.retrier
             self.quick_methods = self._quick_methods(self.retrier)
         # A coordinated quick first attempt (no hook, one profile, no payload validator): sent
@@ -463,7 +306,7 @@ class Engine:
         # Whether the coordinated first attempt's RequestInfo names the URL: only a profile
         # whose gate is the URL's bucket or route reads it (no hook is there to).
         self.coordinated_url = bool(profile.bucket_path or profile.route_majors)
-        if self.retrier._coordinated_first and policy.validator is None:
+        if coordinated_first(self.retrier) and policy.validator is None:
             self.coordinated = self.retrier
             self.coordinated_methods = self._quick_methods(self.retrier)
 
@@ -473,7 +316,7 @@ class Engine:
         generic path (a logger that prints sees every step)."""
         host = key_of_url(url)
         key, unread = self.shapes.get(host) or self.shape(host, url)
-        if unread is None or method not in unread[1] or logs_steps():
+        if unread is None or method not in unread.methods or logs_steps():
             return None
         return unread, key
 
@@ -489,7 +332,7 @@ class Engine:
 
     def unread_for(self, url: str) -> UnreadShape | None:
         """The shape a quick first attempt's 2xx of a request to ``url`` is handed over unread
-        in (see :func:`unread_outcome`), or None: the integration's own quick path or the
+        in (see :meth:`Begun.unread`), or None: the integration's own quick path or the
         generic one.
 
         UnreadShape: the retrier of the request's profile (``profile="auto"``: its host's) takes
@@ -506,9 +349,7 @@ class Engine:
             retrier, methods = self.quick_for(resolved)
         if retrier is None or self.own_headers or not ok_unread(retrier.policy.profile):
             return None
-        clock = retrier.clock
-        return (retrier, methods, monotonic_reader(clock), wall_reader(clock),
-                retrier.random.random, retrier.job_id)
+        return UnreadShape(retrier, methods)
 
     def retrier_for(self, profile: Profile) -> Retrier:
         """The retrier of a request whose profile (``profile="auto"``: its host's) is ``profile``.
@@ -544,7 +385,7 @@ class Engine:
             if len(self.quick_routes) >= _ROUTED_MAX:
                 self.quick_routes.clear()
             retrier = self.retrier_for(profile)
-            quick = retrier if retrier._fast_run is not None else None
+            quick = retrier if quick_first(retrier) else None
             found = self.quick_routes[id(profile)] = (profile, quick, self._quick_methods(retrier))
         return found[1], found[2]
 
@@ -559,35 +400,16 @@ class Engine:
         return error
 
 
-UnreadShape = tuple[Retrier, frozenset[str], Callable[[], float], Callable[[], float],
-               Callable[[], float], "str | None"]
-"""A request whose first-attempt 2xx is handed over unread (:meth:`Engine.unread_for`): the
-retrier and the methods it sends so, the clock's monotonic and wall readers, the random
-draw and the retrier's job id."""
+class UnreadShape:
+    """A request whose first-attempt 2xx is handed over unread (:meth:`Engine.unread_for`): the
+    ``retrier`` that sends it by a quick first attempt (:class:`~retrybudget._drivers.Begun`,
+    whose ``unread`` builds what its outcome is read from) and the ``methods`` it sends so."""
 
+    __slots__ = ("methods", "retrier")
 
-def unread_first(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
-                 status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
-                 headers: object, method: str, key: str, job_id: str | None) -> FirstAttempt:
-    """What the outcome of a quick first attempt's 2xx handed over unread is built from
-    (:func:`~retrybudget.core.outcome.first_ok`): the readings, taken now (the flow's own: the
-    attempt's end, the wall time, the draw, the end), and the response's ``headers`` (a copy
-    taken as it came) read by ``read`` when its evidence is."""
-    retrier, _methods, monotonic, wall, draw, default_job = unread
-    prefix, number, t0, t1, _plan = begun  # its plan, narrowed to the attempt's timeout
-    t2 = monotonic()
-    seen = (status, read, headers, wall())
-    draw()  # the flow draws one sample per decision
-    return (prefix, number, t0, t1, t2, monotonic(), plan, response, seen, method, key,
-            default_job if job_id is None else job_id, retrier.policy, None)
-
-
-def unread_outcome(unread: UnreadShape, begun: Begun, plan: float | None, response: object,
-                   status: int, read: Callable[[Any], tuple[tuple[str, str], ...]],
-                   headers: object, method: str, key: str, job_id: str | None) -> Outcome[object]:
-    """The outcome of a quick first attempt's 2xx handed over unread (:func:`unread_first`)."""
-    return first_ok(unread_first(unread, begun, plan, response, status, read, headers, method,
-                                 key, job_id))
+    def __init__(self, retrier: Retrier, methods: frozenset[str]) -> None:
+        self.retrier = retrier
+        self.methods = methods
 
 
 class Described:

@@ -23,8 +23,8 @@ __all__ = ["build_over"]
 
 def build_over(namespace: dict[str, Any], source: str, packages: Mapping[str, str]) -> None:
     """Run module ``source``'s code in ``namespace`` (the globals of the module being built),
-    each import of a name in ``packages`` (a top-level package, or a module's full name)
-    answered by the one it maps to. The building module keeps its own docstring."""
+    each import of a name in ``packages`` (a top-level package, or a module's full name, also
+    when imported relatively) answered by the one it maps to. The building module keeps its own docstring."""
     spec = importlib.util.find_spec(source)
     origin = None if spec is None else spec.origin
     if origin is None or not origin.endswith(".py"):
@@ -36,6 +36,10 @@ def build_over(namespace: dict[str, Any], source: str, packages: Mapping[str, st
 
     def mapped_import(name: str, globals: Any = None, locals: Any = None,
                       fromlist: Any = (), level: int = 0) -> Any:
+        if level > 0 and globals is not None:  # one of the package's own modules, by its name
+            absolute = importlib.util.resolve_name("." * level + name, globals["__package__"])
+            if absolute in packages:
+                return real_import(packages[absolute], globals, locals, fromlist, 0)
         if level == 0:
             top, dot, rest = name.partition(".")
             if name in packages:

@@ -54,8 +54,7 @@ from .._drivers import Begun, Retrier
 from .._native import aiohttp_failure_kind as failure_kind
 from .._native import evidence
 from ..core.actions import Attempt, AttemptResult
-from ..core.decide import Stop
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import Outcome, first_ok
 from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
@@ -63,7 +62,6 @@ from ._common import (
     Engine,
     Operation,
     key_of_url,
-    unread_outcome,
 )
 
 __all__ = [
@@ -85,53 +83,19 @@ KeyFunction = Callable[[ClientRequest], str]
 """Names the provider key of a request (default: ``scheme://host[:port]``)."""
 
 
-class MiddlewareRateLimited(errors.RateLimited, aiohttp.ClientConnectionError):
-    """Rate limited with no response to return (the gate stopped the operation first)."""
-
-
-class MiddlewareRetriesExhausted(errors.RetriesExhausted, aiohttp.ClientConnectionError):
-    """Every attempt failed and the last one got no response (connect, reset, timeout)."""
-
-
-class MiddlewareDeadlineExceeded(errors.DeadlineExceeded, aiohttp.ServerTimeoutError):
-    """The deadline ran out with no response to return."""
-
-
-class MiddlewareCircuitOpen(errors.CircuitOpen, aiohttp.ClientConnectionError):
-    """The circuit breaker refused the operation: no request was sent."""
-
-
-class MiddlewareRetryBudgetRefused(errors.RetryBudgetRefused, aiohttp.ClientConnectionError):
-    """The shared retry budget refused a retry after an attempt that got no response."""
-
-
-class MiddlewareNotRetried(errors.NotRetried, aiohttp.ClientConnectionError):
-    """A write failed after it may have been sent (reset, timeout) and was not replayed."""
-
-
-class MiddlewareInvalidPayload(errors.InvalidPayload, aiohttp.ClientPayloadError):
-    """A 2xx whose payload failed validation, or a protocol error: never handed over as ok."""
-
-
-class MiddlewareRejected(errors.Rejected, aiohttp.ClientConnectionError):
-    """Rejected (never raised by the middleware: the rejecting response is returned)."""
-
-
-class MiddlewareNotFound(errors.NotFound, aiohttp.ClientConnectionError):
-    """Not found (never raised by the middleware: the 404 response is returned)."""
-
-
-class MiddlewareUnexpectedResponse(errors.UnexpectedResponse, aiohttp.ClientConnectionError):
-    """Unexpected (never raised by the middleware: the response, or the original error, is)."""
-
-
-_ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
-    cls.reason: cls
-    for cls in (MiddlewareRateLimited, MiddlewareRetriesExhausted, MiddlewareDeadlineExceeded,
-                MiddlewareCircuitOpen, MiddlewareRetryBudgetRefused, MiddlewareNotRetried,
-                MiddlewareInvalidPayload, MiddlewareRejected, MiddlewareNotFound,
-                MiddlewareUnexpectedResponse)
-}
+_FAMILY = errors.error_family("Middleware", __name__, aiohttp.ClientConnectionError,
+                              deadline=aiohttp.ServerTimeoutError, invalid_payload=aiohttp.ClientPayloadError)
+MiddlewareRateLimited = _FAMILY.rate_limited
+MiddlewareRetriesExhausted = _FAMILY.exhausted
+MiddlewareDeadlineExceeded = _FAMILY.deadline
+MiddlewareCircuitOpen = _FAMILY.circuit_open
+MiddlewareRetryBudgetRefused = _FAMILY.retry_budget
+MiddlewareNotRetried = _FAMILY.not_retried
+MiddlewareInvalidPayload = _FAMILY.invalid_payload
+MiddlewareRejected = _FAMILY.rejected
+MiddlewareNotFound = _FAMILY.not_found
+MiddlewareUnexpectedResponse = _FAMILY.unexpected
+_ERRORS = _FAMILY.table()
 
 
 def _attach(response: ClientResponse, outcome: Outcome[object]) -> None:
@@ -218,11 +182,10 @@ class RetryMiddleware:
         # with its outcome built from the readings, its headers read when its evidence is.
         unread, host = quick
         key = host if self._key is _default_key else self._key(request)
-        retrier = unread[0]
-        begun = retrier._begin(unread[2])
-        plan = begun[4]
-        if isinstance(plan, Stop):
+        begun = Begun(unread.retrier)
+        if begun.refused:
             return await self._call(request, handler, method, url, (key, begun, None))
+        plan = begun.timeout
         op: Operation | None = None
         try:
             exchange = self._first(request, handler, method, url, key, plan)
@@ -232,8 +195,8 @@ class RetryMiddleware:
             op = Operation(self._engine, method, url, request.headers, key)
             result = op.failed(exc)
         if op is None:
-            outcome = unread_outcome(unread, begun, plan, response, response.status,
-                                     _evidence_later, response.headers, method, key, None)
+            outcome = first_ok(begun.unread(response, response.status, _evidence_later,
+                                            response.headers, method, key, None))
             _attach(response, outcome)
             return response
         return await self._call(request, handler, method, url, (key, begun, result), op)
@@ -257,13 +220,10 @@ class RetryMiddleware:
             op = Operation(self._engine, method, url, request.headers,
                            self._key(request) if first is None else first[0])
         perform = partial(self._attempt, op, request, handler)
-        retrier = op.retrier
         if first is None:
-            outcome = await retrier.arun(perform, op.info)
-        else:
-            ended = retrier._resumed(first[1], op.info, first[2])
-            outcome = (ended if isinstance(ended, Outcome)
-                       else await retrier._adrive(ended, perform, first[2]))
+            outcome = await op.retrier.arun(perform, op.info)
+        else:  # the next step after the quick first attempt
+            outcome = await first[1].ago_on(op.info, perform, first[2])
         response: ClientResponse = op.finish(outcome, request)
         return response
 

@@ -28,4 +28,7 @@ import httpx2  # noqa: F401
 
 from ._family import build_over
 
-build_over(globals(), "retrybudget.integrations.httpx", {"httpx": "httpx2", "httpcore": "httpcore2"})
+build_over(globals(), "retrybudget.integrations.httpx", {
+    "httpx": "httpx2", "httpcore": "httpcore2",
+    "retrybudget.integrations._httpx_io": "retrybudget.integrations._httpx2_io",
+})

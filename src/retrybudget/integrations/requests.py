@@ -53,21 +53,17 @@ from .._native import evidence
 from .._native import requests_evidence as _evidence
 from .._native import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
-from ..core.decide import Stop
-from ..core.outcome import Outcome, Reason
+from ..core.outcome import Outcome, first_ok
 from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
-    Deadline,
     Engine,
     Operation,
     UnreadShape,
-    bounded,
-    current_deadline,
     key_of_url,
-    unread_outcome,
 )
+from ._deadline import Deadline, bounded, current_deadline
 
 __all__ = [
     "AdapterCircuitOpen",
@@ -91,53 +87,21 @@ TimeoutValue = float | tuple[float, float] | tuple[float, None] | None
 """What requests accepts as ``timeout=`` (and urllib3's ``Timeout``)."""
 
 
-class AdapterRateLimited(errors.RateLimited, requests.exceptions.ConnectionError):
-    """Rate limited with no response to return (the gate stopped the operation first)."""
+_FAMILY = errors.error_family("Adapter", __name__, requests.exceptions.ConnectionError,
+                              deadline=requests.exceptions.Timeout,
+                              invalid_payload=requests.exceptions.RequestException)
+AdapterRateLimited = _FAMILY.rate_limited
+AdapterRetriesExhausted = _FAMILY.exhausted
+AdapterDeadlineExceeded = _FAMILY.deadline
+AdapterCircuitOpen = _FAMILY.circuit_open
+AdapterRetryBudgetRefused = _FAMILY.retry_budget
+AdapterNotRetried = _FAMILY.not_retried
+AdapterInvalidPayload = _FAMILY.invalid_payload
+AdapterRejected = _FAMILY.rejected
+AdapterNotFound = _FAMILY.not_found
+AdapterUnexpectedResponse = _FAMILY.unexpected
+_ERRORS = _FAMILY.table()
 
-
-class AdapterRetriesExhausted(errors.RetriesExhausted, requests.exceptions.ConnectionError):
-    """Every attempt failed and the last one got no response (connect, reset, timeout)."""
-
-
-class AdapterDeadlineExceeded(errors.DeadlineExceeded, requests.exceptions.Timeout):
-    """The deadline ran out with no response to return."""
-
-
-class AdapterCircuitOpen(errors.CircuitOpen, requests.exceptions.ConnectionError):
-    """The circuit breaker refused the operation: no request was sent."""
-
-
-class AdapterRetryBudgetRefused(errors.RetryBudgetRefused, requests.exceptions.ConnectionError):
-    """The shared retry budget refused a retry after an attempt that got no response."""
-
-
-class AdapterNotRetried(errors.NotRetried, requests.exceptions.ConnectionError):
-    """A write failed after it may have been sent (reset, timeout) and was not replayed."""
-
-
-class AdapterInvalidPayload(errors.InvalidPayload, requests.exceptions.RequestException):
-    """A 2xx whose payload failed validation, or a protocol error: never handed over as ok."""
-
-
-class AdapterRejected(errors.Rejected, requests.exceptions.ConnectionError):
-    """Rejected (never raised by the adapter: the rejecting response is returned)."""
-
-
-class AdapterNotFound(errors.NotFound, requests.exceptions.ConnectionError):
-    """Not found (never raised by the adapter: the 404 response is returned)."""
-
-
-class AdapterUnexpectedResponse(errors.UnexpectedResponse, requests.exceptions.ConnectionError):
-    """Unexpected (never raised by the adapter: the response, or the original error, is)."""
-
-
-_ERRORS: dict[Reason, type[errors.RetryBudgetError]] = {
-    cls.reason: cls
-    for cls in (AdapterRateLimited, AdapterRetriesExhausted, AdapterDeadlineExceeded,
-                AdapterCircuitOpen, AdapterRetryBudgetRefused, AdapterNotRetried,
-                AdapterInvalidPayload, AdapterRejected, AdapterNotFound,
-                AdapterUnexpectedResponse)
-}
 
 def _attach(response: requests.Response, outcome: Outcome[object]) -> None:
     setattr(response, STATS_ATTRIBUTE, outcome.stats())
@@ -365,11 +329,10 @@ class RetryAdapter(HTTPAdapter):
         # A quick first attempt: sent before the operation is built, and a 2xx handed over
         # with its outcome built from the readings, its headers read when its evidence is.
         unread, key, method = quick
-        retrier = unread[0]
-        begun = retrier._begin(unread[2])
-        plan = begun[4]
-        if isinstance(plan, Stop):
+        begun = Begun(unread.retrier)
+        if begun.refused:
             return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
+        plan = begun.timeout
         deadline = None if plan is None else _Watched(self._engine.clock, plan)
         op: _Operation | None = None
         try:
@@ -385,9 +348,10 @@ class RetryAdapter(HTTPAdapter):
                 if deadline is not None:
                     deadline.check(response)
             if op is None:
-                outcome = unread_outcome(unread, begun, plan, response, status, _evidence_later,
-                                         dict(response.headers._store),  # type: ignore[attr-defined]
-                                         method, key, None)
+                outcome = first_ok(begun.unread(
+                    response, status, _evidence_later,
+                    dict(response.headers._store),  # type: ignore[attr-defined]
+                    method, key, None))
                 response.retrybudget = outcome.stats()  # type: ignore[attr-defined]
                 response.retrybudget_outcome = outcome  # type: ignore[attr-defined]
                 return response
@@ -438,12 +402,9 @@ class RetryAdapter(HTTPAdapter):
             except Exception as exc:
                 return op.failed(_timed_out(exc, deadline))
 
-        retrier = op.retrier
         if first is None:
-            outcome = retrier.run(perform, op.info)
-        else:
-            ended = retrier._resumed(first[1], op.info, first[2])
-            outcome = (ended if isinstance(ended, Outcome)
-                       else retrier._drive(ended, perform, first[2]))
+            outcome = op.retrier.run(perform, op.info)
+        else:  # the next step after the quick first attempt
+            outcome = first[1].go_on(op.info, perform, first[2])
         final: requests.Response = op.finish(outcome, request)
         return final

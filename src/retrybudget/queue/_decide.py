@@ -23,15 +23,13 @@ __all__ = [
     "decide",
 ]
 
-FINAL_FAILURES = frozenset({Reason.REJECTED, Reason.NOT_FOUND, Reason.INVALID_PAYLOAD,
-                            Reason.UNEXPECTED, Reason.NOT_RETRIED})
+FINAL_FAILURES = frozenset(reason for reason in Reason if reason.final)
 """Reasons that complete an operation as a failure at once: never re-queued.
 
 ``not_retried`` is here too: a write that failed transiently was not replayed by the
 retrier, and the queue does not replay it either."""
 
-LATER = frozenset({Reason.RATE_LIMITED, Reason.EXHAUSTED, Reason.DEADLINE, Reason.CIRCUIT_OPEN,
-                   Reason.RETRY_BUDGET})
+LATER = frozenset(reason for reason in Reason if reason.deferrable)
 """Reasons that defer an operation: to the provider's ``retry_at`` when it named one, else
 by the queue's own backoff."""
 
@@ -146,7 +144,7 @@ def decide(
         return Decision(Action.COMPLETE, Reason.UNEXPECTED, why=f"unknown outcome {reason!r}")
     if reason is Reason.OK:
         return Decision(Action.COMPLETE, reason, ok=True, why="the provider succeeded")
-    if reason not in LATER:
+    if not reason.deferrable:
         return Decision(Action.COMPLETE, reason, why=f"{reason} is not retryable: not re-queued")
     if retry_at is not None and not math.isfinite(retry_at):
         retry_at = None

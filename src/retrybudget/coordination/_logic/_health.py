@@ -8,8 +8,6 @@ from typing import Any
 from ...core.classify import Kind
 from ...core.outcome import Outcome, Reason
 
-_NEUTRAL_REASONS = frozenset({Reason.CIRCUIT_OPEN, Reason.RETRY_BUDGET, Reason.NOT_RETRIED})
-
 
 class Health(str, enum.Enum):
     """What one finished operation tells the breaker."""
@@ -36,6 +34,6 @@ def health(outcome: Outcome[Any]) -> Health:
     if (outcome.reason is Reason.RETRY_BUDGET and outcome.history
             and outcome.history[-1].kind is Kind.TRANSIENT):
         return Health.FAILURE
-    if outcome.attempts == 0 or outcome.reason in _NEUTRAL_REASONS:
+    if outcome.attempts == 0 or outcome.reason.neutral:
         return Health.NEUTRAL
     return Health.SUCCESS

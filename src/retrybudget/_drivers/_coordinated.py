@@ -1,0 +1,306 @@
+"""A coordinated operation's first attempt made without the generic flow: the coordinator
+handed the flow's own actions (merged when the backend merges them)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, cast
+
+from ..core.actions import (
+    Acquire,
+    Action,
+    Admission,
+    Admit,
+    Attempt,
+    AttemptResult,
+    Finish,
+    Learn,
+    Permit,
+    RequestInfo,
+)
+from ..core.classify import (
+    Classified,
+    Kind,
+    classify,
+)
+from ..core.decide import Retry, Stop, decide, patience, plan_attempt, plan_wait
+from ..core.flow import FlowGen
+from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
+from ..core.outcome import operation_id as _format_id
+from ..core.state import OperationState
+from ..core.throttle import Throttle, throttle_of
+from ._loop import Loop, _operation_id
+
+
+class _CoordinatedFirst(FirstAttempt):
+    """A coordinated operation's first attempt under way: its id (``prefix``, ``number``),
+    ``request``, start ``state``, the monotonic and wall readings taken and the samples drawn
+    (for a replay); once it ends ok, the rest of the :class:`FirstAttempt` its outcome reads."""
+
+    __slots__ = ("readings", "request", "samples", "state", "walls")
+
+    request: RequestInfo
+    state: OperationState
+    readings: list[float]
+    walls: list[float]
+    samples: list[float]
+
+
+class FirstGate(Protocol):
+    """A coordinator's merged admit and acquire of a first attempt (the in-process backend's
+    ``_first_gate``): the admission, and the permit when it admits."""
+
+    def __call__(self, key: str, bucket: str, write_gap: float, max_wait: float | None,
+                 fail_fast: bool, /) -> tuple[Admission, Permit | None]: ...
+
+
+class FirstDone(Protocol):
+    """A coordinator's merged final learn and finish of an operation (``_first_done``)."""
+
+    def __call__(self, bucket: str, throttle: Throttle | None, lease: str | None, key: str,
+                 outcome: Outcome[Any], probe: bool, /) -> None: ...
+
+
+
+class CoordinatedFirst(Loop):
+    """The coordinated first attempt of :meth:`Retrier.run` and :meth:`Retrier.arun`."""
+
+    @functools.cached_property
+    def _coordinated_first(self) -> bool:
+        """Whether :meth:`run` takes the coordinated first-attempt path: an active coordinator,
+        no hook, one profile (``profile="auto"`` resolves per request in the flow)."""
+        return not self.hooks and not self.coordinator.passive and not self.policy.profile.routes
+
+    def _coordinated_gate(self, request: RequestInfo) -> str | None:
+        """The one gate a coordinated operation asks (its rate-limit bucket), or None when it
+        asks two (a route's bucket and the provider key's): the generic flow then runs."""
+        profile = self.policy.profile
+        bucket = profile.coordination_key(request.key, request.url, request.method)
+        return None if bucket != request.key and profile.route_majors else bucket
+
+    def _coordinated_ok(self, first: _CoordinatedFirst, result: AttemptResult) -> Classified | None:
+        """After a coordinated first attempt: its classification when the flow would end the
+        operation ok at once, else None. The readings taken (attempt end, wall) go on
+        ``first``, and the sample drawn too when the generic flow goes on (it is replayed)."""
+        policy, (monotonic, wall) = self.policy, self._readers
+        req, state, walls = first.request, first.state, first.walls
+        t2, w2 = monotonic(), wall()
+        state = state.with_method(result.observation.method)
+        classified = classify(policy.profile, result.observation, w2)
+        sample = self.random.random()
+        decision = decide(policy, state, classified, t2, w2, sample)
+        first.readings.append(t2)
+        walls.append(w2)
+        if (classified.kind is Kind.OK and not classified.conflicts and result.error is None
+                and state.method == req.method and isinstance(decision, Stop)
+                and decision.reason is Reason.OK and decision.retry_at is None
+                and decision.detail == classified.detail):
+            return classified
+        first.samples.append(sample)  # the generic flow draws it again: replayed
+        return None
+
+    def _coordinated_outcome(self, first: _CoordinatedFirst, plan: float | None,
+                             result: AttemptResult, classified: Classified) -> Outcome[Any]:
+        """The outcome of a coordinated first attempt that ended ok (read after the learn)."""
+        req = first.request
+        first.started, _ta, first.attempt_started, first.attempt_ended = first.readings
+        first.ended = self._readers[0]()
+        first.timeout = plan
+        first.value = result.value
+        first.seen = classified
+        first.method = req.method
+        first.key = req.key
+        first.job_id = req.job_id
+        first.policy = self.policy
+        first.payload = result.payload
+        return first_ok(first)
+
+    def _coordinated_flow(self, first: _CoordinatedFirst, replies: list[object],
+                          ) -> tuple[FlowGen, Action]:
+        """The generic flow of a coordinated operation, up to where the first attempt's path
+        left it: the same clock readings, coordinator answers and sample; its next action."""
+        samples, draw = first.samples, self.random.random
+        flow = self._replayed(_format_id(first.prefix, first.number), first.request,
+                              first.readings, first.walls,
+                              lambda: samples.pop() if samples else draw(), coordinated=True)
+        action = flow.send(None)
+        for reply in replies:
+            action = flow.send(reply)
+        return flow, action
+
+    def _coordinated_start(self, request: RequestInfo) -> _CoordinatedFirst:
+        """A coordinated operation begun as the flow begins it (its id and start reading)."""
+        ids = _operation_id
+        prefix, number = ids.prefix, next(ids.counter)
+        t0 = self._readers[0]()
+        state = OperationState.start(self.policy, _format_id(prefix, number), t0,
+                                     method=request.method,
+                                     has_idempotency_key=request.has_idempotency_key)
+        first = _CoordinatedFirst()  # no __init__: filled here, as a tuple would be
+        first.prefix, first.number, first.request, first.state = prefix, number, request, state
+        first.readings, first.walls, first.samples = [t0], [], []
+        return first
+
+    def _coordinated_plan(self, first: _CoordinatedFirst, permit: Permit,
+                          ) -> float | Stop | Retry | None:
+        """After the gate's permit: the first attempt's plan, or the wait or stop it calls for."""
+        (monotonic, wall), state = self._readers, first.state
+        ta, wa = monotonic(), wall()
+        first.readings.append(ta)
+        first.walls.append(wa)
+        step = plan_wait(self.policy, state, ta, permit.wait, permit.reason, permit.retry_at, wa)
+        if step is not None:
+            return step
+        t1 = monotonic()
+        first.readings.append(t1)
+        return plan_attempt(self.policy, state, t1)
+
+    def _run_coordinated(self, perform: Callable[[Attempt], AttemptResult],
+                         request: RequestInfo) -> Outcome[object]:
+        """:meth:`run` of a coordinated operation: its first attempt without the generic flow.
+
+        The coordinator is handed the actions the flow yields (admit, acquire, the final learn,
+        finish: a backend that merges round trips merges these), with the same clock readings
+        and sample; an operation that does not end ok at its first attempt goes on in the
+        generic flow from those answers (nothing asked twice).
+        """
+        coordinator = self.coordinator
+        bucket = self._coordinated_gate(request)
+        if bucket is None:
+            op_id = _operation_id()
+            flow, req = self._flow(request, op_id)
+            return self._drive(flow, perform, None, req, op_id)
+        first = self._coordinated_start(request)
+        patient = patience(self.policy, first.state, first.state.started)
+        merged = self._merged
+        if merged is not None:  # one call admits and acquires, one learns and finishes
+            return self._run_merged(perform, request, bucket, first, patient, merged)
+        admission = coordinator.handle(Admit(request.key, *patient))
+        assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
+        if not admission.allowed:
+            flow, pending = self._coordinated_flow(first, [admission])
+            return self._drive(flow, perform, None, pending=pending)
+        permit = coordinator.handle(
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method), *patient))
+        assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
+        plan = self._coordinated_plan(first, permit)
+        if isinstance(plan, Stop | Retry):
+            flow, pending = self._coordinated_flow(first, [admission, permit])
+            return self._drive(flow, perform, None, pending=pending)
+        result = perform(Attempt(1, plan))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, [admission, permit])
+            return self._drive(flow, perform, result)
+        coordinator.handle(Learn(bucket, throttle_of(self.policy.profile, classified), permit.lease,
+                                 True))
+        outcome = self._coordinated_outcome(first, plan, result, classified)
+        coordinator.handle(Finish(request.key, outcome, admission.probe))
+        return outcome
+
+    async def _arun_coordinated(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                                request: RequestInfo) -> Outcome[object]:
+        """The async twin of :meth:`_run_coordinated`."""
+        coordinator = self.coordinator
+        bucket = self._coordinated_gate(request)
+        if bucket is None:
+            op_id = _operation_id()
+            flow, req = self._flow(request, op_id)
+            return await self._adrive(flow, perform, None, req, op_id)
+        first = self._coordinated_start(request)
+        patient = patience(self.policy, first.state, first.state.started)
+        merged = self._merged
+        if merged is not None:  # one call admits and acquires, one learns and finishes
+            return await self._arun_merged(perform, request, bucket, first, patient, merged)
+        admission = await coordinator.ahandle(Admit(request.key, *patient))
+        assert isinstance(admission, Admission)  # noqa: S101 - the coordinators' contract
+        if not admission.allowed:
+            flow, pending = self._coordinated_flow(first, [admission])
+            return await self._adrive(flow, perform, None, pending=pending)
+        permit = await coordinator.ahandle(
+            Acquire(bucket, 1, self.policy.profile.write_gap(request.method), *patient))
+        assert isinstance(permit, Permit)  # noqa: S101 - the coordinators' contract
+        plan = self._coordinated_plan(first, permit)
+        if isinstance(plan, Stop | Retry):
+            flow, pending = self._coordinated_flow(first, [admission, permit])
+            return await self._adrive(flow, perform, None, pending=pending)
+        result = await perform(Attempt(1, plan))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, [admission, permit])
+            return await self._adrive(flow, perform, result)
+        await coordinator.ahandle(Learn(bucket, throttle_of(self.policy.profile, classified),
+                                        permit.lease, True))
+        outcome = self._coordinated_outcome(first, plan, result, classified)
+        await coordinator.ahandle(Finish(request.key, outcome, admission.probe))
+        return outcome
+
+    @functools.cached_property
+    def _merged(self) -> tuple[FirstGate, FirstDone] | None:
+        """The coordinator's two merged calls for a first attempt (the in-process backend's),
+        or None: each action goes to its ``handle``."""
+        found = getattr(self.coordinator, "_first_calls", None)
+        return None if found is None else cast("tuple[FirstGate, FirstDone] | None", found())
+
+    def _merged_gate(self, request: RequestInfo, bucket: str, first: _CoordinatedFirst,
+                     patient: tuple[float | None, bool], gate: FirstGate,
+                     ) -> tuple[Admission, Permit, float | None] | tuple[FlowGen, Action]:
+        """The merged admit and acquire of a coordinated first attempt: the admission, permit
+        and plan of an attempt to make, or the generic flow and its next action."""
+        admission, permit = gate(request.key, bucket, self.policy.profile.write_gap(request.method),
+                                 *patient)
+        if permit is None:
+            return self._coordinated_flow(first, [admission])
+        plan = self._coordinated_plan(first, permit)
+        if isinstance(plan, Stop | Retry):
+            return self._coordinated_flow(first, [admission, permit])
+        return admission, permit, plan
+
+    def _merged_end(self, request: RequestInfo, bucket: str, first: _CoordinatedFirst,
+                    answers: tuple[Admission, Permit, float | None], result: AttemptResult,
+                    classified: Classified, done: FirstDone) -> Outcome[object]:
+        """A coordinated first attempt that ended ok: its outcome, learnt and finished in one
+        call."""
+        admission, permit, plan = answers
+        outcome = self._coordinated_outcome(first, plan, result, classified)
+        done(bucket, throttle_of(self.policy.profile, classified), permit.lease, request.key,
+             outcome, admission.probe)
+        return outcome
+
+    def _run_merged(self, perform: Callable[[Attempt], AttemptResult], request: RequestInfo,
+                    bucket: str, first: _CoordinatedFirst, patient: tuple[float | None, bool],
+                    merged: tuple[FirstGate, FirstDone]) -> Outcome[object]:
+        """:meth:`_run_coordinated` with the coordinator's merged calls."""
+        answers = self._merged_gate(request, bucket, first, patient, merged[0])
+        if len(answers) == 2:
+            return self._drive(answers[0], perform, None, pending=answers[1])
+        result = perform(Attempt(1, answers[2]))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, list(answers[:2]))
+            return self._drive(flow, perform, result)
+        return self._merged_end(request, bucket, first, answers, result, classified, merged[1])
+
+    async def _arun_merged(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                           request: RequestInfo, bucket: str, first: _CoordinatedFirst,
+                           patient: tuple[float | None, bool],
+                           merged: tuple[FirstGate, FirstDone]) -> Outcome[object]:
+        """The async twin of :meth:`_run_merged` (the merged calls never block)."""
+        answers = self._merged_gate(request, bucket, first, patient, merged[0])
+        if len(answers) == 2:
+            return await self._adrive(answers[0], perform, None, pending=answers[1])
+        result = await perform(Attempt(1, answers[2]))
+        classified = self._coordinated_ok(first, result)
+        if classified is None:
+            flow, _attempt = self._coordinated_flow(first, list(answers[:2]))
+            return await self._adrive(flow, perform, result)
+        return self._merged_end(request, bucket, first, answers, result, classified, merged[1])
+
+
+
+def coordinated_first(retrier: CoordinatedFirst) -> bool:
+    """Whether :meth:`Retrier.run` makes ``retrier``'s first attempts the coordinated way (an
+    active coordinator, no hook, one profile): a transport may then send the first attempt
+    before it builds its operation."""
+    return retrier._coordinated_first

@@ -1,0 +1,164 @@
+"""An attempt's absolute end, which bounds its whole exchange (connect, status line, headers
+and the body read), and the watchdog that closes a connection still busy at that end."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import heapq
+import itertools
+import threading
+from collections.abc import Callable
+
+from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader
+from ..core.actions import Attempt
+
+__all__ = ["Alarm", "Deadline", "bounded", "current_deadline", "watchdog"]
+
+
+class Deadline:
+    """An attempt's absolute end: the deadline the whole exchange is read against.
+
+    Per-read timeouts bound each read, not the exchange: a provider that sends one byte just
+    inside every read timeout would hold an attempt without bound. The drivers read the
+    status line, the headers and the body against this end instead (its ``remaining()``
+    shrinks with every read), so an attempt ends at ``end`` however the bytes trickle in.
+
+    Args:
+        clock: the retrier's clock.
+        timeout: the attempt's timeout (already clipped to the operation's deadline).
+    """
+
+    __slots__ = ("alarms", "clock", "end", "now")
+
+    def __init__(self, clock: Clock, timeout: float) -> None:
+        self.clock = clock
+        self.now = monotonic_reader(clock)  # read at every socket operation: the plain reader
+        self.end = self.now() + timeout
+        self.alarms: list[Alarm] = []
+
+    def remaining(self) -> float:
+        """Seconds left until the attempt's end (negative once it has passed)."""
+        return self.end - self.now()
+
+    def clip(self, timeout: float | None, error: type[Exception] = TimeoutError) -> float:
+        """``timeout`` cut to what is left; raises ``error`` once nothing is."""
+        left = self.end - self.now()  # remaining(), read at every socket operation
+        if left <= 0:
+            raise error("the attempt's deadline passed")
+        return left if timeout is None or timeout > left else timeout
+
+    def watch(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (close the connection) at the end, unless the attempt ended first."""
+        self.alarms.append(watchdog.arm(max(0.0, self.remaining()), action))
+
+    def release(self) -> None:
+        """The attempt's exchange is over: disarm what :meth:`watch` armed."""
+        for alarm in self.alarms:
+            alarm.cancel()
+        self.alarms.clear()
+
+    @classmethod
+    def of(cls, clock: Clock, attempt: Attempt) -> Deadline | None:
+        """The end of ``attempt`` (None when the policy sets no time limit)."""
+        return None if attempt.timeout is None else cls(clock, attempt.timeout)
+
+
+_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "retrybudget_exchange_deadline", default=None)
+
+
+def current_deadline() -> Deadline | None:
+    """The end of the attempt whose exchange runs in this thread or task, or None."""
+    return _DEADLINE.get()
+
+
+class _Bounded:
+    """The context of :func:`bounded` (a class: cheaper to enter than a generator's)."""
+
+    __slots__ = ("deadline", "token")
+
+    def __init__(self, deadline: Deadline | None) -> None:
+        self.deadline = deadline
+
+    def __enter__(self) -> None:
+        self.token = _DEADLINE.set(self.deadline)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _DEADLINE.reset(self.token)
+        if self.deadline is not None:
+            self.deadline.release()
+
+
+def bounded(deadline: Deadline | None) -> contextlib.AbstractContextManager[None]:
+    """Run the block's network reads and writes against ``deadline``; disarm on leaving."""
+    return _Bounded(deadline)
+
+
+class Alarm:
+    """One armed watchdog action; :meth:`cancel` disarms it (safe from any thread)."""
+
+    __slots__ = ("action", "active", "at")
+
+    def __init__(self, at: float, action: Callable[[], None]) -> None:
+        self.at = at
+        self.action = action
+        self.active = True
+
+    def cancel(self) -> None:
+        """Disarm: the action will not run (it may already have run)."""
+        self.active = False
+
+
+class _Watchdog:
+    """One daemon thread that runs actions at their instants (closing a stalled socket).
+
+    Sync HTTP libraries read the status line and headers inside one blocking call that
+    per-read timeouts cannot cut short; the watchdog closes the connection at the attempt's
+    end, which makes that call fail at once. A heap of alarms, one thread for the process.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Alarm]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, delay: float, action: Callable[[], None]) -> Alarm:
+        """Run ``action`` in ``delay`` seconds unless the returned alarm is cancelled first."""
+        alarm = Alarm(self.clock.monotonic() + delay, action)
+        with self._lock:
+            heapq.heappush(self._heap, (alarm.at, next(self._order), alarm))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="retrybudget-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is alarm:
+                self._lock.notify()
+        return alarm
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while self._heap and not self._heap[0][2].active:
+                    heapq.heappop(self._heap)  # cancelled alarms leave at the front
+                if not self._heap:
+                    self._lock.wait(timeout=1.0)
+                    if not self._heap:
+                        self._thread = None
+                        return
+                    continue
+                wait = self._heap[0][0] - self.clock.monotonic()
+                if wait > 0:
+                    self._lock.wait(timeout=wait)
+                    continue
+                alarm = heapq.heappop(self._heap)[2]
+            if alarm.active:
+                alarm.active = False
+                with contextlib.suppress(Exception):  # a socket already gone is the goal
+                    alarm.action()
+
+
+watchdog = _Watchdog(SYSTEM_CLOCK)
+"""The process's watchdog (real time: it guards real sockets)."""
