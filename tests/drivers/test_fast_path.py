@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import retrybudget as rb
@@ -28,7 +28,7 @@ from retrybudget.core.actions import AttemptResult
 from retrybudget.core.classify import ResponseSeen
 from retrybudget.core.decide import Stop
 from retrybudget.core.outcome import Outcome
-from tests.support.strategies import header_sets, policies
+from tests.support.strategies import examples, header_sets, policies
 
 # One scripted attempt: what the callable does (and how long it takes on the fake clock).
 behaviours = st.sampled_from(["plain", "object", "connection", "timeout", "bug", "response"])
@@ -359,6 +359,9 @@ def _same_ending(fast: tuple[Outcome[Any], Any], slow: tuple[Outcome[Any], Any])
     assert (getattr(got.last, "status_code", None) == getattr(want.last, "status_code", None))
 
 
+# About one example in four takes the quick first attempt and one in eight of those goes on
+# in the flow: 800 examples in CI reach that check ~100 times (400 reached it as few as 24).
+@settings(max_examples=examples(150, cap=800))
 @given(policy=policies(), start=st.floats(0, 1e6, allow_nan=False), seed=st.integers(0, 99),
        method=st.sampled_from(["GET", "HEAD", "PUT", "POST"]), keys=st.booleans(),
        auto=st.booleans(), validate=st.booleans(), asynchronous=st.booleans(),
