@@ -603,9 +603,11 @@ def test_an_operation_that_cannot_wait_for_the_counts_reset_ends_with_retry_at(
     backend: Backend,
 ) -> None:
     c = backend.one()
-    c.learn(KEY, low_quota(5, 1.0, limit=20), None)  # not low: the count alone holds
+    # A reset 5 s away, ten times the deadline: on Redis's real clock a loaded machine's lag
+    # between these lines never brings the slot within the deadline.
+    c.learn(KEY, low_quota(5, 5.0, limit=20), None)  # not low: the count alone holds
     assert goes(c, KEY, 6) == 5  # the sixth is held for the reset
-    reset_at = backend.clock.wall() + 1.0
+    reset_at = backend.clock.wall() + 5.0
     provider = ScriptedProvider([OK], backend.clock)
     retrier = Retrier(policy=Policy(deadline=0.5), clock=backend.clock, coordinator=c, key=KEY)
     outcome = retrier.call(provider)  # its slot is a spread after the reset
