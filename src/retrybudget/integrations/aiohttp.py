@@ -43,8 +43,8 @@ from aiohttp.client_middlewares import ClientHandlerType
 
 from .. import errors
 from .._drivers import Begun
-from .._native import aiohttp_failure_kind as failure_kind
 from .._native import evidence
+from .._native.aiohttp import aiohttp_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, first_ok
 from ._common import (

@@ -41,9 +41,9 @@ import httpx
 
 from .. import errors
 from .._drivers import PLAIN_OK, Begun, Retrier
-from .._native import httpx_evidence as _evidence
-from .._native import httpx_evidence_of
-from .._native import httpx_failure_kind as failure_kind
+from .._native.httpx import httpx_evidence as _evidence
+from .._native.httpx import httpx_evidence_of
+from .._native.httpx import httpx_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
 from ..core.outcome import Outcome

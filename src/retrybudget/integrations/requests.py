@@ -42,8 +42,8 @@ from .. import errors
 from .._clock import Clock
 from .._drivers import Begun, Retrier
 from .._native import evidence
-from .._native import requests_evidence as _evidence
-from .._native import requests_failure_kind as failure_kind
+from .._native.requests import requests_evidence as _evidence
+from .._native.requests import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, first_ok
 from ._common import (
