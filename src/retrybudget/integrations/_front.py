@@ -13,7 +13,7 @@ from ..core.outcome import Outcome
 from ._common import Engine, ErrorTable
 
 if TYPE_CHECKING:
-    from typing_extensions import TypedDict, Unpack
+    from typing_extensions import TypedDict
 
     from ..core.policy import Policy
 
@@ -25,7 +25,8 @@ Q = TypeVar("Q")
 if TYPE_CHECKING:
 
     class Options(TypedDict, Generic[Q], total=False):
-        """The options every integration takes (the keywords of :class:`Front`)."""
+        """:class:`Front`'s keywords, for a subclass that takes options of its own and passes
+        these on (``**options: Unpack[Options[Request]]``)."""
 
         policy: Policy | None
         key: Callable[[Q], str] | None
@@ -71,15 +72,15 @@ class Front(Generic[Q]):
 
     _wiring: ClassVar[Wiring]
 
-    def __init__(self, retrier: Retrier | None = None, **options: Unpack[Options[Q]]) -> None:
+    def __init__(self, retrier: Retrier | None = None, *, policy: Policy | None = None,
+                 key: Callable[[Q], str] | None = None, generate_idempotency_keys: bool = False,
+                 redirects_ok: bool = True) -> None:
         wiring = self._wiring
-        self._engine = Engine(retrier, options.get("policy"),
-                              generate_idempotency_keys=options.get("generate_idempotency_keys",
-                                                                    False),
-                              redirects_ok=options.get("redirects_ok", True),
-                              errors=wiring.errors, failure_kind=wiring.failure_kind,
-                              attach=wiring.attach, headers=wiring.headers)
-        self._key = options.get("key") or wiring.default_key
+        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
+                              redirects_ok=redirects_ok, errors=wiring.errors,
+                              failure_kind=wiring.failure_kind, attach=wiring.attach,
+                              headers=wiring.headers)
+        self._key = key or wiring.default_key
 
     @property
     def retrier(self) -> Retrier:
