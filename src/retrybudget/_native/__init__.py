@@ -20,12 +20,12 @@ here, and the drivers' :class:`~retrybudget.CallInterpreter` its exception reade
 for both, below the drivers that use it.
 
 Each library has a module of its own, named as the library's top-level package (``httpx``
-for httpx): its failure kinds, its header evidence and ``read``, its exceptions' reader, which ``_observe`` finds by that name when one
-of the library's exceptions is first seen. Adding a library is adding its module; no list
-here or elsewhere names them. The private modules: ``_shared`` (what every reader shares),
-``_stdlib`` (the standard library's network errors), ``_sdks`` (the official SDKs' errors),
-``_observe`` (an exception to the reader of its library) and ``_carry`` (the outcome an
-object carries).
+for httpx): its failure kinds, its header evidence and ``read``, its exceptions' reader,
+which ``_observe`` finds by that name when one of the library's exceptions is first seen.
+Adding a library is adding its module; no list here or elsewhere names them. The private
+modules: ``_shared`` (what every reader shares), ``_stdlib`` (the standard library's
+network errors), ``_sdks`` (the official SDKs' errors), ``_observe`` (an exception to the
+reader of its library) and ``_carry`` (the outcome an object carries).
 """
 
 from __future__ import annotations
