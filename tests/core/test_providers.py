@@ -69,6 +69,17 @@ def test_a_providers_entry_is_all_it_takes_to_be_built_in() -> None:
             assert auto.resolve(f"https://{domain}/v1").name == profile.name, host
 
 
+def test_every_header_a_built_in_profile_reads_is_evidence() -> None:
+    # the integrations' quick paths and an HTTP library's exception read keep only the
+    # evidence headers: a header a built-in profile reads must be one of them to reach it
+    from retrybudget.core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+
+    for profile in rb.PROVIDERS:
+        for name in profile.header_names():
+            assert name in EVIDENCE_HEADERS or name.startswith(EVIDENCE_PREFIXES), (profile.name,
+                                                                                      name)
+
+
 # Retry hints, both ways --------------------------------------------------------------
 
 @pytest.mark.parametrize(
