@@ -23,7 +23,10 @@ pickle cleanly (the attached :class:`Outcome` stays behind).
 
 An HTTP integration raises its own family of these (:func:`error_family`): each error is
 also its library's (``TransportRateLimited`` is a :class:`RateLimited` and an
-``httpx.TransportError``), so code that catches the library's errors catches them too.
+``httpx.TransportError``), so code that catches the library's errors catches them too. An
+integration raises one only when it has no response to hand over: ``…Rejected``,
+``…NotFound`` and ``…UnexpectedResponse`` complete the family but are not raised (those
+outcomes have a response, and it is handed over).
 """
 
 from __future__ import annotations

@@ -48,6 +48,38 @@ def test_at_least_fourteen_providers_are_listed() -> None:
     assert all(p.sources for p in rb.PROVIDERS), "every profile names its sources"
 
 
+def test_a_providers_entry_is_all_it_takes_to_be_built_in() -> None:
+    # each profile the data table holds is listed, public under its constant's name, found by
+    # name, and picked by ``auto`` for each of its hosts
+    from retrybudget.core import profiles
+    from retrybudget.core.profiles import _builtins
+
+    entries = {name: value for name, value in vars(_builtins).items()
+               if isinstance(value, rb.Profile) and not name.startswith("_")}
+    assert list(rb.PROFILES.values()) == list(entries.values())
+    assert tuple(entries.values()) == rb.PROVIDERS
+    for name, profile in entries.items():
+        assert getattr(profiles, name) is profile
+        assert name in profiles.__all__
+        assert rb.get_profile(profile.name) is profile
+    auto = rb.auto()
+    for profile in rb.PROVIDERS:
+        for host in profile.hosts:
+            domain = "api" + host if host.startswith(".") else host  # ".x.com": any subdomain
+            assert auto.resolve(f"https://{domain}/v1").name == profile.name, host
+
+
+def test_every_header_a_built_in_profile_reads_is_evidence() -> None:
+    # the integrations' quick paths and an HTTP library's exception read keep only the
+    # evidence headers: a header a built-in profile reads must be one of them to reach it
+    from retrybudget.core.headers import EVIDENCE_HEADERS, EVIDENCE_PREFIXES
+
+    for profile in rb.PROVIDERS:
+        for name in profile.header_names():
+            assert name in EVIDENCE_HEADERS or name.startswith(EVIDENCE_PREFIXES), (profile.name,
+                                                                                      name)
+
+
 # Retry hints, both ways --------------------------------------------------------------
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from urllib3 import HTTPResponse
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ReadTimeoutError
 
 import retrybudget as rb
-from retrybudget._native import evidence, urllib3_failure_kind
+from retrybudget._native import evidence
+from retrybudget._native.urllib3 import urllib3_failure_kind
 from retrybudget.core.actions import Attempt, AttemptResult, RequestInfo
 from retrybudget.core.classify import FailureSeen, ResponseSeen
 from retrybudget.integrations.urllib3 import BudgetRetry

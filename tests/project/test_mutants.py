@@ -96,7 +96,8 @@ MUTANTS = [
     # concurrency slot would stay taken until it expired
     Mutant(
         "lease-kept-on-a-stop-before-the-attempt", "core/flow.py",
-        "yield Learn(bucket, None, permit.lease, report)", "yield Learn(bucket, None, None, report)",
+        "yield actions.Learn(bucket, None, permit.lease, report)",
+        "yield actions.Learn(bucket, None, None, report)",
         (FLOW + "test_a_coordinator_wait_that_eats_the_attempt_time_stops_with_deadline_and_"
                 "gives_the_lease_back",),
     ),

@@ -144,6 +144,17 @@ class Loop(RetrierParts):
         elif isinstance(action, Finish):
             notify(hooks, "on_outcome", action.outcome, request)
 
+    def _next(self, flow: FlowGen, reply: object, pending: Action | None,
+              request: RequestInfo | None, operation_id: str) -> Action | Outcome[object]:
+        """The flow's next action, announced to the hooks (``pending``: the one it yielded
+        last, not performed yet, else ``reply`` answers the last); or its outcome, ended."""
+        action = _next_action(flow, reply, pending)
+        if isinstance(action, Outcome):
+            return ended(action)
+        if request is not None:
+            self._announce(action, request, operation_id)
+        return action
+
     def _drive(self, flow: FlowGen, perform: Callable[[Attempt], AttemptResult],
                reply: object, request: RequestInfo | None = None,
                operation_id: str = "", pending: Action | None = None) -> Outcome[object]:
@@ -151,13 +162,8 @@ class Loop(RetrierParts):
 
         ``pending``: the action the flow yielded last, not performed yet (else ``reply`` answers it).
         """
-        while True:
-            action = _next_action(flow, reply, pending)
-            if isinstance(action, Outcome):
-                return ended(action)
-            pending = None
-            if request is not None:
-                self._announce(action, request, operation_id)
+        action = self._next(flow, reply, pending, request, operation_id)
+        while not isinstance(action, Outcome):
             if isinstance(action, Attempt):
                 reply = perform(action)
             elif isinstance(action, Sleep):
@@ -165,18 +171,15 @@ class Loop(RetrierParts):
                 reply = None
             else:
                 reply = self.coordinator.handle(action)
+            action = self._next(flow, reply, None, request, operation_id)
+        return action
 
     async def _adrive(self, flow: FlowGen, perform: Callable[[Attempt], Awaitable[AttemptResult]],
                       reply: object, request: RequestInfo | None = None,
                       operation_id: str = "", pending: Action | None = None) -> Outcome[object]:
-        """The async twin of :meth:`_drive`."""
-        while True:
-            action = _next_action(flow, reply, pending)
-            if isinstance(action, Outcome):
-                return ended(action)
-            pending = None
-            if request is not None:
-                self._announce(action, request, operation_id)
+        """The async twin of :meth:`_drive` (each action performed with ``await``)."""
+        action = self._next(flow, reply, pending, request, operation_id)
+        while not isinstance(action, Outcome):
             if isinstance(action, Attempt):
                 reply = await perform(action)
             elif isinstance(action, Sleep):
@@ -184,4 +187,5 @@ class Loop(RetrierParts):
                 reply = None
             else:
                 reply = await self.coordinator.ahandle(action)
-
+            action = self._next(flow, reply, None, request, operation_id)
+        return action

@@ -4,9 +4,8 @@ A function run by :meth:`~retrybudget.Retrier.call` or ``@retrying`` is usually 
 ordinary way: send, ``raise_for_status()``, decode. What it raises is then the HTTP
 library's exception, and this package reads it as what it is:
 
-- an error that carries a response (``httpx.HTTPStatusError`` and httpx2's,
-  ``requests.HTTPError``, ``aiohttp.ClientResponseError``, ``urllib.error.HTTPError``) is
-  that response: its status, the headers the classifier reads, its body text when it was
+- an error that carries a response (``httpx.HTTPStatusError``, ``requests.HTTPError``…)
+  is that response: its status, the headers the classifier reads, its body text when it was
   already read (bounded), and the method of the request it answered (a failed POST is not
   replayed);
 - a transport error (connect, timeout, reset, pool…) is the failure kind the integrations map
@@ -16,27 +15,26 @@ Nothing here imports an HTTP library up front: an exception is recognised by the
 the classes it derives from, and only that library's reader is imported, when such an
 exception is first seen (which proves the library is installed).
 
-The integrations take each library's failure kinds and header evidence from here, and the
-drivers' :class:`~retrybudget.CallInterpreter` its exception readers: one home for both,
-below the drivers that use it.
+The integrations take each library's failure kinds and header evidence from its module
+here, and the drivers' :class:`~retrybudget.CallInterpreter` its exception reader: one home
+for both, below the drivers that use it.
 
-The package's modules: ``_shared`` (what every reader shares), one per library (``_stdlib``,
-``_httpx`` for httpx and httpx2, ``_requests``, ``_aiohttp``, ``_urllib3``, ``_sdks`` for
-the official SDKs), ``_observe`` (an exception to the reader of its library) and ``_carry``
-(the outcome an object carries).
+Each library has a module of its own, named as the library's top-level package (``httpx``
+for httpx): its failure kinds, its header evidence and ``read``, its exceptions' reader,
+which ``_observe`` finds by that name when one of the library's exceptions is first seen.
+Adding a library is adding its module; no list here or elsewhere names them. The private
+modules: ``_shared`` (what every reader shares), ``_stdlib`` (the standard library's
+network errors), ``_sdks`` (the official SDKs' errors), ``_observe`` (an exception to the
+reader of its library) and ``_carry`` (the outcome an object carries).
 """
 
 from __future__ import annotations
 
-from ._aiohttp import aiohttp_failure_kind
 from ._carry import OUTCOME, OUTCOME_ATTRIBUTE, Carried, carry, outcome_of
-from ._httpx import httpx_evidence, httpx_evidence_of, httpx_failure_kind
 from ._observe import observe_error
-from ._requests import requests_evidence, requests_failure_kind
 from ._sdks import RETRY_COUNT_HEADER, is_sdk_error, sdk_retries_taken
 from ._shared import EVIDENCE, evidence, method_of
 from ._stdlib import stdlib_failure_kind
-from ._urllib3 import urllib3_failure_kind
 
 __all__ = [
     "EVIDENCE",
@@ -44,19 +42,12 @@ __all__ = [
     "OUTCOME_ATTRIBUTE",
     "RETRY_COUNT_HEADER",
     "Carried",
-    "aiohttp_failure_kind",
     "carry",
     "evidence",
-    "httpx_evidence",
-    "httpx_evidence_of",
-    "httpx_failure_kind",
     "is_sdk_error",
     "method_of",
     "observe_error",
     "outcome_of",
-    "requests_evidence",
-    "requests_failure_kind",
     "sdk_retries_taken",
     "stdlib_failure_kind",
-    "urllib3_failure_kind",
 ]

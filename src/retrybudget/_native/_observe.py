@@ -1,17 +1,19 @@
 """An HTTP library's exception read as the observation it stands for, by the library it
-comes from."""
+comes from.
+
+A library's reader is found by name: the exception's top-level module names this package's
+module of the same name (``retrybudget._native.httpx`` for an ``httpx`` exception), whose
+``read`` it is. Adding a library is adding that module; nothing here lists them.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 from ..core.classify import Observation
 from ..errors import RetryBudgetError
-from ._aiohttp import _aiohttp
-from ._httpx import _httpx
-from ._requests import _requests
 from ._sdks import _SDKS, _response_seen, _sdk
 from ._shared import Reader, method_of
-from ._stdlib import _urllib
-from ._urllib3 import _urllib3
 
 
 def observe_error(error: BaseException) -> Observation | None:
@@ -23,8 +25,10 @@ def observe_error(error: BaseException) -> Observation | None:
     """
     if isinstance(error, RetryBudgetError):
         return None  # an inner operation already decided: not a provider failure to read
+    readers = _READERS
     for cls in type(error).__mro__:
-        reader = _READERS.get(cls.__module__.partition(".")[0])
+        top = cls.__module__.partition(".")[0]
+        reader = readers[top] if top in readers else _find(top)
         if reader is not None:
             return reader(error)
     # anyone's error that carries an HTTP library's response is that response
@@ -37,13 +41,23 @@ def _sdk_error(error: BaseException) -> Observation | None:
     return _sdk(error, observe_error)
 
 
-_READERS: dict[str, Reader] = {
-    "httpx": _httpx,
-    "httpx2": _httpx,
-    "requests": _requests,
-    "urllib3": _urllib3,
-    "aiohttp": _aiohttp,
-    "urllib": _urllib,
-    **dict.fromkeys(_SDKS, _sdk_error),
-}
-"""Top-level module of an exception class → the reader of that library's exceptions."""
+def _find(top: str) -> Reader | None:
+    """The reader of the library whose top-level module is ``top`` (``read`` of this package's
+    module of that name), or None when it has none; remembered either way."""
+    reader: Reader | None = None
+    if top.isidentifier() and not top.startswith("_"):
+        name = f"{__package__}.{top}"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as missing:
+            if missing.name != name:
+                raise  # the library's reader is there but breaks: not to be hidden
+        else:
+            reader = getattr(module, "read", None)
+    _READERS[top] = reader
+    return reader
+
+
+_READERS: dict[str, Reader | None] = dict.fromkeys(_SDKS, _sdk_error)
+"""Top-level module of an exception class → the reader of that library's exceptions (None:
+no reader), filled as each is first seen; the official SDKs' from :mod:`._sdks`."""

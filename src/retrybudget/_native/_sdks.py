@@ -8,9 +8,9 @@ import warnings
 from collections.abc import Mapping
 
 from ..core.classify import MESSAGE_LIMIT, FailureSeen, Observation
-from ._httpx import _HTTPX_PACKAGES, httpx_evidence
-from ._requests import requests_evidence
 from ._shared import Reader, _lower_pairs, _response, method_of
+from .httpx import _HTTPX_PACKAGES, httpx_evidence
+from .requests import requests_evidence
 
 
 def _response_seen(response: object, method: str | None) -> Observation | None:

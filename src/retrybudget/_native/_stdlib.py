@@ -1,11 +1,10 @@
-"""The standard library: its network errors as failure kinds, and urllib's errors read."""
+"""The standard library: its network errors as failure kinds."""
 
 from __future__ import annotations
 
 import asyncio
 
-from ..core.classify import MESSAGE_LIMIT, FailureKind, Observation
-from ._shared import _failure, _response
+from ..core.classify import FailureKind
 
 
 def stdlib_failure_kind(error: BaseException, retry_on: tuple[type[BaseException], ...] = ()) -> FailureKind:
@@ -17,19 +16,3 @@ def stdlib_failure_kind(error: BaseException, retry_on: tuple[type[BaseException
     if isinstance(error, ConnectionError) or (retry_on and isinstance(error, retry_on)):
         return FailureKind.NETWORK
     return FailureKind.ERROR
-
-
-def _urllib(error: BaseException) -> Observation | None:
-    import urllib.error  # noqa: PLC0415
-
-    if isinstance(error, urllib.error.HTTPError):
-        message = ""
-        if error.fp is not None and error.code >= 400:
-            # Bounded: what the classifier reads of the body, no more.
-            message = error.read(MESSAGE_LIMIT).decode("utf-8", "replace")
-        headers = error.headers
-        pairs = [] if headers is None else [(k.lower(), v) for k, v in headers.items()]
-        return _response(error.code, pairs, message, None)
-    if isinstance(error, urllib.error.URLError) and isinstance(error.reason, BaseException):
-        return _failure(stdlib_failure_kind(error.reason), error, None)
-    return None

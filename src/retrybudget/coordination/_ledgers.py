@@ -5,15 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from ._logic import (
-    TOKEN_DIMENSIONS,
-    Ledger,
-    ledger_charged,
-    ledger_closed,
-    ledger_hold,
-    ledger_learn,
-    ledger_rolled,
-)
+from . import _logic
 from ._tokens import Charge, TokenCall
 
 __all__ = ["Ledgers"]
@@ -28,7 +20,7 @@ class Ledgers:
     __slots__ = ("charges", "dims")
 
     def __init__(self) -> None:
-        self.dims = [Ledger() for _ in TOKEN_DIMENSIONS]
+        self.dims = [_logic.Ledger() for _ in _logic.TOKEN_DIMENSIONS]
         self.charges: dict[str, Charge] = {}  # lease -> its request's charge
 
     def in_flight(self, live: Container[str]) -> list[int]:
@@ -48,8 +40,8 @@ class Ledgers:
         flight = self.in_flight(live)
         until = None
         for i, amount in enumerate(charge):
-            self.dims[i] = ledger = ledger_rolled(self.dims[i], now, flight[i])
-            held = ledger_hold(ledger, now, amount, spread, flight[i])
+            self.dims[i] = ledger = _logic.ledger_rolled(self.dims[i], now, flight[i])
+            held = _logic.ledger_hold(ledger, now, amount, spread, flight[i])
             if held is not None:
                 until = held if until is None else max(until, held)
         return until
@@ -58,7 +50,7 @@ class Ledgers:
         """A request that charges ``charge`` went under ``lease``."""
         self.charges[lease] = charge
         for i, amount in enumerate(charge):
-            self.dims[i] = ledger_charged(self.dims[i], amount)
+            self.dims[i] = _logic.ledger_charged(self.dims[i], amount)
 
     def learned(self, lease: str, call: TokenCall, now: float, wall: float,
                 live: Container[str]) -> None:
@@ -73,20 +65,20 @@ class Ledgers:
             return
         flight = self.in_flight(live)
         refused = call.refused()
-        for i, dimension in enumerate(TOKEN_DIMENSIONS):
-            ledger = ledger_rolled(self.dims[i], now, flight[i])
+        for i, dimension in enumerate(_logic.TOKEN_DIMENSIONS):
+            ledger = _logic.ledger_rolled(self.dims[i], now, flight[i])
             if call.status == 429:
-                ledger = ledger_charged(ledger, -charge[i])
+                ledger = _logic.ledger_charged(ledger, -charge[i])
             elif call.usage is not None:
                 spent = (call.usage.total, call.usage.input_tokens, call.usage.output_tokens)[i]
-                ledger = ledger_charged(ledger, spent - charge[i])
+                ledger = _logic.ledger_charged(ledger, spent - charge[i])
             reading = call.readings.get(dimension)  # type: ignore[call-overload]
             reset_in = None
             if reading is not None:
                 reset_in = None if reading.reset_at is None else reading.reset_at - wall
-                ledger = ledger_learn(ledger, now, reading.limit, reading.remaining, reset_in,
+                ledger = _logic.ledger_learn(ledger, now, reading.limit, reading.remaining, reset_in,
                                       flight[i])
             if dimension in refused:
-                ledger = ledger_closed(ledger, now + (reset_in if reset_in and reset_in > 0
+                ledger = _logic.ledger_closed(ledger, now + (reset_in if reset_in and reset_in > 0
                                                       else _REFUSED_FOR))
             self.dims[i] = ledger

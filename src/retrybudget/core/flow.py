@@ -11,20 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 
 from .._clock import Clock
-from .actions import (
-    Acquire,
-    Action,
-    Admission,
-    Admit,
-    Attempt,
-    AttemptResult,
-    Finish,
-    Learn,
-    Permit,
-    RequestInfo,
-    Sleep,
-    SpendRetry,
-)
+from . import actions
 from .classify import classify
 from .decide import (
     MAX_COORDINATOR_WAITS,
@@ -45,15 +32,15 @@ from .throttle import Throttle, throttle_of
 
 __all__ = ["FlowGen", "operation_flow"]
 
-FlowGen = Generator[Action, object, Outcome[object]]
+FlowGen = Generator[actions.Action, object, Outcome[object]]
 """What :func:`operation_flow` returns: yields actions, is sent their replies, returns the outcome."""
 
 
 def _conclude(
     policy: Policy,
-    request: RequestInfo,
+    request: actions.RequestInfo,
     state: OperationState,
-    last: AttemptResult | None,
+    last: actions.AttemptResult | None,
     reason: Reason,
     retry_at: float | None,
     detail: str,
@@ -75,9 +62,9 @@ def _conclude(
     )
 
 
-_ADMITTED = Admission()
-_GO = Permit()
-_Asked = Generator[Action, object, "tuple[Permit, Retry | Stop | None]"]
+_ADMITTED = actions.Admission()
+_GO = actions.Permit()
+_Asked = Generator[actions.Action, object, "tuple[actions.Permit, Retry | Stop | None]"]
 
 
 def _ask_gates(policy: Policy, state: OperationState, clock: Clock, gates: tuple[str, ...],
@@ -91,15 +78,15 @@ def _ask_gates(policy: Policy, state: OperationState, clock: Clock, gates: tuple
     room, fail_fast = patience(policy, state, state.started if first else clock.monotonic())
     for gate in gates:
         own = gate == bucket
-        reply = yield Acquire(gate, state.attempts + 1,
+        reply = yield actions.Acquire(gate, state.attempts + 1,
                               policy.profile.write_gap(state.method) if own else 0.0,
                               room, fail_fast)
-        assert isinstance(reply, Permit)  # noqa: S101 - the drivers' contract
+        assert isinstance(reply, actions.Permit)  # noqa: S101 - the drivers' contract
         permit = reply
         step = plan_wait(policy, state, clock.monotonic(), permit.wait, permit.reason,
                          permit.retry_at, clock.wall())
         if not own and permit.lease is not None:
-            yield Learn(gate, None, permit.lease)
+            yield actions.Learn(gate, None, permit.lease)
             permit = _GO
         if step is not None:
             break
@@ -107,21 +94,21 @@ def _ask_gates(policy: Policy, state: OperationState, clock: Clock, gates: tuple
 
 
 def _learn(gates: tuple[str, ...], scope: str, throttle: Throttle, lease: str | None,
-           final: bool) -> Generator[Action, object, None]:
+           final: bool) -> Generator[actions.Action, object, None]:
     """Report an attempt's throttle under its bucket, or, for a rate limit of the global scope
     when the bucket is a route, under the provider key (every route waits), the route's lease
     given back."""
     if len(gates) == 2 and scope == "global":
-        yield Learn(gates[1], None, lease)
-        yield Learn(gates[0], throttle, None, final)
+        yield actions.Learn(gates[1], None, lease)
+        yield actions.Learn(gates[0], throttle, None, final)
     else:
-        yield Learn(gates[-1], throttle, lease, final)
+        yield actions.Learn(gates[-1], throttle, lease, final)
 
 
 def _after_attempt(policy: Policy, state: OperationState, clock: Clock, sample: Callable[[], float],
-                   result: AttemptResult, attempt: tuple[float, float | None],
+                   result: actions.AttemptResult, attempt: tuple[float, float | None],
                    coordinated: tuple[str, tuple[str, ...], str | None] | None, report: bool,
-                   ) -> Generator[Action, object, tuple[OperationState, Retry | Stop]]:
+                   ) -> Generator[actions.Action, object, tuple[OperationState, Retry | Stop]]:
     """After an attempt (started at ``attempt[0]`` with timeout ``attempt[1]``): classify it,
     decide, tell the coordinator (``coordinated``: the provider key, the gates and the
     permit's lease; None: uncoordinated), ask the shared budget for a retry of a failure; the
@@ -137,7 +124,7 @@ def _after_attempt(policy: Policy, state: OperationState, clock: Clock, sample: 
         yield from _learn(gates, classified.scope, throttle_of(policy.profile, classified),
                           lease, report and isinstance(decision, Stop))
         if (isinstance(decision, Retry) and draws_on_retry_budget(classified.kind)
-                and not (yield SpendRetry(key))):
+                and not (yield actions.SpendRetry(key))):
             decision = retry_refused(decision)
     record = AttemptRecord(
         number=state.attempts + 1, started=started - state.started, elapsed=now - started,
@@ -150,7 +137,7 @@ def _after_attempt(policy: Policy, state: OperationState, clock: Clock, sample: 
     return state.with_attempt(record, classified, result.bounded), decision
 
 
-def _gates(policy: Policy, request: RequestInfo) -> tuple[Policy, str, tuple[str, ...]]:
+def _gates(policy: Policy, request: actions.RequestInfo) -> tuple[Policy, str, tuple[str, ...]]:
     """The policy in force (``profile="auto"``: the request host's profile classifies), the
     rate-limit bucket and the gates an attempt asks.
 
@@ -165,19 +152,19 @@ def _gates(policy: Policy, request: RequestInfo) -> tuple[Policy, str, tuple[str
     return policy, bucket, (key, bucket) if bucket != key and policy.profile.route_majors else (bucket,)
 
 
-def _wait(state: OperationState, step: Retry) -> Generator[Action, object, OperationState]:
+def _wait(state: OperationState, step: Retry) -> Generator[actions.Action, object, OperationState]:
     """Take a wait the decision functions asked for: yield the Sleep; the state that records it."""
     wait = Wait(step.after, step.reason, step.source, state.attempts)
-    yield Sleep(wait)
+    yield actions.Sleep(wait)
     return state.with_wait(wait, step.retry_at)
 
 
-def _acquire(policy: Policy, state: OperationState, clock: Clock, gates: tuple[str, ...],
-             bucket: str) -> Generator[Action, object, tuple[OperationState, Permit, Stop | None]]:
+def _acquire(policy: Policy, state: OperationState, clock: Clock, gates: tuple[str, ...], bucket: str,
+             ) -> Generator[actions.Action, object, tuple[OperationState, actions.Permit, Stop | None]]:
     """Ask the gates until they let the next attempt go, taking each wait they ask for: the
     state with those waits, the last permit, and the stop when one ends the operation
     (bounded: :func:`plan_acquire` stops it after ``MAX_COORDINATOR_WAITS`` waits)."""
-    permit: Permit = _GO
+    permit: actions.Permit = _GO
     for waited in range(MAX_COORDINATOR_WAITS + 1):
         if (capped := plan_acquire(state, waited)) is not None:
             return state, permit, capped
@@ -191,7 +178,7 @@ def _acquire(policy: Policy, state: OperationState, clock: Clock, gates: tuple[s
     return state, permit, None
 
 
-def operation_flow(policy: Policy, request: RequestInfo, clock: Clock, *, operation_id: str,
+def operation_flow(policy: Policy, request: actions.RequestInfo, clock: Clock, *, operation_id: str,
                    sample: Callable[[], float], coordinated: bool = True,
                    report: bool = True) -> FlowGen:
     """Run one logical operation as a sequence of actions; the generator returns its
@@ -204,7 +191,7 @@ def operation_flow(policy: Policy, request: RequestInfo, clock: Clock, *, operat
         operation_id: this operation's id.
         sample: draws one uniform sample in [0, 1) per decision (jitter).
         coordinated: ask a coordinator (breaker, gate, budget); False: as if each said "go".
-        report: yield :class:`Finish` at the end (False when nobody listens).
+        report: yield :class:`~.actions.Finish` at the end (False when nobody listens).
     """
     policy, bucket, gates = _gates(policy, request)
     key = request.key
@@ -212,18 +199,18 @@ def operation_flow(policy: Policy, request: RequestInfo, clock: Clock, *, operat
         policy, operation_id, clock.monotonic(),
         method=request.method, has_idempotency_key=request.has_idempotency_key,
     )
-    last: AttemptResult | None = None
+    last: actions.AttemptResult | None = None
 
     def finish(stop: Stop, probe: bool) -> FlowGen:  # end as ``stop`` says, and report it
         outcome = _conclude(policy, request, state, last, stop.reason, stop.retry_at, stop.detail,
                             clock.monotonic())
         if report:
-            yield Finish(key, outcome, probe)
+            yield actions.Finish(key, outcome, probe)
         return outcome
 
-    admission = (yield Admit(key, *patience(policy, state, state.started))
+    admission = (yield actions.Admit(key, *patience(policy, state, state.started))
                  ) if coordinated else _ADMITTED
-    assert isinstance(admission, Admission)  # noqa: S101 - the drivers' contract
+    assert isinstance(admission, actions.Admission)  # noqa: S101 - the drivers' contract
     if not admission.allowed:
         return (yield from finish(Stop(Reason.CIRCUIT_OPEN, admission.retry_at,
                                        admission.detail or "circuit open"), False))
@@ -239,11 +226,11 @@ def operation_flow(policy: Policy, request: RequestInfo, clock: Clock, *, operat
         plan = plan_attempt(policy, state, started)
         if isinstance(plan, Stop):
             if coordinated:
-                yield Learn(bucket, None, permit.lease, report)
+                yield actions.Learn(bucket, None, permit.lease, report)
             return (yield from finish(plan, probe))
 
-        result = yield Attempt(state.attempts + 1, plan)
-        assert isinstance(result, AttemptResult)  # noqa: S101 - the drivers' contract
+        result = yield actions.Attempt(state.attempts + 1, plan)
+        assert isinstance(result, actions.AttemptResult)  # noqa: S101 - the drivers' contract
         last = result
         state, decision = yield from _after_attempt(
             policy, state, clock, sample, result, (started, plan),

@@ -1,14 +1,11 @@
-"""Integrations with HTTP clients: httpx and httpx2 transports, a requests adapter, an aiohttp
-middleware.
+"""Integrations with HTTP client libraries: each request sent through one is a bounded,
+provider-aware operation.
 
-The client modules import their library, so import the one you use:
-
-- :mod:`retrybudget.integrations.httpx`: ``RetryTransport`` and ``AsyncRetryTransport``;
-- :mod:`retrybudget.integrations.httpx2`: the same for httpx2 (anthropic's and openai's);
-- :mod:`retrybudget.integrations.requests`: ``RetryAdapter``;
-- :mod:`retrybudget.integrations.urllib3`: ``BudgetRetry``, for a library that takes only a
-  urllib3 ``Retry`` (PyGithub);
-- :mod:`retrybudget.integrations.aiohttp`: ``RetryMiddleware``.
+Each library has a module of its own, named as the library
+(:mod:`retrybudget.integrations.httpx` serves httpx) and importing it, so import the one you
+use; docs/http.md shows each. A transport, adapter or middleware builds on one base class,
+``Front`` (the options every integration takes, its engine and its retrier), and takes its
+library's failure kinds and headers from the library's reader in ``retrybudget._native``.
 
 This package itself needs none of these libraries. It holds what they share: reading the
 operation's stats and outcome back from a response or an error, one result shape for every

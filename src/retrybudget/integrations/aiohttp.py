@@ -22,19 +22,11 @@ the operation once, the handler after it sees every attempt.
 The final response carries the operation's stats and outcome as attributes
 (``response.retrybudget``, ``response.retrybudget_outcome``; or
 :func:`retrybudget.integrations.stats_of` / :func:`~retrybudget.integrations.outcome_of`).
-Outcomes with no response to hand over raise the errors below, which are both
-:class:`retrybudget.RetryBudgetError` and aiohttp errors::
-
-    MiddlewareRateLimited         RateLimited + aiohttp.ClientConnectionError
-    MiddlewareRetriesExhausted    RetriesExhausted + aiohttp.ClientConnectionError
-    MiddlewareDeadlineExceeded    DeadlineExceeded + aiohttp.ServerTimeoutError
-    MiddlewareCircuitOpen         CircuitOpen + aiohttp.ClientConnectionError
-    MiddlewareRetryBudgetRefused  RetryBudgetRefused + aiohttp.ClientConnectionError
-    MiddlewareNotRetried          NotRetried + aiohttp.ClientConnectionError
-    MiddlewareInvalidPayload      InvalidPayload + aiohttp.ClientPayloadError
-    MiddlewareRejected            Rejected + aiohttp.ClientConnectionError (not raised)
-    MiddlewareNotFound            NotFound + aiohttp.ClientConnectionError (not raised)
-    MiddlewareUnexpectedResponse  UnexpectedResponse + aiohttp.ClientConnectionError (not raised)
+Outcomes with no response to hand over raise the integration's
+:func:`~retrybudget.errors.error_family`: ``Middleware`` and the error's name
+(``MiddlewareRateLimited``, ``MiddlewareRetriesExhausted``…), each the
+:class:`retrybudget.RetryBudgetError` of its reason and also ``aiohttp.ClientConnectionError``
+(``aiohttp.ServerTimeoutError`` for the deadline, ``aiohttp.ClientPayloadError`` for an invalid payload).
 """
 
 from __future__ import annotations
@@ -50,19 +42,18 @@ from aiohttp import ClientRequest, ClientResponse
 from aiohttp.client_middlewares import ClientHandlerType
 
 from .. import errors
-from .._drivers import Begun, Retrier
-from .._native import aiohttp_failure_kind as failure_kind
+from .._drivers import Begun
 from .._native import evidence
+from .._native.aiohttp import aiohttp_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, first_ok
-from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
-    Engine,
     Operation,
     key_of_url,
 )
+from ._front import Front, Wiring
 
 __all__ = [
     "MiddlewareCircuitOpen",
@@ -134,42 +125,15 @@ def _default_key(request: ClientRequest) -> str:
     return key_of_url(str(request.url))
 
 
-class RetryMiddleware:
+class RetryMiddleware(Front[ClientRequest]):
     """An aiohttp client middleware: each request is one bounded, provider-aware operation.
 
-    Args:
-        retrier: the retrier: policy, clock, coordinator, hooks and random source.
-        policy: a policy that replaces the retrier's (a shortcut for ``Retrier(policy=...)``).
-        key: names a request's provider key (default ``scheme://host[:port]``).
-        generate_idempotency_keys: give requests whose method is not idempotent under the
-            policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
-            unchanged on every attempt. A write is still only retried with
-            ``policy.retry_writes_with_key=True``.
-        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
-            client above follows it; each hop is its own operation). False: a 3xx is what the
-            profile makes of it (``unexpected`` unless the profile lists it).
+    It takes the options every integration takes (their shared base class :class:`Front`):
+    ``retrier``, ``policy``, ``key``, ``generate_idempotency_keys`` and ``redirects_ok``.
     """
 
-    def __init__(
-        self,
-        retrier: Retrier | None = None,
-        *,
-        policy: Policy | None = None,
-        key: KeyFunction | None = None,
-        generate_idempotency_keys: bool = False,
-        redirects_ok: bool = True,
-    ) -> None:
-        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
-                              redirects_ok=redirects_ok,
-                              errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
-                              headers=_evidence)
-        self._key = key or _default_key
-
-    @property
-    def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final unless
-        ``redirects_ok=False``)."""
-        return self._engine.retrier
+    _wiring = Wiring(_ERRORS, failure_kind, _attach, _evidence, _default_key)
+    _key: KeyFunction
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         """Run the request as one operation; return its final response or raise."""

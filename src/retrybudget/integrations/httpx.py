@@ -23,39 +23,30 @@ cancellation, say); the async transport reads through any other inner transport 
 cancel scope. With no hook, audit sink or active coordinator, a request's first
 attempt is sent before the operation is built; only an answer that is not a plain success
 builds it (and goes on from that attempt). The client above follows redirects, so
-each hop is an operation of its own. Outcomes with no response to hand over raise the
-errors below, which are both :class:`retrybudget.RetryBudgetError` and httpx errors::
-
-    TransportRateLimited         RateLimited + httpx.TransportError
-    TransportRetriesExhausted    RetriesExhausted + httpx.TransportError
-    TransportDeadlineExceeded    DeadlineExceeded + httpx.TimeoutException
-    TransportCircuitOpen         CircuitOpen + httpx.TransportError
-    TransportRetryBudgetRefused  RetryBudgetRefused + httpx.TransportError
-    TransportNotRetried          NotRetried + httpx.TransportError
-    TransportInvalidPayload      InvalidPayload + httpx.ProtocolError
-    TransportRejected            Rejected + httpx.TransportError (not raised: a response exists)
-    TransportNotFound            NotFound + httpx.TransportError (not raised: a response exists)
-    TransportUnexpectedResponse  UnexpectedResponse + httpx.TransportError (not raised)
+each hop is an operation of its own. Outcomes with no response to hand over raise the integration's
+:func:`~retrybudget.errors.error_family`: ``Transport`` and the error's name
+(``TransportRateLimited``, ``TransportRetriesExhausted``…), each the
+:class:`retrybudget.RetryBudgetError` of its reason and also ``httpx.TransportError``
+(``httpx.TimeoutException`` for the deadline, ``httpx.ProtocolError`` for an invalid payload).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import anyio
 import httpx
 
 from .. import errors
 from .._drivers import PLAIN_OK, Begun, Retrier
-from .._native import httpx_evidence as _evidence
-from .._native import httpx_evidence_of
-from .._native import httpx_failure_kind as failure_kind
+from .._native.httpx import httpx_evidence as _evidence
+from .._native.httpx import httpx_evidence_of
+from .._native.httpx import httpx_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
 from ..core.outcome import Outcome
-from ..core.policy import Policy
 from ..observe import log_hooks, logs_steps
 from ._common import (
     JOB_ID,
@@ -68,10 +59,16 @@ from ._common import (
     safe_url,
 )
 from ._deadline import _DEADLINE, Deadline, bounded
+from ._front import Front, Wiring
 from ._handed import carry
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, within
 from ._httpx_lazy import AsyncLazy, Lazy, Sent
 from ._tokens import acosted, costed, record_answers
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._front import Options
 
 __all__ = [
     "ERRORS",
@@ -158,31 +155,20 @@ class _Operation(Operation):
         return response
 
 
-class _Base(Generic[T]):
+class _Base(Front[httpx.Request], Generic[T]):
     """Construction shared by both transports; ``T`` is the inner transport's type."""
 
     _default_transport: Callable[[], T]
+    _wiring = Wiring(ERRORS, failure_kind, carry, _evidence)
 
-    def __init__(
-        self,
-        transport: T | None = None,
-        *,
-        retrier: Retrier | None = None,
-        policy: Policy | None = None,
-        key: KeyFunction | None = None,
-        generate_idempotency_keys: bool = False,
-        redirects_ok: bool = True,
-    ) -> None:
+    def __init__(self, transport: T | None = None, *, retrier: Retrier | None = None,
+                 **options: Unpack[Options[httpx.Request]]) -> None:
         self._transport: T = transport if transport is not None else self._default_transport()
         # httpx's own transports: every socket read and write ends by the attempt's end (the
         # async one also cuts each exchange there, see AsyncRetryTransport._within).
         self._sockets_bounded = bound_sockets(self._transport)
-        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
-                              redirects_ok=redirects_ok,
-                              errors=ERRORS, failure_kind=failure_kind, attach=carry,
-                              headers=_evidence)
+        Front.__init__(self, retrier, **options)
         record_answers(self._engine)  # token pacing: each answer's quota headers
-        self._key = key
 
     def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
         """The shape a request's 2xx is handed over unread in, and the request's key; or None:
@@ -206,12 +192,6 @@ class _Base(Generic[T]):
         host = (ref.scheme, ref.host, ref.port)
         engine = self._engine
         return engine.shapes.get(host) or engine.shape(host, str(request.url))
-
-    @property
-    def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final unless
-        ``redirects_ok=False``)."""
-        return self._engine.retrier
 
     def _start(self, request: httpx.Request, key: str | None = None) -> _Operation:
         return _Operation(self._engine, request, self._key, key)
@@ -318,16 +298,8 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     Args:
         transport: the transport that sends each attempt (default ``httpx.HTTPTransport()``).
-        retrier: the retrier: policy, clock, coordinator, hooks and random source.
-        policy: a policy that replaces the retrier's (a shortcut for ``Retrier(policy=...)``).
-        key: names a request's provider key (default ``scheme://host[:port]``).
-        generate_idempotency_keys: give requests whose method is not idempotent under the
-            policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
-            unchanged on every attempt. A write is still only retried with
-            ``policy.retry_writes_with_key=True``.
-        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
-            client above follows it; each hop is its own operation). False: a 3xx is what the
-            profile makes of it (``unexpected`` unless the profile lists it).
+        retrier: as for every integration (their shared base class :class:`Front`), and so
+            are ``policy``, ``key``, ``generate_idempotency_keys`` and ``redirects_ok``.
     """
 
     _default_transport = httpx.HTTPTransport
@@ -447,11 +419,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     Args:
         transport: the transport that sends each attempt (default ``httpx.AsyncHTTPTransport()``).
-        retrier: the retrier: policy, clock, coordinator, hooks and random source.
-        policy: a policy that replaces the retrier's.
-        key: names a request's provider key (default ``scheme://host[:port]``).
-        generate_idempotency_keys: as for :class:`RetryTransport`.
-        redirects_ok: as for :class:`RetryTransport`.
+        retrier: and the other options, as for :class:`RetryTransport`.
     """
 
     _default_transport = httpx.AsyncHTTPTransport

@@ -4,12 +4,13 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import httpx2
+from typing_extensions import Unpack
 
 from .. import errors
 from .._drivers import Retrier
 from ..core.classify import FailureKind
 from ..core.outcome import Reason
-from ..core.policy import Policy
+from ._front import Front, Options
 
 KeyFunction = Callable[[httpx2.Request], str]
 
@@ -30,19 +31,9 @@ def failure_kind(error: BaseException) -> FailureKind: ...
 
 T = TypeVar("T", httpx2.BaseTransport, httpx2.AsyncBaseTransport)
 
-class _Base(Generic[T]):
-    def __init__(
-        self,
-        transport: T | None = None,
-        *,
-        retrier: Retrier | None = None,
-        policy: Policy | None = None,
-        key: KeyFunction | None = None,
-        generate_idempotency_keys: bool = False,
-        redirects_ok: bool = True,
-    ) -> None: ...
-    @property
-    def retrier(self) -> Retrier: ...
+class _Base(Front[httpx2.Request], Generic[T]):
+    def __init__(self, transport: T | None = None, *, retrier: Retrier | None = None,
+                 **options: Unpack[Options[httpx2.Request]]) -> None: ...
 
 class RetryTransport(_Base[httpx2.BaseTransport], httpx2.BaseTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response: ...

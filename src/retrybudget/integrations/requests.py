@@ -17,19 +17,11 @@ budget, with the same rules, the same stats and the same outcome → caller mapp
 httpx transports. The whole exchange of an attempt (connect, status line, headers and any
 body the adapter reads) ends at the attempt's absolute end: a watchdog closes a connection
 still busy at that instant. The session above follows redirects, so each hop is an operation
-of its own. Outcomes with no response to hand over raise the errors below, which are both
-:class:`retrybudget.RetryBudgetError` and requests errors::
-
-    AdapterRateLimited         RateLimited + requests.ConnectionError
-    AdapterRetriesExhausted    RetriesExhausted + requests.ConnectionError
-    AdapterDeadlineExceeded    DeadlineExceeded + requests.Timeout
-    AdapterCircuitOpen         CircuitOpen + requests.ConnectionError
-    AdapterRetryBudgetRefused  RetryBudgetRefused + requests.ConnectionError
-    AdapterNotRetried          NotRetried + requests.ConnectionError
-    AdapterInvalidPayload      InvalidPayload + requests.RequestException
-    AdapterRejected            Rejected + requests.ConnectionError (not raised: a response exists)
-    AdapterNotFound            NotFound + requests.ConnectionError (not raised: a response exists)
-    AdapterUnexpectedResponse  UnexpectedResponse + requests.ConnectionError (not raised)
+of its own. Outcomes with no response to hand over raise the integration's
+:func:`~retrybudget.errors.error_family`: ``Adapter`` and the error's name
+(``AdapterRateLimited``, ``AdapterRetriesExhausted``…), each the
+:class:`retrybudget.RetryBudgetError` of its reason and also ``requests.ConnectionError``
+(``requests.Timeout`` for the deadline, ``requests.RequestException`` for an invalid payload).
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 import urllib3
@@ -50,11 +42,10 @@ from .. import errors
 from .._clock import Clock
 from .._drivers import Begun, Retrier
 from .._native import evidence
-from .._native import requests_evidence as _evidence
-from .._native import requests_failure_kind as failure_kind
+from .._native.requests import requests_evidence as _evidence
+from .._native.requests import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, first_ok
-from ..core.policy import Policy
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
@@ -64,6 +55,12 @@ from ._common import (
     key_of_url,
 )
 from ._deadline import Deadline, bounded, current_deadline
+from ._front import Front, Wiring
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._front import Options
 
 __all__ = [
     "AdapterCircuitOpen",
@@ -254,52 +251,34 @@ class _Operation(Operation):
         return _clip(self.timeout, attempt.timeout)
 
 
-class RetryAdapter(HTTPAdapter):
+class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
     """A requests transport adapter: each request is one bounded, provider-aware operation.
 
     Mount it on a session for the prefixes it should serve. urllib3's own retries are off
     (``max_retries=0``): every attempt is the retrier's.
 
     Args:
-        retrier: the retrier: policy, clock, coordinator, hooks and random source.
-        policy: a policy that replaces the retrier's (a shortcut for ``Retrier(policy=...)``).
-        key: names a request's provider key (default ``scheme://host[:port]``).
-        generate_idempotency_keys: give requests whose method is not idempotent under the
-            policy (POST, PATCH…) a UUID4 ``Idempotency-Key`` when they carry none; it is sent
-            unchanged on every attempt. A write is still only retried with
-            ``policy.retry_writes_with_key=True``.
-        redirects_ok: a 3xx answer ends the operation as ``ok`` and is handed over (the
-            client above follows it; each hop is its own operation). False: a 3xx is what the
-            profile makes of it (``unexpected`` unless the profile lists it).
+        retrier: as for every integration (their shared base class :class:`Front`), and so
+            are ``policy``, ``key``, ``generate_idempotency_keys`` and ``redirects_ok``.
         pool_connections: as for ``HTTPAdapter``.
         pool_maxsize: as for ``HTTPAdapter``.
         pool_block: as for ``HTTPAdapter``.
     """
 
+    _wiring = Wiring(_ERRORS, failure_kind, _attach, _evidence, _default_key)
+    _key: KeyFunction
+
     def __init__(
         self,
         retrier: Retrier | None = None,
         *,
-        policy: Policy | None = None,
-        key: KeyFunction | None = None,
-        generate_idempotency_keys: bool = False,
-        redirects_ok: bool = True,
         pool_connections: int = DEFAULT_POOLSIZE,
         pool_maxsize: int = DEFAULT_POOLSIZE,
         pool_block: bool = DEFAULT_POOLBLOCK,
+        **options: Unpack[Options[requests.PreparedRequest]],
     ) -> None:
-        super().__init__(pool_connections, pool_maxsize, 0, pool_block)
-        self._engine = Engine(retrier, policy, generate_idempotency_keys=generate_idempotency_keys,
-                              redirects_ok=redirects_ok,
-                              errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
-                              headers=_evidence)
-        self._key = key or _default_key
-
-    @property
-    def retrier(self) -> Retrier:
-        """The retrier every request runs under (its profile also accepts 3xx as final unless
-        ``redirects_ok=False``)."""
-        return self._engine.retrier
+        HTTPAdapter.__init__(self, pool_connections, pool_maxsize, 0, pool_block)
+        Front.__init__(self, retrier, **options)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         """As ``HTTPAdapter``'s, with connections the attempt's watchdog can close."""

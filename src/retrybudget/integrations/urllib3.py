@@ -46,7 +46,8 @@ from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
 from .._drivers import Retrier, ended
-from .._native import OUTCOME_ATTRIBUTE, evidence, urllib3_failure_kind
+from .._native import OUTCOME_ATTRIBUTE, evidence
+from .._native.urllib3 import urllib3_failure_kind
 from ..core.actions import Attempt, AttemptResult, RequestInfo, Sleep
 from ..core.classify import FailureSeen, Observation, ResponseSeen
 from ..core.flow import FlowGen, operation_flow

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import get_args
 
 import uvicorn
 
@@ -29,14 +30,12 @@ from retrybudget._cmdline import (
 )
 from retrybudget._fixtures import FixtureError, load_fixture_file
 from retrybudget.sandbox._app import create_app
-from retrybudget.sandbox._config import Faults, LlmLimits, RateLimit, SandboxConfig
+from retrybudget.sandbox._config import Faults, LlmLimits, RateLimit, RateLimitStyle, SandboxConfig
 from retrybudget.sandbox._server import bind_loopback, uvicorn_config
 
 __all__ = ["build_parser", "config_from_args", "main", "run"]
 
-_STYLES = ("github", "ietf", "retry-after", "bare", "none", "generic", "stripe", "openai",
-           "anthropic", "slack", "discord", "shopify", "x", "aws", "google", "azure", "gitlab",
-           "twilio", "cloudflare")
+_STYLES = get_args(RateLimitStyle)  # the styles the configuration takes, in its order
 
 
 def _outage(text: str) -> tuple[float, float]:

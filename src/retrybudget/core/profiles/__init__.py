@@ -15,25 +15,8 @@ host: ``auto``) and ``_from_data`` (a profile file's tables).
 
 from __future__ import annotations
 
-from ._builtins import (
-    ANTHROPIC,
-    AWS,
-    AZURE,
-    CLOUDFLARE,
-    DISCORD,
-    GITHUB,
-    GITLAB,
-    GOOGLE,
-    IETF,
-    OPENAI,
-    PROFILES,
-    PROVIDERS,
-    SHOPIFY,
-    SLACK,
-    STRIPE,
-    TWILIO,
-    X,
-)
+from ._builtins import *  # noqa: F403 - each provider's entry, by its constant's name
+from ._builtins import _PROVIDER_NAMES, PROFILES, PROVIDERS
 from ._from_data import PROFILE_KEYS as PROFILE_KEYS
 from ._from_data import profile_changes as profile_changes
 from ._from_data import profile_from_mapping as profile_from_mapping
@@ -44,28 +27,14 @@ from ._model import SCOPES as SCOPES
 from ._model import WRITE_METHODS as WRITE_METHODS
 
 __all__ = [
-    "ANTHROPIC",
     "AUTO",
-    "AWS",
-    "AZURE",
     "BODY_KINDS",
-    "CLOUDFLARE",
-    "DISCORD",
     "GENERIC",
-    "GITHUB",
-    "GITLAB",
-    "GOOGLE",
-    "IETF",
-    "OPENAI",
     "PROFILES",
     "PROVIDERS",
-    "SHOPIFY",
-    "SLACK",
-    "STRIPE",
-    "TWILIO",
-    "X",
     "BodySignal",
     "Profile",
     "auto",
     "get_profile",
 ]
+__all__.extend(_PROVIDER_NAMES)  # GITHUB, STRIPE…: each built-in provider's profile, by its entry

@@ -1,4 +1,5 @@
-"""The built-in provider profiles, as data: each provider's documented signals."""
+"""The built-in provider profiles, as data: each provider's documented signals, one entry each
+(a module-level :class:`Profile`; :data:`PROFILES` gathers them in the order they stand)."""
 
 from __future__ import annotations
 
@@ -309,10 +310,17 @@ IETF = Profile(
 """An API that speaks the IETF RateLimit fields: Retry-After wins over them."""
 
 PROFILES: dict[str, Profile] = {
-    p.name: p for p in (GENERIC, GITHUB, STRIPE, OPENAI, ANTHROPIC, SLACK, DISCORD, SHOPIFY, X,
-                        AWS, GOOGLE, AZURE, GITLAB, TWILIO, CLOUDFLARE, IETF)
+    p.name: p for p in list(globals().values()) if isinstance(p, Profile)
 }
-"""The built-in profiles by name."""
+"""The built-in profiles by name: every profile this module holds (``generic`` first, then each
+provider's entry above, in its order). A provider's entry is all it takes to be built in."""
 
 PROVIDERS: tuple[Profile, ...] = tuple(PROFILES.values())
 """The built-in provider profiles, in documentation order."""
+
+_PROVIDER_NAMES: tuple[str, ...] = tuple(
+    name for name, value in list(globals().items())
+    if isinstance(value, Profile) and value is not GENERIC and not name.startswith("_")
+)
+"""The module-level names of the providers' profiles (``GITHUB``, ``STRIPE``…), each public on
+:mod:`retrybudget.core.profiles`."""

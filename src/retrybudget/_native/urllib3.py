@@ -5,6 +5,8 @@ from __future__ import annotations
 from ..core.classify import FailureKind, Observation
 from ._shared import _failure
 
+__all__ = ["read", "urllib3_failure_kind"]
+
 
 def urllib3_failure_kind(error: BaseException) -> FailureKind:
     """urllib3's exceptions as failure kinds (``error`` for the ones that are no failure)."""
@@ -24,5 +26,6 @@ def urllib3_failure_kind(error: BaseException) -> FailureKind:
     return FailureKind.ERROR
 
 
-def _urllib3(error: BaseException) -> Observation | None:
+def read(error: BaseException) -> Observation | None:
+    """A urllib3 exception as the failure of its kind."""
     return _failure(urllib3_failure_kind(error), error, None)

@@ -11,6 +11,8 @@ from ..core.classify import MESSAGE_LIMIT, FailureKind, Observation, ResponseSee
 from ._shared import EVIDENCE, _failure, method_of
 from ._stdlib import stdlib_failure_kind
 
+__all__ = ["httpx_evidence", "httpx_evidence_of", "httpx_failure_kind", "read"]
+
 if TYPE_CHECKING:
     import httpx
 
@@ -91,7 +93,9 @@ def httpx_evidence_of(pairs: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, 
     return tuple(out)
 
 
-def _httpx(error: BaseException) -> Observation | None:
+def read(error: BaseException) -> Observation | None:
+    """An httpx (or httpx2) exception as the observation it stands for: an HTTPStatusError is
+    its response, any other of their errors a failure of its kind."""
     httpx: Any = _httpx_package(error)  # httpx or httpx2, whichever raised it
     if httpx is None:
         return None

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 from ..core.classify import MESSAGE_LIMIT, FailureKind, Observation, ResponseSeen
 from ._shared import _failure, evidence, method_of
 from ._stdlib import stdlib_failure_kind
-from ._urllib3 import urllib3_failure_kind
+from .urllib3 import urllib3_failure_kind
 
 if TYPE_CHECKING:
     import requests
+
+__all__ = ["read", "requests_evidence", "requests_failure_kind"]
 
 
 def requests_failure_kind(error: BaseException) -> FailureKind:
@@ -53,7 +55,9 @@ def requests_evidence(response: requests.Response) -> tuple[tuple[str, str], ...
     return evidence(response.headers.lower_items())
 
 
-def _requests(error: BaseException) -> Observation | None:
+def read(error: BaseException) -> Observation | None:
+    """A requests exception as the observation it stands for: an HTTPError with its response
+    is that response, any other of its errors a failure of its kind."""
     import requests  # noqa: PLC0415 - only once a requests exception proves it is installed
 
     method = method_of(error)  # the request's, when the error has one

@@ -6,6 +6,8 @@ from ..core.classify import FailureKind, Observation
 from ._shared import _failure, _response, _upper
 from ._stdlib import stdlib_failure_kind
 
+__all__ = ["aiohttp_failure_kind", "read"]
+
 
 def aiohttp_failure_kind(error: BaseException) -> FailureKind:
     """The one boundary where aiohttp's exceptions become failure kinds.
@@ -35,7 +37,9 @@ def aiohttp_failure_kind(error: BaseException) -> FailureKind:
     return stdlib_failure_kind(error)
 
 
-def _aiohttp(error: BaseException) -> Observation | None:
+def read(error: BaseException) -> Observation | None:
+    """An aiohttp exception as the observation it stands for: a ClientResponseError is its
+    status and headers, any other client error a failure of its kind."""
     import aiohttp  # noqa: PLC0415 - only once an aiohttp exception proves it is installed
 
     method = _upper(getattr(getattr(error, "request_info", None), "method", None))
