@@ -11,7 +11,9 @@ the operation (a context variable, so each thread and asyncio task has its own),
   code) as it arrives: its quota readings and, when read, its usage.
 
 The coordinator charges the cost at :meth:`~retrybudget.coordination.Coordinator.acquire` and
-reconciles it when the attempt is learned.
+reconciles it when the attempt is learned. A 2xx whose usage was not read by then (its body
+is read later: a stream the caller consumes) leaves the call a way to correct the charge
+late (:attr:`TokenCall.late`), taken by :meth:`TokenCall.reconcile` once the body is read.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class TokenCall:
         readings: the quota dimensions the latest answer's headers named.
         usage: what the latest answer said was spent, when its body was read.
         read_at: the wall time the latest answer was recorded at.
+        late: set by the coordinator when it learned a 2xx whose usage was not read: corrects
+            the charge to a usage read later (see :meth:`reconcile`); None otherwise.
     """
 
     charge: Charge
@@ -80,6 +84,7 @@ class TokenCall:
     readings: dict[QuotaDimension, QuotaReading] = field(default_factory=dict)
     usage: TokenUsage | None = None
     read_at: float = 0.0
+    late: Callable[[TokenUsage], None] | None = None
 
     def record(self, status: int, headers: HeaderInput, wall: float,
                body: object = None) -> None:
@@ -92,9 +97,22 @@ class TokenCall:
 
     def sent(self) -> None:
         """Forget the previous attempt's answer: a new attempt goes."""
-        self.status, self.usage = None, None
+        self.status, self.usage, self.late = None, None, None
         if self.readings:
             self.readings = {}
+
+    def reconcile(self, usage: TokenUsage) -> bool:
+        """The latest answer's usage, read from its body after its attempt was learned (a body
+        the caller read or streamed later): the coordinator corrects the charge to it, once,
+        in the window it was charged in. True if a correction was due; False when none is (the
+        attempt was not learned as a 2xx without its usage, or was corrected already): what the
+        answer's headers said stands."""
+        late, self.late = self.late, None
+        if late is None:
+            return False
+        self.usage = usage
+        late(usage)
+        return True
 
     def refused(self) -> frozenset[str]:
         """The quota dimensions a 429 answer refused the attempt on: each whose ``remaining``
