@@ -265,11 +265,12 @@ def drive(c: Coordinator, prop: str, provider: ModelProvider, steps: list[Step],
     provider refuses it, once). Before the first answer nothing says the limits: the key's
     first window lets its probe go blind. A body read late (after its answer was learned)
     is read once the step's answers came back (before its pause, and the next step's
-    requests): its usage then corrects the charge late (:meth:`TokenCall.reconcile`). A bare answer names no quota
-    (its headers stripped on the way): nothing reconciles its window's count but its usage,
-    so an answer is bare only when its body is read, and read late only when its usage is
-    within its estimate (nothing can count what no one has said yet; an estimate whose
-    output is ``max_tokens`` is never below the usage's)."""
+    requests): its usage then corrects the charge late (:meth:`TokenCall.reconcile`).
+
+    A bare answer names no quota (its headers stripped on the way): nothing reconciles its
+    window's count but its usage, so an answer is bare only when its body is read, and read
+    late only when its usage is within its estimate (nothing can count what no one has said
+    yet; an estimate whose output is ``max_tokens`` is never below the usage's)."""
     flight: list[tuple[Charge, str | None, int, TokenUsage, int, bool]] = []
     late: list[tuple[TokenCall, TokenUsage]] = []  # bodies read at the end of the step
     learned_in: int | None = None  # the window the limits were first named in

@@ -4,7 +4,9 @@ attempt's answer recorded on it (:class:`~retrybudget.coordination.TokenCall`).
 An integration's ``handle_request`` is wrapped by :func:`costed` (or :func:`acosted`): the
 request's cost, from the coordinator's :class:`~retrybudget.coordination.TokenConfig`, is
 current for the operation, and :func:`record_answers` has the engine record every answer's
-quota headers on it as it reads them, before the coordinator learns the attempt.
+quota headers on it as it reads them, before the coordinator learns the attempt. A 2xx
+learned before its body was read is handed over watched (the integration's ``watch``): the
+usage its body states corrects the charge once the caller has read it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from ..coordination import begin_request, current_call, end_request
+from ..coordination import TokenCall, TokenConfig, begin_request, current_call, end_request
+from ..core.tokens import TokenUsage
 
 __all__ = ["acosted", "costed", "record_answers"]
 
@@ -21,45 +24,83 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 
-def _begin(transport: Any, request: Any) -> Any:
+Watch = Callable[[Any, Callable[[TokenUsage], None]], None]
+"""Has a response's usage, once the caller has read its body, given to a late correction."""
+
+
+class _Costed:
+    """A request that costs tokens, its cost current while it runs (a context manager)."""
+
+    __slots__ = ("call", "token", "watch")
+
+    def __init__(self, token: Any, call: TokenCall, watch: Watch) -> None:
+        self.token, self.call, self.watch = token, call, watch
+
+    def __enter__(self) -> _Costed:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.token is not None:
+            end_request(self.token)
+
+    def hand(self, response: R) -> R:
+        """The response handed over, its body watched when the coordinator left a late
+        correction (a 2xx learned before its usage was read)."""
+        call = self.call
+        late = call.late
+        if late is not None:
+            call.late = None  # this response's: a later operation under the call sets its own
+            self.watch(response, late)
+        return response
+
+
+def _begin(transport: Any, request: Any, watch: Watch) -> _Costed | None:
+    """The request's cost made current (unless one is declared), or None: no token pacing,
+    or the request costs nothing (it runs as it came)."""
     config = getattr(transport._engine.retrier.coordinator, "config", None)
-    tokens = getattr(config, "tokens", None)
+    tokens: TokenConfig | None = getattr(config, "tokens", None)
     if tokens is None:
         return None
-    return begin_request(tokens, request.method, str(request.url), lambda: request.content)
+    token = begin_request(tokens, request.method, str(request.url), lambda: request.content)
+    call = current_call()
+    return None if call is None else _Costed(token, call, watch)
 
 
-def costed(handle: Callable[[S, Any], R]) -> Callable[[S, Any], R]:
-    """A sync transport's ``handle_request``, run with the request's cost current."""
+def costed(watch: Watch) -> Callable[[Callable[[S, Any], R]], Callable[[S, Any], R]]:
+    """A sync transport's ``handle_request``, run with the request's cost current; the
+    response's usage read by ``watch`` as the caller reads its body."""
 
-    @functools.wraps(handle)
-    def run(self: S, request: Any) -> R:
-        token = _begin(self, request)
-        if token is None:
-            return handle(self, request)
-        try:
-            return handle(self, request)
-        finally:
-            end_request(token)
+    def wrap(handle: Callable[[S, Any], R]) -> Callable[[S, Any], R]:
+        @functools.wraps(handle)
+        def run(self: S, request: Any) -> R:
+            costs = _begin(self, request, watch)
+            if costs is None:
+                return handle(self, request)
+            with costs:
+                return costs.hand(handle(self, request))
 
-    return run
+        return run
+
+    return wrap
 
 
-def acosted(handle: Callable[[S, Any], Coroutine[Any, Any, R]]
-            ) -> Callable[[S, Any], Coroutine[Any, Any, R]]:
-    """An async transport's ``handle_async_request``, run with the request's cost current."""
+def acosted(watch: Watch) -> Callable[[Callable[[S, Any], Coroutine[Any, Any, R]]],
+                                      Callable[[S, Any], Coroutine[Any, Any, R]]]:
+    """An async transport's ``handle_async_request``, as :func:`costed`."""
 
-    @functools.wraps(handle)
-    async def run(self: S, request: Any) -> R:
-        token = _begin(self, request)
-        if token is None:
-            return await handle(self, request)
-        try:
-            return await handle(self, request)
-        finally:
-            end_request(token)
+    def wrap(handle: Callable[[S, Any], Coroutine[Any, Any, R]]
+             ) -> Callable[[S, Any], Coroutine[Any, Any, R]]:
+        @functools.wraps(handle)
+        async def run(self: S, request: Any) -> R:
+            costs = _begin(self, request, watch)
+            if costs is None:
+                return await handle(self, request)
+            with costs:
+                return costs.hand(await handle(self, request))
 
-    return run
+        return run
+
+    return wrap
 
 
 def record_answers(engine: Any) -> None:

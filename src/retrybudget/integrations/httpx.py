@@ -71,6 +71,7 @@ from ._deadline import _DEADLINE, Deadline, bounded
 from ._handed import carry
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, within
 from ._httpx_lazy import AsyncLazy, Lazy, Sent
+from ._httpx_usage import awatch, watch
 from ._tokens import acosted, costed, record_answers
 
 __all__ = [
@@ -332,7 +333,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     _default_transport = httpx.HTTPTransport
 
-    @costed
+    @costed(watch)
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         quick = self._unread_of(request)
@@ -456,7 +457,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     _default_transport = httpx.AsyncHTTPTransport
 
-    @acosted
+    @acosted(awatch)
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         unread = self._unread_of(request)
