@@ -29,7 +29,7 @@ from retrybudget.coordination import (
 from retrybudget.coordination._logic import EPSILON
 from retrybudget.core.profiles import ANTHROPIC, OPENAI
 from retrybudget.core.tokens import TokenEstimate, TokenUsage
-from tests.support.coordination import Backend, seen, unique_prefix
+from tests.support.coordination import Backend, seen, token_counts, unique_prefix
 from tests.support.redis import RedisServer
 from tests.support.strategies import assert_reached, examples, reached, tried
 
@@ -147,6 +147,62 @@ def test_anthropic_input_and_output_quotas_are_paced_apart(backend: Backend) -> 
         assert c.acquire(KEY, 1).wait > 0  # the output quota is spent, the input one is not
     with token_cost(TokenEstimate(1000, 0)):
         assert c.acquire(KEY, 1).wait == 0  # input only: 1,000 + 4,000 of 10,000
+
+
+def bare_answer(c: Coordinator, call: TokenCall, lease: str | None, wall: float) -> None:
+    """A 2xx learned with no quota header and its body not read yet (a stream)."""
+    call.record(200, {}, wall)
+    c.learn(KEY, seen(200, {}, profile=OPENAI, wall=wall), lease)
+
+
+def test_a_usage_read_late_corrects_a_count_no_answer_names(backend: Backend) -> None:
+    c = backend.one()
+    with token_cost(TokenEstimate(100, 900)) as call:
+        permit = c.acquire(KEY, 1)
+        bare_answer(c, call, permit.lease, backend.clock.wall())
+        assert token_counts(c, KEY, backend.url) == [1000, 100, 900]  # the estimate stands
+        assert call.reconcile(TokenUsage(120, 30))
+        assert not call.reconcile(TokenUsage(120, 30))  # once
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)  # on Redis it carries the correction (no round trip of its own)
+    assert token_counts(c, KEY, backend.url) == [150 + 20, 120 + 10, 30 + 10]
+
+
+def test_a_usage_read_late_leaves_a_count_an_answer_named(backend: Backend) -> None:
+    c = backend.one()
+    limits = {"requests": 100, "tokens": 3000}
+    with token_cost(TokenEstimate(100, 900)) as call:
+        first = c.acquire(KEY, 1)
+        answered(c, call, first.lease, 200,
+                 openai_headers(limits, {"requests": 1, "tokens": 1000}, 2.0), backend.clock.wall())
+        second = c.acquire(KEY, 1)
+        answered(c, call, second.lease, 200,  # the same window: its count is the provider's
+                 openai_headers(limits, {"requests": 2, "tokens": 2000}, 2.0), backend.clock.wall())
+        assert call.reconcile(TokenUsage(120, 30))
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)
+    # tokens: OpenAI named them (the provider's 2,000 stands); input and output it does not
+    # name: the usage corrects the second's estimate there
+    assert token_counts(c, KEY, backend.url) == [2000 + 20, 200 + 20 + 10, 1800 - 870 + 10]
+
+
+def test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next(
+        backend: Backend) -> None:
+    c = backend.one()
+    limits = {"requests": 100, "tokens": 3000}
+    with token_cost(TokenEstimate(100, 900)) as call:
+        first = c.acquire(KEY, 1)
+        answered(c, call, first.lease, 200,
+                 openai_headers(limits, {"requests": 1, "tokens": 1000}, 0.5), backend.clock.wall())
+        second = c.acquire(KEY, 1)  # charged in the window the first answer named
+        bare_answer(c, call, second.lease, backend.clock.wall())
+    backend.sleep(0.6)  # that window resets
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)  # the next window: its count starts from what is in flight
+    assert call.reconcile(TokenUsage(120, 30))
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)
+    assert token_counts(c, KEY, backend.url)[0] == 20 + 20  # the two in flight, uncorrected
 
 
 def test_the_cost_is_current_only_inside_its_block() -> None:

@@ -260,6 +260,28 @@ MUTANTS = [
         "d.used = math.max(low, d.used)",
         (TOKENS + "test_an_answer_lowers_the_count_to_the_providers[redis]",),
     ),
+    # a usage read late corrects a window other than the one its charge was counted in: the
+    # count of the window after it loses what it never held, and the window is overfilled
+    Mutant(
+        "late-correction-in-a-window-gone", "coordination/_logic/_tokens.py",
+        "if amount == 0 or window != ledger.window or ledger.remaining is not None:",
+        "if amount == 0 or ledger.remaining is not None:",
+        (TOKENS + "test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next[memory]",),
+    ),
+    Mutant(
+        "late-correction-in-a-window-gone-on-redis", "coordination/lua/tokens.lua",
+        "if amount == 0 or window ~= d.window or d.remaining ~= nil then return end",
+        "if amount == 0 or d.remaining ~= nil then return end",
+        (TOKENS + "test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next[redis]",),
+    ),
+    # a usage read late lowers a count an answer named (the provider's, which already holds
+    # the request as the provider counted it): the window is counted short
+    Mutant(
+        "late-correction-below-the-providers-count", "coordination/_logic/_tokens.py",
+        "if amount == 0 or window != ledger.window or ledger.remaining is not None:",
+        "if amount == 0 or window != ledger.window:",
+        (TOKENS + "test_a_usage_read_late_leaves_a_count_an_answer_named[memory]",),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(
