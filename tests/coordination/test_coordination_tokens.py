@@ -168,16 +168,22 @@ def test_a_usage_read_late_corrects_a_count_no_answer_names(backend: Backend) ->
     assert token_counts(c, KEY, backend.url) == [150 + 20, 120 + 10, 30 + 10]
 
 
+def first_named(c: Coordinator, call: TokenCall, backend: Backend, reset_in: float) -> None:
+    """A first request answered with OpenAI's headers: 1,000 tokens of 3,000 spent."""
+    first = c.acquire(KEY, 1)
+    answered(c, call, first.lease, 200, openai_headers(
+        {"requests": 100, "tokens": 3000}, {"requests": 1, "tokens": 1000}, reset_in),
+        backend.clock.wall())
+
+
 def test_a_usage_read_late_leaves_a_count_an_answer_named(backend: Backend) -> None:
     c = backend.one()
-    limits = {"requests": 100, "tokens": 3000}
     with token_cost(TokenEstimate(100, 900)) as call:
-        first = c.acquire(KEY, 1)
-        answered(c, call, first.lease, 200,
-                 openai_headers(limits, {"requests": 1, "tokens": 1000}, 2.0), backend.clock.wall())
+        first_named(c, call, backend, 2.0)
         second = c.acquire(KEY, 1)
-        answered(c, call, second.lease, 200,  # the same window: its count is the provider's
-                 openai_headers(limits, {"requests": 2, "tokens": 2000}, 2.0), backend.clock.wall())
+        answered(c, call, second.lease, 200, openai_headers(  # the same window: the provider's
+            {"requests": 100, "tokens": 3000}, {"requests": 2, "tokens": 2000}, 2.0),
+            backend.clock.wall())
         assert call.reconcile(TokenUsage(120, 30))
     with token_cost(TokenEstimate(10, 10)):
         c.acquire(KEY, 1)
@@ -189,11 +195,8 @@ def test_a_usage_read_late_leaves_a_count_an_answer_named(backend: Backend) -> N
 def test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next(
         backend: Backend) -> None:
     c = backend.one()
-    limits = {"requests": 100, "tokens": 3000}
     with token_cost(TokenEstimate(100, 900)) as call:
-        first = c.acquire(KEY, 1)
-        answered(c, call, first.lease, 200,
-                 openai_headers(limits, {"requests": 1, "tokens": 1000}, 0.5), backend.clock.wall())
+        first_named(c, call, backend, 0.5)
         second = c.acquire(KEY, 1)  # charged in the window the first answer named
         bare_answer(c, call, second.lease, backend.clock.wall())
     backend.sleep(0.6)  # that window resets
