@@ -189,20 +189,23 @@ def token_cost(cost: TokenEstimate | TokenUsage | int) -> Iterator[TokenCall]:
         _CALL.reset(token)
 
 
-def begin_request(config: TokenConfig | None, method: str, url: str,
-                  body: Callable[[], bytes]) -> contextvars.Token[TokenCall | None] | None:
+def begin_request(config: TokenConfig | None, method: str, url: str, body: Callable[[], bytes]
+                  ) -> tuple[contextvars.Token[TokenCall | None] | None, TokenCall | None]:
     """Make the request's cost current (an integration's call when a request starts), unless
     a cost is declared already or the request costs nothing: the token to reset the context
-    variable with when the request ends, or None (nothing to reset)."""
-    if config is None or _CALL.get() is not None:
-        return None
+    variable with when the request ends (None: nothing to reset), and the operation's token
+    call (the declared one, or the one made current; None: the request costs nothing)."""
+    declared = _CALL.get()
+    if declared is not None or config is None:
+        return None, declared
     try:
         cost = (config.cost or llm_request_cost)(method, url, body())
     except Exception:  # a body not read yet, or a cost function's own bug: no cost
-        return None
+        return None, None
     if cost is None:
-        return None
-    return _CALL.set(TokenCall(charge_of(cost)))
+        return None, None
+    call = TokenCall(charge_of(cost))
+    return _CALL.set(call), call
 
 
 def end_request(token: contextvars.Token[TokenCall | None]) -> None:

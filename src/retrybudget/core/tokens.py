@@ -245,7 +245,7 @@ def usage_from_body(body: object) -> TokenUsage | None:
     return TokenUsage(given + created, output)
 
 
-_JSON_WHOLE = 1 << 20  # bytes of a JSON answer read whole
+_JSON_WHOLE = 1 << 16  # bytes of a JSON answer parsed whole
 _JSON_TAIL = 1 << 16  # bytes of the end of a longer one kept (its usage comes last)
 _SSE_EVENT = 1 << 20  # bytes of one server-sent event read (a longer one is skipped)
 _PIECE = 1 << 16  # bytes decompressed at a time
@@ -257,8 +257,9 @@ class UsageReader:
 
     Fed the body's bytes in any pieces (:meth:`feed`), as sent (``gzip`` and ``deflate``
     decoded; another encoding is not read), it keeps only what it needs: a JSON answer whole
-    up to a megabyte (a longer one: its last 64 KiB, where OpenAI and Anthropic put
-    ``usage``), or of a ``text/event-stream`` only the events that mention ``usage``:
+    up to 64 KiB (a longer one: its last 64 KiB, where OpenAI and Anthropic put ``usage``:
+    the last ``"usage"`` key there is read), or of a ``text/event-stream`` only the events
+    that mention ``usage``:
     OpenAI's last chunk (``stream_options.include_usage``), Anthropic's ``message_start``
     and ``message_delta`` (its output tokens so far), or an OpenAI responses stream's
     ``response.completed``. :meth:`usage` says what was read; never raises.

@@ -61,8 +61,7 @@ def _begin(transport: Any, request: Any, watch: Watch) -> _Costed | None:
     tokens: TokenConfig | None = getattr(config, "tokens", None)
     if tokens is None:
         return None
-    token = begin_request(tokens, request.method, str(request.url), lambda: request.content)
-    call = current_call()
+    token, call = begin_request(tokens, request.method, str(request.url), lambda: request.content)
     return None if call is None else _Costed(token, call, watch)
 
 
