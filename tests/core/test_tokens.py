@@ -295,3 +295,14 @@ def test_an_event_too_long_to_read_is_skipped_and_the_rest_still_read() -> None:
         reader.feed(huge[at:at + (1 << 16)])
     reader.feed(OPENAI_STREAM)
     assert reader.usage() == rb.core.tokens.TokenUsage(12, 30)
+
+
+def test_openais_null_usage_in_every_chunk_is_passed_over_and_its_last_read() -> None:
+    chunk = {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "hi"}}],
+             "usage": None}
+    compact = b"".join(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+                       for _ in range(50))
+    last = {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 50}}
+    ended = compact + b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"
+    assert read_usage(ended, "text/event-stream", [100, 1000]) == rb.core.tokens.TokenUsage(4, 50)
+    assert read_usage(compact + b"data: [DONE]\n\n", "text/event-stream", [100]) is None

@@ -250,6 +250,7 @@ _JSON_TAIL = 1 << 16  # bytes of the end of a longer one kept (its usage comes l
 _SSE_EVENT = 1 << 20  # bytes of one server-sent event read (a longer one is skipped)
 _PIECE = 1 << 16  # bytes decompressed at a time
 _USAGE_KEY = re.compile(r'(?<!\\)"usage"\s*:\s*')
+_EVENT_END = re.compile(rb"\n\r?\n")
 
 
 class UsageReader:
@@ -272,8 +273,7 @@ class UsageReader:
     TokenUsage(input_tokens=12, output_tokens=30)
     """
 
-    __slots__ = ("_buffer", "_decoder", "_delta", "_event", "_found", "_mode", "_parts", "_skip",
-                 "_spilled")
+    __slots__ = ("_buffer", "_decoder", "_delta", "_found", "_mode", "_parts", "_skip", "_spilled")
 
     def __init__(self, content_type: str | None, content_encoding: str | None = None) -> None:
         kind = (content_type or "").split(";", 1)[0].strip().lower()
@@ -286,7 +286,6 @@ class UsageReader:
         elif coding not in ("", "identity"):
             self._mode = None
         self._buffer = bytearray()
-        self._event: list[bytes] = []
         self._parts: dict[str, object] = {}
         self._found: TokenUsage | None = None
         self._skip = self._spilled = self._delta = False
@@ -315,26 +314,33 @@ class UsageReader:
                 self._spilled = True
                 del buffer[:-_JSON_TAIL]
             return
-        while True:
-            end = buffer.find(b"\n")
-            if end < 0:
-                if len(buffer) > _SSE_EVENT:
-                    self._skip = True  # a line too long to read: its event is skipped
-                    buffer.clear()
-                return
-            line = bytes(buffer[:end]).rstrip(b"\r")
-            del buffer[:end + 1]
-            self._line(line)
+        # the events complete so far (a blank line in what came now), looked into only when
+        # one states a usage
+        start = max(len(buffer) - len(data) - 2, 0)
+        cut = max(buffer.rfind(b"\n\n", start), buffer.rfind(b"\n\r\n", start))
+        if cut < 0:
+            if len(buffer) > _SSE_EVENT:
+                self._skip = True  # an event too long to read: skipped to its end
+                buffer.clear()
+            return
+        cut += 2 if buffer[cut + 1] == 10 else 3  # past its blank line
+        events = bytes(buffer[:cut])
+        del buffer[:cut]
+        if self._skip:
+            self._skip = False
+            events = _EVENT_END.split(events, 1)[-1]  # the rest of the event skipped
+        self._events(events)
 
-    def _line(self, line: bytes) -> None:
-        if not line:
-            if not self._skip and self._event:
-                self._dispatch(b"\n".join(self._event))
-            self._event, self._skip = [], False
-        elif line.startswith(b"data:") and not self._skip:
-            self._event.append(line[6:] if line[5:6] == b" " else line[5:])
-            if sum(len(part) for part in self._event) > _SSE_EVENT:
-                self._skip = True
+    def _events(self, events: bytes) -> None:
+        """Read the usage of whole events (each ended by a blank line)."""
+        if events.count(b'"usage"') <= events.count(b'"usage":null'):
+            return  # none states one (OpenAI sends ``"usage":null`` in every other chunk)
+        for event in _EVENT_END.split(events):
+            data = [line[6:] if line[5:6] == b" " else line[5:]
+                    for line in event.replace(b"\r", b"").split(b"\n")
+                    if line.startswith(b"data:")]
+            if data:
+                self._dispatch(b"\n".join(data))
 
     def _dispatch(self, data: bytes) -> None:
         if b'"usage"' not in data:
