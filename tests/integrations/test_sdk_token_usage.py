@@ -1,18 +1,14 @@
 """The usage an LLM answer's body states corrects its token charge once the caller has read
 the body: through the official openai and anthropic SDKs over the httpx2 (and httpx)
 transports, sync and async, whole answers and streams, against the sandbox's LLM provider
-over loopback, on the memory coordinator and a real redis-server.
-
-The provider here announces no token quota (only requests): no answer's headers say what it
-counted, so only the body's usage can correct the estimate, which is far off (``max_tokens``
-2,000, an answer of 100 tokens).
+over loopback (no token quota announced: :mod:`tests.support.token_usage`), on the memory
+coordinator and a real redis-server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -25,50 +21,15 @@ from retrybudget import Policy, Retrier
 from retrybudget.coordination import Coordinator, MemoryCoordinator, RedisCoordinator
 from retrybudget.integrations import httpx as rb_httpx
 from retrybudget.integrations import httpx2 as rb_httpx2
-from retrybudget.sandbox import RUN_HEADER, LlmLimits, SandboxConfig, serve_in_thread
-from tests.support.coordination import command_calls, token_counts, unique_prefix
+from retrybudget.sandbox import RUN_HEADER
+from tests.support.coordination import command_calls, token_counts
 from tests.support.redis import RedisServer
+from tests.support.token_usage import KEY, MAX_TOKENS, PROMPT, coordinator, new_run, spent
 
-pytest_plugins = ("tests.support.redis",)
+pytest_plugins = ("tests.support.token_usage",)
 
-KEY = "llm"
-MAX_TOKENS = 2000  # 100 of them produced: the estimate is twenty times the output
-CONFIG = SandboxConfig(llm=LlmLimits(rpm=1000, window_s=60, output_share=0.05))
-PROMPT = [{"role": "user", "content": "How many tokens will this answer take?"}]
 DIALECTS = ("openai", "anthropic")
 MODES = ("sync", "async")
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[str]:
-    """The sandbox's LLM provider on loopback: its base URL."""
-    with serve_in_thread(CONFIG) as sandbox:
-        yield sandbox.base_url.rstrip("/")
-
-
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> str | None:
-    """None: the memory coordinator; else a real redis-server's URL."""
-    if request.param == "memory":
-        return None
-    server: RedisServer = request.getfixturevalue("redis_server")
-    return server.url
-
-
-def coordinator(url: str | None) -> Coordinator:
-    return MemoryCoordinator() if url is None else RedisCoordinator(url, prefix=unique_prefix())
-
-
-def new_run() -> str:
-    """A sandbox run of the test's own (the provider counts each run apart)."""
-    return uuid.uuid4().hex
-
-
-def spent(base: str, run: str) -> list[int]:
-    """What the provider counted for ``run`` in its window: tokens, input, output."""
-    windows = httpx.get(f"{base}/_llm/{run}", timeout=10).json()["windows"]
-    assert len(windows) == 1  # one window of 60 s: every request of the test in it
-    return [windows[0]["tokens"], windows[0]["input_tokens"], windows[0]["output_tokens"]]
 
 
 def client(dialect: str, mode: str, base: str, c: Coordinator, run: str) -> Any:

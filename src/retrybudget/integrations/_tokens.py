@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ..coordination import TokenCall, TokenConfig, begin_request, current_call, end_request
 from ..core.tokens import TokenUsage
 
-__all__ = ["acosted", "costed", "record_answers"]
+__all__ = ["Watch", "acosted", "begin_costs", "costed", "record_answers", "token_config"]
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -54,15 +54,28 @@ class _Costed:
         return response
 
 
-def _begin(transport: Any, request: Any, watch: Watch) -> _Costed | None:
-    """The request's cost made current (unless one is declared), or None: no token pacing,
-    or the request costs nothing (it runs as it came)."""
+def token_config(transport: Any) -> TokenConfig | None:
+    """The token pacing of an integration's coordinator (None: none)."""
     config = getattr(transport._engine.retrier.coordinator, "config", None)
     tokens: TokenConfig | None = getattr(config, "tokens", None)
+    return tokens
+
+
+def begin_costs(tokens: TokenConfig, method: str, url: str, body: Callable[[], bytes],
+                watch: Watch) -> _Costed | None:
+    """The request's cost made current (unless one is declared), or None: the request costs
+    nothing (it runs as it came). Run the request inside the :class:`_Costed` and hand its
+    response over through :meth:`_Costed.hand`."""
+    token, call = begin_request(tokens, method, url, body)
+    return None if call is None else _Costed(token, call, watch)
+
+
+def _begin(transport: Any, request: Any, watch: Watch) -> _Costed | None:
+    """An httpx request's costs (:func:`begin_costs`), or None: no token pacing, or none."""
+    tokens = token_config(transport)
     if tokens is None:
         return None
-    token, call = begin_request(tokens, request.method, str(request.url), lambda: request.content)
-    return None if call is None else _Costed(token, call, watch)
+    return begin_costs(tokens, request.method, str(request.url), lambda: request.content, watch)
 
 
 def costed(watch: Watch) -> Callable[[Callable[[S, Any], R]], Callable[[S, Any], R]]:
@@ -102,15 +115,22 @@ def acosted(watch: Watch) -> Callable[[Callable[[S, Any], Coroutine[Any, Any, R]
     return wrap
 
 
-def record_answers(engine: Any) -> None:
+def _multi_items(response: Any) -> Any:
+    return response.headers.multi_items()
+
+
+def record_answers(engine: Any, pairs: Callable[[Any], Any] = _multi_items,
+                   body: Callable[[Any], object] | None = None) -> None:
     """Have ``engine`` record each answer whose headers it reads on the operation's token
-    call, when it has one (the status, the quota headers, at the engine's wall time)."""
+    call, when it has one (the status, the quota headers ``pairs`` reads, at the engine's wall
+    time, and the body ``body`` gives when it was read already: its usage)."""
     headers_of = engine.headers
 
     def read(response: Any) -> Any:
         call = current_call()
         if call is not None:
-            call.record(response.status_code, response.headers.multi_items(), engine.clock.wall())
+            call.record(response.status_code, pairs(response), engine.clock.wall(),
+                        None if body is None else body(response))
         return headers_of(response)
 
     engine.headers = read
