@@ -282,6 +282,22 @@ MUTANTS = [
         "if amount == 0 or window != ledger.window:",
         (TOKENS + "test_a_usage_read_late_leaves_a_count_an_answer_named[memory]",),
     ),
+    # an answer handed over unwatched: a body the caller reads later (a stream, a completion
+    # the SDK parses) never corrects the estimate, which drifts by every answer's difference
+    Mutant(
+        "usage-body-not-watched", "integrations/_tokens.py",
+        "self.watch(response, late)", "late = None",
+        ("tests/integrations/test_sdk_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-sync-stream]",
+         "tests/integrations/test_sdk_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[redis-anthropic-async-whole]"),
+    ),
+    Mutant(
+        "requests-stream-not-watched", "integrations/_requests_usage.py",
+        "response.raw = _WatchedRaw(response.raw, response.headers, late)", "pass",
+        ("tests/integrations/test_requests_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-stream]",),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(
