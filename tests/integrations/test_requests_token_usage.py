@@ -8,9 +8,6 @@ coordinator and a real redis-server.
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
 import requests
 
 from retrybudget import Policy, Retrier
@@ -18,12 +15,18 @@ from retrybudget.coordination import Coordinator, MemoryCoordinator, RedisCoordi
 from retrybudget.integrations.requests import RetryAdapter
 from retrybudget.sandbox import RUN_HEADER
 from tests.support.coordination import token_counts
-from tests.support.token_usage import KEY, MAX_TOKENS, PROMPT, coordinator, new_run, spent
+from tests.support.token_usage import (
+    KEY,
+    MAX_TOKENS,
+    PATHS,
+    body,
+    coordinator,
+    every_case,
+    new_run,
+    spent,
+)
 
 pytest_plugins = ("tests.support.token_usage",)
-
-PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
 
 def session(c: Coordinator, dialect: str) -> requests.Session:
     """A session whose adapter retries under ``c`` (every request under one key)."""
@@ -34,23 +37,13 @@ def session(c: Coordinator, dialect: str) -> requests.Session:
     return http
 
 
-def body(dialect: str, stream: bool) -> dict[str, Any]:
-    sent: dict[str, Any] = {"model": "m", "max_tokens": MAX_TOKENS, "messages": PROMPT}
-    if stream:
-        sent["stream"] = True
-        if dialect == "openai":
-            sent["stream_options"] = {"include_usage": True}
-    return sent
-
-
 def settled(c: Coordinator) -> None:
     """Send what a Redis coordinator holds for the key's next acquire."""
     if isinstance(c, RedisCoordinator):
         c.settle()
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@every_case
 def test_the_count_is_the_providers_once_the_body_is_read(
         provider: str, store: str | None, dialect: str, stream: bool) -> None:
     c = coordinator(store)

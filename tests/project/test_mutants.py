@@ -298,6 +298,12 @@ MUTANTS = [
         ("tests/integrations/test_requests_token_usage.py::"
          "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-stream]",),
     ),
+    Mutant(
+        "aiohttp-content-not-watched", "integrations/_aiohttp_usage.py",
+        "if isinstance(content, StreamReader):", "if False:",
+        ("tests/integrations/test_aiohttp_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-stream]",),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(

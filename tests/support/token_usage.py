@@ -11,7 +11,8 @@ redis-server).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,12 +24,16 @@ from tests.support.redis import RedisServer
 
 pytest_plugins = ("tests.support.redis",)
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 KEY = "llm"
 """The provider key every request is paced under."""
 MAX_TOKENS = 2000
 """What each request reserves for its answer: the sandbox produces a twentieth of it."""
 CONFIG = SandboxConfig(llm=LlmLimits(rpm=1000, window_s=86_400, output_share=0.05))
 PROMPT = [{"role": "user", "content": "How many tokens will this answer take?"}]
+PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+"""Each dialect's route."""
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +66,21 @@ def spent(base: str, run: str) -> list[int]:
     """What the provider counted for ``run``: tokens, input tokens, output tokens."""
     windows = httpx.get(f"{base}/_llm/{run}", timeout=10).json()["windows"]
     return [sum(w[name] for w in windows) for name in ("tokens", "input_tokens", "output_tokens")]
+
+
+def body(dialect: str, stream: bool) -> dict[str, Any]:
+    """A chat completion's or a message's body (a stream's asks OpenAI for its usage)."""
+    sent: dict[str, Any] = {"model": "m", "max_tokens": MAX_TOKENS, "messages": PROMPT}
+    if stream:
+        sent["stream"] = True
+        if dialect == "openai":
+            sent["stream_options"] = {"include_usage": True}
+    return sent
+
+
+def every_case(test: F) -> F:
+    """Run ``test`` for each dialect (``dialect``), its answer whole and streamed (``stream``)."""
+    dialects = pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+    streams = pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+    marked: F = streams(dialects(test))
+    return marked

@@ -56,6 +56,7 @@ from .._native import evidence
 from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, first_ok
 from ..core.policy import Policy
+from ._aiohttp_usage import payload_bytes, watch
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
@@ -63,6 +64,7 @@ from ._common import (
     Operation,
     key_of_url,
 )
+from ._tokens import begin_costs, record_answers, token_config
 
 __all__ = [
     "MiddlewareCircuitOpen",
@@ -130,6 +132,14 @@ def _evidence_later(headers: Any) -> tuple[tuple[str, str], ...]:
     return evidence([(name.lower(), value) for name, value in headers.items()])
 
 
+def _quota_headers(view: _Read) -> Any:
+    return view.response.headers
+
+
+def _read_body(view: _Read) -> bytes | None:
+    return view.content or None
+
+
 def _default_key(request: ClientRequest) -> str:
     return key_of_url(str(request.url))
 
@@ -163,6 +173,7 @@ class RetryMiddleware:
                               redirects_ok=redirects_ok,
                               errors=_ERRORS, failure_kind=failure_kind, attach=_attach,
                               headers=_evidence)
+        record_answers(self._engine, _quota_headers, _read_body)  # token pacing
         self._key = key or _default_key
 
     @property
@@ -173,6 +184,18 @@ class RetryMiddleware:
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         """Run the request as one operation; return its final response or raise."""
+        tokens = token_config(self)
+        if tokens is not None:  # token pacing: the request's cost current while it runs
+            costs = begin_costs(tokens, request.method.upper(), str(request.url),
+                                partial(payload_bytes, request.body), watch)
+            if costs is not None:
+                with costs:
+                    return costs.hand(await self._operate(request, handler))
+        return await self._operate(request, handler)
+
+    async def _operate(self, request: ClientRequest, handler: ClientHandlerType
+                       ) -> ClientResponse:
+        """:meth:`__call__`'s operation."""
         method = request.method.upper()
         url = str(request.url)
         quick = self._engine.unread_of(url, method)
