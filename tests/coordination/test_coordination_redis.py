@@ -80,7 +80,7 @@ def two_workers(server: RedisServer,
 
 
 def test_the_scripts_are_complete() -> None:
-    assert set(TEXT) == {"admit", "acquire", "learn", "spend", "finish", "write", "begin", "end",
+    assert set(TEXT) == {"admit", "acquire", "learn", "spend", "finish", "write", "correct", "begin", "end",
                           "cycle", "settled"}
     assert all("__" not in text for text in TEXT.values())
 

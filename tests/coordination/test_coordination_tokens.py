@@ -29,7 +29,7 @@ from retrybudget.coordination import (
 from retrybudget.coordination._logic import EPSILON
 from retrybudget.core.profiles import ANTHROPIC, OPENAI
 from retrybudget.core.tokens import TokenEstimate, TokenUsage
-from tests.support.coordination import Backend, seen, unique_prefix
+from tests.support.coordination import Backend, seen, token_counts, unique_prefix
 from tests.support.redis import RedisServer
 from tests.support.strategies import assert_reached, examples, reached, tried
 
@@ -149,6 +149,65 @@ def test_anthropic_input_and_output_quotas_are_paced_apart(backend: Backend) -> 
         assert c.acquire(KEY, 1).wait == 0  # input only: 1,000 + 4,000 of 10,000
 
 
+def bare_answer(c: Coordinator, call: TokenCall, lease: str | None, wall: float) -> None:
+    """A 2xx learned with no quota header and its body not read yet (a stream)."""
+    call.record(200, {}, wall)
+    c.learn(KEY, seen(200, {}, profile=OPENAI, wall=wall), lease)
+
+
+def test_a_usage_read_late_corrects_a_count_no_answer_names(backend: Backend) -> None:
+    c = backend.one()
+    with token_cost(TokenEstimate(100, 900)) as call:
+        permit = c.acquire(KEY, 1)
+        bare_answer(c, call, permit.lease, backend.clock.wall())
+        assert token_counts(c, KEY, backend.url) == [1000, 100, 900]  # the estimate stands
+        assert call.reconcile(TokenUsage(120, 30))
+        assert not call.reconcile(TokenUsage(120, 30))  # once
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)  # on Redis it carries the correction (no round trip of its own)
+    assert token_counts(c, KEY, backend.url) == [150 + 20, 120 + 10, 30 + 10]
+
+
+def first_named(c: Coordinator, call: TokenCall, backend: Backend, reset_in: float) -> None:
+    """A first request answered with OpenAI's headers: 1,000 tokens of 3,000 spent."""
+    first = c.acquire(KEY, 1)
+    answered(c, call, first.lease, 200, openai_headers(
+        {"requests": 100, "tokens": 3000}, {"requests": 1, "tokens": 1000}, reset_in),
+        backend.clock.wall())
+
+
+def test_a_usage_read_late_leaves_a_count_an_answer_named(backend: Backend) -> None:
+    c = backend.one()
+    with token_cost(TokenEstimate(100, 900)) as call:
+        first_named(c, call, backend, 2.0)
+        second = c.acquire(KEY, 1)
+        answered(c, call, second.lease, 200, openai_headers(  # the same window: the provider's
+            {"requests": 100, "tokens": 3000}, {"requests": 2, "tokens": 2000}, 2.0),
+            backend.clock.wall())
+        assert call.reconcile(TokenUsage(120, 30))
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)
+    # tokens: OpenAI named them (the provider's 2,000 stands); input and output it does not
+    # name: the usage corrects the second's estimate there
+    assert token_counts(c, KEY, backend.url) == [2000 + 20, 200 + 20 + 10, 1800 - 870 + 10]
+
+
+def test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next(
+        backend: Backend) -> None:
+    c = backend.one()
+    with token_cost(TokenEstimate(100, 900)) as call:
+        first_named(c, call, backend, 0.5)
+        second = c.acquire(KEY, 1)  # charged in the window the first answer named
+        bare_answer(c, call, second.lease, backend.clock.wall())
+    backend.sleep(0.6)  # that window resets
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)  # the next window: its count starts from what is in flight
+    assert call.reconcile(TokenUsage(120, 30))
+    with token_cost(TokenEstimate(10, 10)):
+        c.acquire(KEY, 1)
+    assert token_counts(c, KEY, backend.url)[0] == 20 + 20  # the two in flight, uncorrected
+
+
 def test_the_cost_is_current_only_inside_its_block() -> None:
     assert current_call() is None
     with token_cost(120) as call:
@@ -179,6 +238,7 @@ FITS = "a request admitted once the limits were learned fits what its window has
 ABOVE = "it fits with a usage above its estimate counted in the window"
 BELOW = "it fits with a usage below its estimate counted in the window"
 LATER = "it fits in a window after the one the limits were learned in"
+CORRECTED = "a usage read after its answer was learned corrected the charge"
 
 
 class ModelProvider:
@@ -236,18 +296,21 @@ class ModelProvider:
 
 
 def answer_attempt(c: Coordinator, charge: Charge, lease: str | None, status: int,
-                   headers: dict[str, str], wall: float, usage: TokenUsage | None) -> None:
+                   headers: dict[str, str], wall: float, usage: TokenUsage | None) -> TokenCall:
     """An attempt that charged ``charge`` answered: recorded on its token call (with the
-    usage its body said, if read) and learned, as an integration does."""
+    usage its body said, if read) and learned, as an integration does; the call, for a usage
+    read later (:meth:`TokenCall.reconcile`)."""
     with token_cost(0) as call:
         call.charge = charge
         body = None if usage is None else {"usage": {"input_tokens": usage.input_tokens,
                                                      "output_tokens": usage.output_tokens}}
         call.record(status, headers, wall, body)
         c.learn(KEY, seen(status, headers, profile=ANTHROPIC, wall=wall), lease)
+    return call
 
 
-Step = tuple[int, int, int, int, bool, float, int]
+UNREAD, READ, LATE = 0, 1, 2  # an answer's body: never read, read before it is learned, after
+Step = tuple[int, int, int, int, int, bool, float, int]
 
 
 def drive(c: Coordinator, prop: str, provider: ModelProvider, steps: list[Step],
@@ -259,10 +322,18 @@ def drive(c: Coordinator, prop: str, provider: ModelProvider, steps: list[Step],
     left (the estimates of the requests in flight, the usage of those answered, counted as the
     provider counts them), but one that charges more than a whole limit (it goes alone: the
     provider refuses it, once). Before the first answer nothing says the limits: the key's
-    first window lets its probe go blind."""
-    flight: list[tuple[Charge, str | None, int, TokenUsage, bool]] = []
+    first window lets its probe go blind. A body read late (after its answer was learned)
+    is read once the step's answers came back (before its pause, and the next step's
+    requests): its usage then corrects the charge late (:meth:`TokenCall.reconcile`).
+
+    A bare answer names no quota (its headers stripped on the way): nothing reconciles its
+    window's count but its usage, so an answer is bare only when its body is read, and read
+    late only when its usage is within its estimate (nothing can count what no one has said
+    yet; an estimate whose output is ``max_tokens`` is never below the usage's)."""
+    flight: list[tuple[Charge, str | None, int, TokenUsage, int, bool]] = []
+    late: list[tuple[TokenCall, TokenUsage]] = []  # bodies read at the end of the step
     learned_in: int | None = None  # the window the limits were first named in
-    for est_in, est_out, use_in, use_out, read, pause, answers in steps:
+    for est_in, est_out, use_in, use_out, read, bare, pause, answers in steps:
         with token_cost(TokenEstimate(est_in, est_out)) as call:
             permit = c.acquire(KEY, 1)
         charge = call.charge
@@ -286,14 +357,25 @@ def drive(c: Coordinator, prop: str, provider: ModelProvider, steps: list[Step],
                 answer_attempt(c, charge, permit.lease, 429, provider.headers(now), now, None)
                 learned_in = provider.index if learned_in is None else learned_in
             else:
-                flight.append((charge, permit.lease, index, TokenUsage(use_in, use_out), read))
+                flight.append((charge, permit.lease, index, TokenUsage(use_in, use_out), read,
+                               bare))
         for _ in range(min(answers, len(flight))):
-            charge, lease, index, usage, told = flight.pop(0)
+            charge, lease, index, usage, told, stripped = flight.pop(0)
+            spent = (usage.total, usage.input_tokens, usage.output_tokens)
+            stripped = stripped and (told == READ or (told == LATE and all(
+                s <= c for s, c in zip(spent, charge, strict=True))))
             now = wall()
             provider.answer(now, index, charge, usage)
-            answer_attempt(c, charge, lease, 200, provider.headers(now), now,
-                           usage if told else None)
-            learned_in = provider.index if learned_in is None else learned_in
+            call = answer_attempt(c, charge, lease, 200, {} if stripped else provider.headers(now),
+                                  now, usage if told == READ else None)
+            if told == LATE:
+                late.append((call, usage))
+            if not stripped:
+                learned_in = provider.index if learned_in is None else learned_in
+        for call, usage in late:
+            if call.reconcile(usage):
+                reached(prop, CORRECTED)
+        late.clear()
         wait(pause)
 
 
@@ -305,7 +387,8 @@ def steps_of(pauses: list[float], most: int) -> st.SearchStrategy[list[Step]]:
     return st.lists(st.tuples(
         st.integers(1, 400), st.integers(1, 400),  # the estimate: input, output
         st.integers(0, 500), st.integers(0, 500),  # the usage: above or below it
-        st.booleans(),                             # the answer's body read (its usage told)
+        st.sampled_from([UNREAD, READ, LATE]),     # the answer's body read (its usage told)
+        st.booleans(),                             # a bare answer: no quota headers
         st.sampled_from(pauses),
         st.integers(0, 3),                         # answers that come back after it
     ), min_size=1, max_size=most)
@@ -322,8 +405,9 @@ redis_steps = steps_of([0.0, 0.0, 0.0, 0.004, 0.03, 0.15], 30)
 @given(limits=limit_sets, steps=memory_steps)
 def test_a_window_never_admits_more_tokens_than_its_limit(limits: Charge,
                                                           steps: list[Step]) -> None:
-    """For any estimates and usages (above and below them), told or not: no window's tokens
-    exceed the limit an answer named, on the memory coordinator and a fake clock."""
+    """For any estimates and usages (above and below them), told with the answer, told late
+    or never: no window's tokens exceed the limit an answer named, on the memory coordinator
+    and a fake clock."""
     tried(PROPERTY)
     clock = FakeClock(wall=1_800_000_000.0)
     drive(MemoryCoordinator(clock=clock), PROPERTY, ModelProvider(limits), steps, clock.wall,
@@ -351,11 +435,11 @@ def test_on_redis_a_window_never_admits_more_tokens_than_its_limit(
 
 
 def test_the_property_reached_its_checks() -> None:
-    assert_reached(PROPERTY, (FITS, ABOVE, BELOW, LATER))
+    assert_reached(PROPERTY, (FITS, ABOVE, BELOW, LATER, CORRECTED))
 
 
 def test_the_redis_property_reached_its_checks() -> None:
-    assert_reached(REDIS_PROPERTY, (FITS, ABOVE, BELOW, LATER))
+    assert_reached(REDIS_PROPERTY, (FITS, ABOVE, BELOW, LATER, CORRECTED))
 
 
 # Several processes on one Redis, against the sandbox's LLM route ---------------------------

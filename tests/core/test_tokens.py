@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -10,7 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import retrybudget as rb
-from retrybudget.core.tokens import CHARS_PER_TOKEN, DEFAULT_MAX_TOKENS, MESSAGE_OVERHEAD_TOKENS
+from retrybudget.core.tokens import (
+    CHARS_PER_TOKEN,
+    DEFAULT_MAX_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    UsageReader,
+)
 from tests.support.strategies import assert_reached, examples, reached, tried
 
 json_values = st.recursive(
@@ -195,3 +202,107 @@ def test_a_ledger_corrected_by_usage_never_drifts_from_what_was_spent(
                       "tokens": sum(i + o for _, _, i, o in calls),
                       "input-tokens": sum(i for _, _, i, _ in calls),
                       "output-tokens": sum(o for _, _, _, o in calls)}
+
+
+# The usage read from a body's bytes as they pass (UsageReader) ------------------------------
+
+
+def pieces(data: bytes, cuts: list[int]) -> list[bytes]:
+    """``data`` cut at each of ``cuts`` (positions, any order, repeats allowed)."""
+    at = sorted({min(max(cut, 0), len(data)) for cut in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(at)]
+
+
+def read_usage(data: bytes, content_type: str | None, cuts: tuple[int, ...] | list[int] = (),
+               encoding: str | None = None) -> rb.core.tokens.TokenUsage | None:
+    """What a reader fed ``data`` cut at ``cuts`` says was spent."""
+    reader = UsageReader(content_type, encoding)
+    for piece in pieces(data, list(cuts)):
+        reader.feed(piece)
+    return reader.usage()
+
+
+def sse(*events: tuple[str | None, object]) -> bytes:
+    return b"".join((f"event: {name}\n" if name else "").encode()
+                    + b"data: " + json.dumps(data).encode() + b"\n\n" for name, data in events)
+
+
+OPENAI_STREAM = sse(
+    (None, {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "hi"}}],
+            "usage": None}),
+    (None, {"object": "chat.completion.chunk", "choices": [],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42}}),
+) + b"data: [DONE]\n\n"
+ANTHROPIC_STREAM = sse(
+    ("message_start", {"type": "message_start", "message": {
+        "usage": {"input_tokens": 12, "cache_creation_input_tokens": 3, "output_tokens": 1}}}),
+    ("content_block_delta", {"type": "content_block_delta", "delta": {"text": '"usage": 9'}}),
+    ("message_delta", {"type": "message_delta", "usage": {"output_tokens": 30}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+ANSWER = json.dumps({"id": "x", "choices": [{"message": {"content": 'say "usage": {}'}}],
+                     "usage": {"input_tokens": 5, "output_tokens": 7}}).encode()
+
+
+@given(st.lists(st.integers(0, 2000), max_size=12))
+@settings(max_examples=examples(200, cap=2000))
+def test_the_usage_read_as_bytes_pass_is_the_bodys_in_any_pieces(cuts: list[int]) -> None:
+    """However the body is cut into pieces, the reader reads what the whole body says."""
+    assert read_usage(ANSWER, "application/json", cuts) == rb.core.tokens.TokenUsage(5, 7)
+    assert read_usage(OPENAI_STREAM, "text/event-stream", cuts) == (
+        rb.core.tokens.TokenUsage(12, 30))
+    assert read_usage(ANTHROPIC_STREAM, "text/event-stream; charset=utf-8", cuts) == (
+        rb.core.tokens.TokenUsage(15, 30))
+    crlf = OPENAI_STREAM.replace(b"\n", b"\r\n")
+    assert read_usage(crlf, "text/event-stream", cuts) == rb.core.tokens.TokenUsage(12, 30)
+
+
+def test_a_compressed_body_is_read_decompressed() -> None:
+    packed = zlib.compressobj(wbits=31)  # gzip
+    gzipped = packed.compress(ANSWER) + packed.flush()
+    assert read_usage(gzipped, "application/json", [7, 40], "gzip") == (
+        rb.core.tokens.TokenUsage(5, 7))
+    assert read_usage(zlib.compress(OPENAI_STREAM), "text/event-stream", [3],
+                      "deflate") == rb.core.tokens.TokenUsage(12, 30)
+    assert read_usage(b"\x1f\x8b broken", "application/json", [], "gzip") is None
+    assert read_usage(ANSWER, "application/json", [], "br") is None  # not read: no usage
+
+
+def test_a_body_read_in_part_or_of_another_kind_says_nothing() -> None:
+    assert read_usage(ANSWER[:-3], "application/json") is None
+    started = ANTHROPIC_STREAM[:ANTHROPIC_STREAM.index(b"event: content_block_delta")]
+    assert read_usage(started, "text/event-stream") is None  # message_start's output: a stand-in
+    assert read_usage(OPENAI_STREAM[:40], "text/event-stream") is None
+    assert read_usage(ANSWER, "text/plain") is None
+    assert read_usage(ANSWER, None) is None
+
+
+def test_a_long_answer_keeps_only_its_tail_and_still_finds_its_usage() -> None:
+    text = "x" * (3 << 20)
+    long_answer = json.dumps({"choices": [{"message": {"content": text}}],
+                              "usage": {"prompt_tokens": 9, "completion_tokens": 800_000}})
+    reader = UsageReader("application/json")
+    for at in range(0, len(long_answer), 1 << 16):
+        reader.feed(long_answer[at:at + (1 << 16)].encode())
+    assert reader.usage() == rb.core.tokens.TokenUsage(9, 800_000)
+    assert len(reader._buffer) <= 2 << 16  # bounded, whatever the body's size
+
+
+def test_an_event_too_long_to_read_is_skipped_and_the_rest_still_read() -> None:
+    huge = b"data: " + b"y" * (2 << 20) + b"\n\n"
+    reader = UsageReader("text/event-stream")
+    for at in range(0, len(huge), 1 << 16):
+        reader.feed(huge[at:at + (1 << 16)])
+    reader.feed(OPENAI_STREAM)
+    assert reader.usage() == rb.core.tokens.TokenUsage(12, 30)
+
+
+def test_openais_null_usage_in_every_chunk_is_passed_over_and_its_last_read() -> None:
+    chunk = {"object": "chat.completion.chunk", "choices": [{"delta": {"content": "hi"}}],
+             "usage": None}
+    compact = b"".join(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+                       for _ in range(50))
+    last = {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 50}}
+    ended = compact + b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"
+    assert read_usage(ended, "text/event-stream", [100, 1000]) == rb.core.tokens.TokenUsage(4, 50)
+    assert read_usage(compact + b"data: [DONE]\n\n", "text/event-stream", [100]) is None

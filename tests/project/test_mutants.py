@@ -261,6 +261,50 @@ MUTANTS = [
         "d.used = math.max(low, d.used)",
         (TOKENS + "test_an_answer_lowers_the_count_to_the_providers[redis]",),
     ),
+    # a usage read late corrects a window other than the one its charge was counted in: the
+    # count of the window after it loses what it never held, and the window is overfilled
+    Mutant(
+        "late-correction-in-a-window-gone", "coordination/_logic/_tokens.py",
+        "if amount == 0 or window != ledger.window or ledger.remaining is not None:",
+        "if amount == 0 or ledger.remaining is not None:",
+        (TOKENS + "test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next[memory]",),
+    ),
+    Mutant(
+        "late-correction-in-a-window-gone-on-redis", "coordination/lua/tokens.lua",
+        "if amount == 0 or window ~= d.window or d.remaining ~= nil then return end",
+        "if amount == 0 or d.remaining ~= nil then return end",
+        (TOKENS + "test_a_usage_read_late_for_a_window_gone_corrects_nothing_in_the_next[redis]",),
+    ),
+    # a usage read late lowers a count an answer named (the provider's, which already holds
+    # the request as the provider counted it): the window is counted short
+    Mutant(
+        "late-correction-below-the-providers-count", "coordination/_logic/_tokens.py",
+        "if amount == 0 or window != ledger.window or ledger.remaining is not None:",
+        "if amount == 0 or window != ledger.window:",
+        (TOKENS + "test_a_usage_read_late_leaves_a_count_an_answer_named[memory]",),
+    ),
+    # an answer handed over unwatched: a body the caller reads later (a stream, a completion
+    # the SDK parses) never corrects the estimate, which drifts by every answer's difference
+    Mutant(
+        "usage-body-not-watched", "integrations/_tokens.py",
+        "self.watch(response, late)", "late = None",
+        ("tests/integrations/test_sdk_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-sync-stream]",
+         "tests/integrations/test_sdk_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[redis-anthropic-async-whole]"),
+    ),
+    Mutant(
+        "requests-stream-not-watched", "integrations/_requests_usage.py",
+        "response.raw = _WatchedRaw(response.raw, response.headers, late)", "pass",
+        ("tests/integrations/test_requests_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-stream]",),
+    ),
+    Mutant(
+        "aiohttp-content-not-watched", "integrations/_aiohttp_usage.py",
+        "if isinstance(content, StreamReader):", "if False:",
+        ("tests/integrations/test_aiohttp_token_usage.py::"
+         "test_the_count_is_the_providers_once_the_body_is_read[memory-openai-stream]",),
+    ),
     # an attempt nothing can cut started with less time left than the longest one took: a
     # provider that hangs keeps a decorated sync function past its deadline (rule 13)
     Mutant(

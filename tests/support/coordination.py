@@ -60,6 +60,22 @@ def command_calls(server: RedisServer) -> tuple[int, int]:
     return sent, ran
 
 
+def token_counts(c: Coordinator, key: str, url: str | None = None) -> list[int]:
+    """What ``c`` counts of ``key``'s token ledgers (tokens, input tokens, output tokens) in
+    their current windows; ``url``: the redis-server of a Redis coordinator."""
+    if isinstance(c, MemoryCoordinator):
+        ledgers = c._keys[key].tokens
+        return [0, 0, 0] if ledgers is None else [d.used for d in ledgers.dims]
+    assert isinstance(c, RedisCoordinator)
+    assert url is not None
+    client = redis.Redis.from_url(url)
+    try:
+        values = client.hmget(f"{c.prefix}{{{key}}}:tokens", "u1", "u2", "u3")
+    finally:
+        client.close()
+    return [0 if value is None else int(value) for value in values]
+
+
 def unique_prefix() -> str:
     """A key prefix no other test uses."""
     return f"rbtest:{uuid.uuid4().hex[:12]}:"

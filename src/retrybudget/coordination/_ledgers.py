@@ -3,8 +3,12 @@ token dimension and the charge of each request in flight (by its lease)."""
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container
+from contextlib import AbstractContextManager
+from functools import partial
+from typing import Any
 
+from ..core.tokens import TokenUsage
 from . import _logic
 from ._tokens import Charge, TokenCall
 
@@ -15,13 +19,16 @@ _REFUSED_FOR = 1.0
 
 
 class Ledgers:
-    """A key's token ledgers (the memory coordinator's lock held for every call)."""
+    """A key's token ledgers (the memory coordinator's lock held for every call but a late
+    correction's, which takes ``lock`` and reads the time from ``now``)."""
 
-    __slots__ = ("charges", "dims")
+    __slots__ = ("charges", "dims", "lock", "now")
 
-    def __init__(self) -> None:
+    def __init__(self, lock: AbstractContextManager[Any], now: Callable[[], float]) -> None:
         self.dims = [_logic.Ledger() for _ in _logic.TOKEN_DIMENSIONS]
         self.charges: dict[str, Charge] = {}  # lease -> its request's charge
+        self.lock = lock
+        self.now = now
 
     def in_flight(self, live: Container[str]) -> list[int]:
         """The charges of the requests in flight, by dimension (a lease no longer ``live``
@@ -58,14 +65,20 @@ class Ledgers:
 
         A 429 gives its charge back (the provider counted nothing) and closes each dimension
         it refused until its reset; a usage read corrects the charge to it; and every
-        dimension the answer names is reconciled with the provider's count.
+        dimension the answer names is reconciled with the provider's count. A 2xx whose usage
+        was not read leaves ``call`` its :attr:`~._tokens.TokenCall.late` correction
+        (:meth:`corrected`) for the windows its charge is counted in: none of a dimension
+        whose window rolled over here (the count restarted without it) or whose answer
+        started a new one (the count is the provider's from then on).
         """
         charge = self.charges.pop(lease, None)
         if charge is None:
             return
         flight = self.in_flight(live)
         refused = call.refused()
+        windows = []
         for i, dimension in enumerate(_logic.TOKEN_DIMENSIONS):
+            windows.append(self.dims[i].window)  # the window its charge is counted in
             ledger = _logic.ledger_rolled(self.dims[i], now, flight[i])
             if call.status == 429:
                 ledger = _logic.ledger_charged(ledger, -charge[i])
@@ -82,3 +95,18 @@ class Ledgers:
                 ledger = _logic.ledger_closed(ledger, now + (reset_in if reset_in and reset_in > 0
                                                       else _REFUSED_FOR))
             self.dims[i] = ledger
+        if call.usage is None and call.status is not None and 200 <= call.status < 300:
+            call.late = partial(self.corrected, charge, tuple(windows), live)
+
+    def corrected(self, charge: Charge, windows: tuple[int, ...], live: Container[str],
+                  usage: TokenUsage) -> None:
+        """A request that charged ``charge`` and was learned with the ledgers in ``windows``
+        spent ``usage`` (read late): each dimension still in that window is corrected
+        (:func:`~._logic._tokens.ledger_corrected`)."""
+        spent = (usage.total, usage.input_tokens, usage.output_tokens)
+        with self.lock:
+            now = self.now()
+            flight = self.in_flight(live)
+            for i, window in enumerate(windows):
+                ledger = _logic.ledger_rolled(self.dims[i], now, flight[i])
+                self.dims[i] = _logic.ledger_corrected(ledger, window, spent[i] - charge[i])

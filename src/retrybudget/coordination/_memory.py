@@ -196,7 +196,7 @@ class MemoryCoordinator(Coordinator):
         tokens = current_call()
         if tokens is not None:  # its token quotas first: a request they hold reserves nothing
             if k.tokens is None:
-                k.tokens = Ledgers()
+                k.tokens = Ledgers(self._lock, lambda: self._now())  # noqa: PLW0108 - the clock may change
             until = k.tokens.hold(now, tokens.charge, cfg.gate.spread, k.leases)
             if until is not None:
                 return self._tally.permit(permit_of("pace", until - now, 0.0, None, 0.0))

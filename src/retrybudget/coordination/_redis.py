@@ -53,7 +53,7 @@ from ._redis_pipeline import ERRORS, Call, Pipeline, in_event_loop
 from ._redis_scripts import TEXT
 from ._settle import aged, deferrable
 from ._stats import CoordinationStats, Tally
-from ._tokens_redis import charged
+from ._tokens_redis import Corrections, charged
 
 __all__ = ["OnFailure", "RedisCoordinator"]
 
@@ -158,6 +158,7 @@ class RedisCoordinator(RedisCalls, RedisOutage, Coordinator):
         self._live: dict[str, int] = {}  # key -> live workers last seen in Redis
         self._reseed: set[str] = set()  # keys whose next acquire offers the local observation
         self._counted: dict[str, float] = {}  # key -> when Redis last counted this worker live
+        self._corrections = Corrections()  # late token corrections, for the next acquire
         self._hold_back()
 
     def _connect(self, url: str | None, client: redis.Redis | None,
@@ -385,12 +386,15 @@ class RedisCoordinator(RedisCalls, RedisOutage, Coordinator):
             loop.call_soon_threadsafe(timer.cancel)
 
     def _held_back(self) -> list[Call[bool]]:
-        """Every settlement held back, as calls that send them now."""
+        """Every settlement held back and every late token correction held, as calls that
+        send them now."""
         with self._lock:
             held, self._settling = self._settling, {}
-        return [self._end(dataclasses.replace(learn, throttle=aged(
-                    learn.throttle, self.clock.monotonic() - at)), outcome, False)
-                for learn, outcome, at in held.values() if learn.throttle is not None]
+        calls = [self._end(dataclasses.replace(learn, throttle=aged(
+                     learn.throttle, self.clock.monotonic() - at)), outcome, False)
+                 for learn, outcome, at in held.values() if learn.throttle is not None]
+        corrected = (self._corrected(key) for key in self._corrections.held())
+        return calls + [call for call in corrected if call is not None]
 
     def settle(self) -> None:
         """Send every settlement held back for a next call now (:meth:`close` does, and a

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from .._clock import Clock
@@ -23,7 +24,7 @@ from ._redis_pipeline import Call
 from ._redis_scripts import WORKER_TTL, Arg, reply_items, reply_number, reply_optional, reply_text
 from ._settle import aged
 from ._stats import Tally
-from ._tokens_redis import learned_args, requests_throttle, token_args
+from ._tokens_redis import Corrections, Windows, learned_args, learned_late, requests_throttle, token_args
 
 __all__ = ["UNAVAILABLE", "RedisCalls"]
 
@@ -49,6 +50,7 @@ class RedisCalls:
     _counted: dict[str, float]
     _reseed: set[str]
     _settling: dict[str, tuple[Learn, Outcome[Any], float]]
+    _corrections: Corrections
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self.prefix}{{{key}}}:"
@@ -97,7 +99,7 @@ class RedisCalls:
             0 if cap is None else cap.poll,
             0 if pacing is None else pacing.probes,
             self._me(key), gate.herd_window, "" if max_wait is None else max_wait,
-            1 if fail_fast else 0, *token_args(self._seed(key)),
+            1 if fail_fast else 0, *token_args(self._seed(key), self._corrections.take(key)),
         )
 
         def parse(raw: object) -> Permit:
@@ -152,8 +154,27 @@ class RedisCalls:
             0 if throttle is None else 1, *answer,
         )
         return self._call("learn" if needed else None, key, args,
-                          lambda raw: self.local.learn(key, self._share(key, facts), None),
+                          learned_late(lease, lambda raw: self.local.learn(
+                              key, self._share(key, facts), None), partial(self._late, key)),
                           lambda: self.local.learn(key, self._share(key, facts), lease))
+
+    def _late(self, key: str, windows: Windows, amounts: tuple[int, int, int]) -> None:
+        """A late correction of a charge under ``key``: held for the key's next acquire to
+        carry, or sent on its own :data:`SETTLE_IDLE` seconds on (:meth:`_corrected`)."""
+        self._corrections.add(key, windows, amounts)
+        self._arm()
+
+    def _arm(self) -> None:
+        """Send what is held back soon (the coordinator's timer)."""
+        raise NotImplementedError
+
+    def _corrected(self, key: str) -> Call[bool] | None:
+        """The late corrections held for ``key`` sent on their own (``correct.lua``), or None:
+        none held. Redis unavailable: they are dropped (the headers' reconciliation stands)."""
+        args = self._corrections.take(key)
+        if not args:
+            return None
+        return self._call("correct", key, args, lambda raw: False, lambda: False)
 
     def _share(self, key: str, facts: Throttle) -> Throttle:
         """What this coordinator may count on of a quota observation while alone: its share,

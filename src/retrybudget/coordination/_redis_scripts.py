@@ -25,7 +25,7 @@ the quota while Redis is unreachable is ``1 / live workers``)."""
 HORIZON = MAX_HINT_SECONDS + MAX_DURATION
 """How far ahead a stored instant may lie before the scripts treat it as garbage."""
 
-_SCRIPTS = ("admit", "acquire", "learn", "spend", "finish", "write")
+_SCRIPTS = ("admit", "acquire", "learn", "spend", "finish", "write", "correct")
 """The scripts of one call each (``lua/<name>.lua``)."""
 _MERGED = {"begin": ("admit", "acquire"), "end": ("learn", "finish"),
            "cycle": ("learn", "finish", "admit", "acquire"),

@@ -11,7 +11,9 @@ the operation (a context variable, so each thread and asyncio task has its own),
   code) as it arrives: its quota readings and, when read, its usage.
 
 The coordinator charges the cost at :meth:`~retrybudget.coordination.Coordinator.acquire` and
-reconciles it when the attempt is learned.
+reconciles it when the attempt is learned. A 2xx whose usage was not read by then (its body
+is read later: a stream the caller consumes) leaves the call a way to correct the charge
+late (:attr:`TokenCall.late`), taken by :meth:`TokenCall.reconcile` once the body is read.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class TokenCall:
         readings: the quota dimensions the latest answer's headers named.
         usage: what the latest answer said was spent, when its body was read.
         read_at: the wall time the latest answer was recorded at.
+        late: set by the coordinator when it learned a 2xx whose usage was not read: corrects
+            the charge to a usage read later (see :meth:`reconcile`); None otherwise.
     """
 
     charge: Charge
@@ -80,6 +84,7 @@ class TokenCall:
     readings: dict[QuotaDimension, QuotaReading] = field(default_factory=dict)
     usage: TokenUsage | None = None
     read_at: float = 0.0
+    late: Callable[[TokenUsage], None] | None = None
 
     def record(self, status: int, headers: HeaderInput, wall: float,
                body: object = None) -> None:
@@ -92,9 +97,22 @@ class TokenCall:
 
     def sent(self) -> None:
         """Forget the previous attempt's answer: a new attempt goes."""
-        self.status, self.usage = None, None
+        self.status, self.usage, self.late = None, None, None
         if self.readings:
             self.readings = {}
+
+    def reconcile(self, usage: TokenUsage) -> bool:
+        """The latest answer's usage, read from its body after its attempt was learned (a body
+        the caller read or streamed later): the coordinator corrects the charge to it, once,
+        in the window it was charged in. True if a correction was due; False when none is (the
+        attempt was not learned as a 2xx without its usage, or was corrected already): what the
+        answer's headers said stands."""
+        late, self.late = self.late, None
+        if late is None:
+            return False
+        self.usage = usage
+        late(usage)
+        return True
 
     def refused(self) -> frozenset[str]:
         """The quota dimensions a 429 answer refused the attempt on: each whose ``remaining``
@@ -171,20 +189,23 @@ def token_cost(cost: TokenEstimate | TokenUsage | int) -> Iterator[TokenCall]:
         _CALL.reset(token)
 
 
-def begin_request(config: TokenConfig | None, method: str, url: str,
-                  body: Callable[[], bytes]) -> contextvars.Token[TokenCall | None] | None:
+def begin_request(config: TokenConfig | None, method: str, url: str, body: Callable[[], bytes]
+                  ) -> tuple[contextvars.Token[TokenCall | None] | None, TokenCall | None]:
     """Make the request's cost current (an integration's call when a request starts), unless
     a cost is declared already or the request costs nothing: the token to reset the context
-    variable with when the request ends, or None (nothing to reset)."""
-    if config is None or _CALL.get() is not None:
-        return None
+    variable with when the request ends (None: nothing to reset), and the operation's token
+    call (the declared one, or the one made current; None: the request costs nothing)."""
+    declared = _CALL.get()
+    if declared is not None or config is None:
+        return None, declared
     try:
         cost = (config.cost or llm_request_cost)(method, url, body())
     except Exception:  # a body not read yet, or a cost function's own bug: no cost
-        return None
+        return None, None
     if cost is None:
-        return None
-    return _CALL.set(TokenCall(charge_of(cost)))
+        return None, None
+    call = TokenCall(charge_of(cost))
+    return _CALL.set(call), call
 
 
 def end_request(token: contextvars.Token[TokenCall | None]) -> None:

@@ -8,7 +8,9 @@ has been answered. This module gives both, from the standard library only:
   and estimates its cost: the prompt at :data:`CHARS_PER_TOKEN` characters a token, plus the
   output it may produce (``max_tokens``). It is an estimate, not a tokenizer: a real one
   (``tiktoken``, Anthropic's token counting) gives the exact prompt size.
-- :func:`usage_from_body` reads what an answer's ``usage`` says was spent.
+- :func:`usage_from_body` reads what an answer's ``usage`` says was spent, and
+  :class:`UsageReader` reads it from a body's bytes as they pass (a JSON answer, or a stream
+  of server-sent events), in bounded memory.
 - :func:`quota_readings` reads every quota dimension (requests, tokens, input and output tokens)
   from OpenAI's ``x-ratelimit-*`` and Anthropic's ``anthropic-ratelimit-*`` headers, and
   :func:`tokens_spent_between` what two such readings of one window say was spent between them.
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -35,6 +39,7 @@ __all__ = [
     "QuotaReading",
     "TokenEstimate",
     "TokenUsage",
+    "UsageReader",
     "estimate_tokens",
     "quota_readings",
     "token_charges",
@@ -238,6 +243,148 @@ def usage_from_body(body: object) -> TokenUsage | None:
         return None
     created = _count(usage.get("cache_creation_input_tokens")) or 0
     return TokenUsage(given + created, output)
+
+
+_JSON_WHOLE = 1 << 16  # bytes of a JSON answer parsed whole
+_JSON_TAIL = 1 << 16  # bytes of the end of a longer one kept (its usage comes last)
+_SSE_EVENT = 1 << 20  # bytes of one server-sent event read (a longer one is skipped)
+_PIECE = 1 << 16  # bytes decompressed at a time
+_USAGE_KEY = re.compile(r'(?<!\\)"usage"\s*:\s*')
+_EVENT_END = re.compile(rb"\n\r?\n")
+
+
+class UsageReader:
+    r"""The usage an answer's body states, read from its bytes as they pass.
+
+    Fed the body's bytes in any pieces (:meth:`feed`), as sent (``gzip`` and ``deflate``
+    decoded; another encoding is not read), it keeps only what it needs: a JSON answer whole
+    up to 64 KiB (a longer one: its last 64 KiB, where OpenAI and Anthropic put ``usage``:
+    the last ``"usage"`` key there is read), or of a ``text/event-stream`` only the events
+    that mention ``usage``:
+    OpenAI's last chunk (``stream_options.include_usage``), Anthropic's ``message_start``
+    and ``message_delta`` (its output tokens so far), or an OpenAI responses stream's
+    ``response.completed``. :meth:`usage` says what was read; never raises.
+
+    >>> reader = UsageReader("text/event-stream")
+    >>> reader.feed(b'event: message_start\ndata: {"type": "message_start", "message": ')
+    >>> reader.feed(b'{"usage": {"input_tokens": 12, "output_tokens": 1}}}\n\n')
+    >>> reader.feed(b'data: {"type": "message_delta", "usage": {"output_tokens": 30}}\n\n')
+    >>> reader.usage()
+    TokenUsage(input_tokens=12, output_tokens=30)
+    """
+
+    __slots__ = ("_buffer", "_decoder", "_delta", "_found", "_mode", "_parts", "_skip", "_spilled")
+
+    def __init__(self, content_type: str | None, content_encoding: str | None = None) -> None:
+        kind = (content_type or "").split(";", 1)[0].strip().lower()
+        coding = (content_encoding or "").strip().lower()
+        self._mode = ("sse" if kind == "text/event-stream"
+                      else "json" if kind.endswith("json") else None)
+        self._decoder = None
+        if coding in ("gzip", "x-gzip", "deflate"):
+            self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # either header
+        elif coding not in ("", "identity"):
+            self._mode = None
+        self._buffer = bytearray()
+        self._parts: dict[str, object] = {}
+        self._found: TokenUsage | None = None
+        self._skip = self._spilled = self._delta = False
+
+    def feed(self, data: bytes) -> None:
+        """Read the next bytes of the body."""
+        if self._mode is None or not data:
+            return
+        decoder = self._decoder
+        if decoder is None:
+            self._take(data)
+            return
+        try:
+            piece = decoder.decompress(data, _PIECE)
+            while piece:
+                self._take(piece)
+                piece = decoder.decompress(decoder.unconsumed_tail, _PIECE)
+        except zlib.error:
+            self._mode = None
+
+    def _take(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        if self._mode == "json":
+            if len(buffer) > _JSON_WHOLE:
+                self._spilled = True
+                del buffer[:-_JSON_TAIL]
+            return
+        # the events complete so far (a blank line in what came now), looked into only when
+        # one states a usage
+        start = max(len(buffer) - len(data) - 2, 0)
+        cut = max(buffer.rfind(b"\n\n", start), buffer.rfind(b"\n\r\n", start))
+        if cut < 0:
+            if len(buffer) > _SSE_EVENT:
+                self._skip = True  # an event too long to read: skipped to its end
+                buffer.clear()
+            return
+        cut += 2 if buffer[cut + 1] == 10 else 3  # past its blank line
+        events = bytes(buffer[:cut])
+        del buffer[:cut]
+        if self._skip:
+            self._skip = False
+            events = _EVENT_END.split(events, 1)[-1]  # the rest of the event skipped
+        self._events(events)
+
+    def _events(self, events: bytes) -> None:
+        """Read the usage of whole events (each ended by a blank line)."""
+        if events.count(b'"usage"') <= events.count(b'"usage":null'):
+            return  # none states one (OpenAI sends ``"usage":null`` in every other chunk)
+        for event in _EVENT_END.split(events):
+            data = [line[6:] if line[5:6] == b" " else line[5:]
+                    for line in event.replace(b"\r", b"").split(b"\n")
+                    if line.startswith(b"data:")]
+            if data:
+                self._dispatch(b"\n".join(data))
+
+    def _dispatch(self, data: bytes) -> None:
+        if b'"usage"' not in data:
+            return
+        try:
+            event = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind in ("message_start", "message_delta"):  # Anthropic: the usage in parts
+            usage = event.get("message") if kind == "message_start" else event
+            usage = usage.get("usage") if isinstance(usage, dict) else None
+            if isinstance(usage, dict):
+                self._parts.update(usage)
+                self._delta = self._delta or kind == "message_delta"
+            return
+        if kind == "response.completed":  # OpenAI responses: the response, usage in it
+            event = event.get("response")
+        found = usage_from_body(event)
+        if found is not None:
+            self._found = found
+
+    def usage(self) -> TokenUsage | None:
+        """What the body read so far said was spent, or ``None`` if it said nothing usable
+        (an answer read only in part, say)."""
+        if self._mode == "json":
+            if not self._spilled:
+                return usage_from_body(bytes(self._buffer))
+            text = bytes(self._buffer).decode("utf-8", "replace")
+            keys = list(_USAGE_KEY.finditer(text))
+            if not keys:
+                return None
+            try:
+                usage, _ = json.JSONDecoder().raw_decode(text, keys[-1].end())
+            except (ValueError, RecursionError):
+                return None
+            return usage_from_body({"usage": usage})
+        if self._mode == "sse":
+            if self._found is None and self._delta:  # message_start's output is a stand-in
+                return usage_from_body({"usage": self._parts})
+            return self._found
+        return None
 
 
 def token_charges(cost: TokenEstimate | TokenUsage) -> dict[QuotaDimension, int]:

@@ -11,6 +11,7 @@ from .._drivers import Retrier
 from ..core.classify import FailureKind
 from ..core.outcome import Outcome
 from ._common import Engine, ErrorTable
+from ._tokens import record_answers
 
 if TYPE_CHECKING:
     from typing_extensions import TypedDict
@@ -45,6 +46,9 @@ class Wiring:
         headers: the response headers the classifier reads, as normalised pairs.
         default_key: names a request's provider key when the caller gives no ``key`` (None:
             the integration reads the key itself).
+        quota_headers: an answer's headers as the token ledgers read them (None: its
+            ``headers.multi_items()``, as httpx's).
+        body: an answer's body when it was read already, for its usage (None: never read).
     """
 
     errors: ErrorTable
@@ -52,6 +56,8 @@ class Wiring:
     attach: Callable[[Any, Outcome[object]], object]
     headers: Callable[[Any], tuple[tuple[str, str], ...]]
     default_key: Callable[[Any], str] | None = None
+    quota_headers: Callable[[Any], Any] | None = None
+    body: Callable[[Any], object] | None = None
 
 
 class Front(Generic[Q]):
@@ -80,6 +86,7 @@ class Front(Generic[Q]):
                               redirects_ok=redirects_ok, errors=wiring.errors,
                               failure_kind=wiring.failure_kind, attach=wiring.attach,
                               headers=wiring.headers)
+        record_answers(self._engine, wiring.quota_headers, wiring.body)  # token pacing
         self._key = key or wiring.default_key
 
     @property

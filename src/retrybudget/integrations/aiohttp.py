@@ -47,6 +47,7 @@ from .._native import evidence
 from .._native.aiohttp import aiohttp_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
 from ..core.outcome import Outcome, first_ok
+from ._aiohttp_usage import payload_bytes, watch
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
@@ -54,6 +55,7 @@ from ._common import (
     key_of_url,
 )
 from ._front import Front, Wiring
+from ._tokens import begin_costs, token_config
 
 __all__ = [
     "MiddlewareCircuitOpen",
@@ -121,6 +123,14 @@ def _evidence_later(headers: Any) -> tuple[tuple[str, str], ...]:
     return evidence([(name.lower(), value) for name, value in headers.items()])
 
 
+def _quota_headers(view: _Read) -> Any:
+    return view.response.headers
+
+
+def _read_body(view: _Read) -> bytes | None:
+    return view.content or None
+
+
 def _default_key(request: ClientRequest) -> str:
     return key_of_url(str(request.url))
 
@@ -132,11 +142,24 @@ class RetryMiddleware(Front[ClientRequest]):
     ``retrier``, ``policy``, ``key``, ``generate_idempotency_keys`` and ``redirects_ok``.
     """
 
-    _wiring = Wiring(_ERRORS, failure_kind, _attach, _evidence, _default_key)
+    _wiring = Wiring(_ERRORS, failure_kind, _attach, _evidence, _default_key,
+                     _quota_headers, _read_body)
     _key: KeyFunction
 
     async def __call__(self, request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
         """Run the request as one operation; return its final response or raise."""
+        tokens = token_config(self)
+        if tokens is not None:  # token pacing: the request's cost current while it runs
+            costs = begin_costs(tokens, request.method.upper(), str(request.url),
+                                partial(payload_bytes, request.body), watch)
+            if costs is not None:
+                with costs:
+                    return costs.hand(await self._operate(request, handler))
+        return await self._operate(request, handler)
+
+    async def _operate(self, request: ClientRequest, handler: ClientHandlerType
+                       ) -> ClientResponse:
+        """:meth:`__call__`'s operation."""
         method = request.method.upper()
         url = str(request.url)
         quick = self._engine.unread_of(url, method)

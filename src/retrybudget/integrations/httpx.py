@@ -63,7 +63,8 @@ from ._front import Front, Wiring
 from ._handed import carry
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, within
 from ._httpx_lazy import AsyncLazy, Lazy, Sent
-from ._tokens import acosted, costed, record_answers
+from ._httpx_usage import awatch, watch
+from ._tokens import acosted, costed
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -168,7 +169,6 @@ class _Base(Front[httpx.Request], Generic[T]):
         # async one also cuts each exchange there, see AsyncRetryTransport._within).
         self._sockets_bounded = bound_sockets(self._transport)
         Front.__init__(self, retrier, **options)
-        record_answers(self._engine)  # token pacing: each answer's quota headers
 
     def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
         """The shape a request's 2xx is handed over unread in, and the request's key; or None:
@@ -304,7 +304,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     _default_transport = httpx.HTTPTransport
 
-    @costed
+    @costed(watch)
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         quick = self._unread_of(request)
@@ -424,7 +424,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     _default_transport = httpx.AsyncHTTPTransport
 
-    @acosted
+    @acosted(awatch)
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         unread = self._unread_of(request)

@@ -31,4 +31,5 @@ from ._family import build_over
 build_over(globals(), "retrybudget.integrations.httpx", {
     "httpx": "httpx2", "httpcore": "httpcore2",
     "retrybudget.integrations._httpx_io": "retrybudget.integrations._httpx2_io",
+    "retrybudget.integrations._httpx_usage": "retrybudget.integrations._httpx2_usage",
 })

@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._front import Options
+from ._requests_usage import read_body, watch
+from ._tokens import begin_costs, token_config
 
 __all__ = [
     "AdapterCircuitOpen",
@@ -103,6 +105,18 @@ _ERRORS = _FAMILY.table()
 def _attach(response: requests.Response, outcome: Outcome[object]) -> None:
     setattr(response, STATS_ATTRIBUTE, outcome.stats())
     setattr(response, OUTCOME_ATTRIBUTE, outcome)
+
+
+def _quota_headers(response: requests.Response) -> Any:
+    return response.headers
+
+
+def _body_bytes(request: requests.PreparedRequest) -> bytes:
+    """The request's body as bytes (a stream or a file: none, so no cost read from it)."""
+    body = request.body
+    if isinstance(body, bytes):
+        return body
+    return body.encode() if isinstance(body, str) else b""
 
 
 def _default_key(request: requests.PreparedRequest) -> str:
@@ -265,7 +279,8 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
         pool_block: as for ``HTTPAdapter``.
     """
 
-    _wiring = Wiring(_ERRORS, failure_kind, _attach, _evidence, _default_key)
+    _wiring = Wiring(_ERRORS, failure_kind, _attach, _evidence, _default_key,
+                     _quota_headers, read_body)
     _key: KeyFunction
 
     def __init__(
@@ -302,6 +317,20 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
         proxies: Mapping[str, str] | None = None,
     ) -> requests.Response:
         """Run the request as one operation; return its final response or raise."""
+        tokens = token_config(self)
+        if tokens is not None:  # token pacing: the request's cost current while it runs
+            costs = begin_costs(tokens, (request.method or "GET").upper(), request.url or "",
+                                partial(_body_bytes, request), watch)
+            if costs is not None:
+                with costs:
+                    return costs.hand(self._operate(request, stream, timeout, verify, cert,
+                                                    proxies))
+        return self._operate(request, stream, timeout, verify, cert, proxies)
+
+    def _operate(self, request: requests.PreparedRequest, stream: bool, timeout: TimeoutValue,
+                 verify: bool | str, cert: bytes | str | tuple[bytes | str, bytes | str] | None,
+                 proxies: Mapping[str, str] | None) -> requests.Response:
+        """:meth:`send`'s operation."""
         quick = self._unread_of(request)
         if quick is None:
             return self._send(request, stream, timeout, verify, cert, proxies)

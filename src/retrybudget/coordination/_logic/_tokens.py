@@ -7,7 +7,9 @@ its charge fits the limit the provider published, and waits for the window's res
 The count is every charge made in the window (an estimate while its request is in flight),
 corrected by the actual usage when it is known, and kept within what the provider's own count
 (``limit - remaining``) says, as :func:`~retrybudget.coordination._logic.window_used` keeps the
-requests' count. ``lua/tokens.lua`` implements the same steps for the Redis backend.
+requests' count. A usage read after its attempt was learned (a body the caller streamed)
+corrects the count late (:func:`ledger_corrected`) where no answer names the provider's.
+``lua/tokens.lua`` implements the same steps for the Redis backend.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from dataclasses import dataclass
 from ...core import evolve, fast_init
 from ._instants import EPSILON, NEVER
 
-__all__ = ["TOKEN_DIMENSIONS", "Ledger", "ledger_charged", "ledger_closed", "ledger_hold",
-           "ledger_learn", "ledger_rolled"]
+__all__ = ["TOKEN_DIMENSIONS", "Ledger", "ledger_charged", "ledger_closed", "ledger_corrected",
+           "ledger_hold", "ledger_learn", "ledger_rolled"]
 
 TOKEN_DIMENSIONS = ("tokens", "input-tokens", "output-tokens")
 """The token dimensions a ledger is kept for, in the order a charge lists them."""
@@ -38,6 +40,8 @@ class Ledger:
         remaining: the lowest ``remaining`` an answer named for the current window.
         gate: no request charging this dimension starts before this instant (a rate limit
             that named it).
+        window: how many windows the ledger has started (each reset passed, each later
+            window an answer named): a late correction names the window it is for.
     """
 
     limit: int | None = None
@@ -45,6 +49,7 @@ class Ledger:
     reset_at: float | None = None
     remaining: int | None = None
     gate: float = NEVER
+    window: int = 0
 
 
 def ledger_rolled(ledger: Ledger, now: float, in_flight: int) -> Ledger:
@@ -58,7 +63,7 @@ def ledger_rolled(ledger: Ledger, now: float, in_flight: int) -> Ledger:
     if reset_at is None or now + EPSILON < reset_at:
         return ledger
     used = in_flight if ledger.limit is None else min(in_flight, ledger.limit)
-    return evolve(ledger, used=used, reset_at=None, remaining=None)
+    return evolve(ledger, used=used, reset_at=None, remaining=None, window=ledger.window + 1)
 
 
 def ledger_hold(ledger: Ledger, now: float, charge: int, spread: float,
@@ -131,5 +136,20 @@ def ledger_learn(ledger: Ledger, now: float, limit: int | None, remaining: int |
         return evolve(ledger, limit=limit)  # an answer from a window already over
     else:
         ledger = evolve(ledger, limit=limit, used=max(low + in_flight, 0), reset_at=reset_at,
-                        remaining=remaining)
+                        remaining=remaining, window=ledger.window + 1)
     return ledger
+
+
+def ledger_corrected(ledger: Ledger, window: int, amount: int) -> Ledger:
+    """The ledger after a late correction of ``amount`` tokens (the usage less the charge) for a
+    request charged in window number ``window``: a usage read after its attempt was learned.
+
+    It corrects only what no answer reconciles: a window in which an answer named this
+    dimension's count (``remaining``) keeps the provider's count (the request is in it as the
+    provider counted it; later answers reconcile it again), and a window other than the one
+    the charge was counted in is left alone (its count restarted without the charge). Never
+    below nothing.
+    """
+    if amount == 0 or window != ledger.window or ledger.remaining is not None:
+        return ledger
+    return evolve(ledger, used=max(ledger.used + amount, 0))

@@ -35,6 +35,9 @@ local charge = nil
 if finite(ARGV[19]) ~= nil then
   charge = {count(ARGV[19], 1e15) or 0, count(ARGV[20], 1e15) or 0, count(ARGV[21], 1e15) or 0}
 end
+-- optionally (after the charge, '' when none), this coordinator's late corrections of the
+-- key's token ledgers (tokens_corrected: their number, then six values each), applied first
+if ARGV[22] ~= nil then tokens_corrected(KEYS[6], KEYS[3], ARGS, 22) end  -- ARGS: this part's ARGV
 -- a request that goes holds a lease while in flight
 local tracked = limit > 0 or pacing or charge ~= nil
 

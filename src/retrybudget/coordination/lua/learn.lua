@@ -3,7 +3,8 @@
 -- Throttle, read by the flow with the operation's profile (hint and reset include its slack).
 -- ARGV: idle, lease or '', throttled 0|1, hint (-1: none), remaining (-1), limit (-1),
 -- reset (-1), floor, multiplier, max_gate, made 0|1 (the attempt was made: an answer came
--- back, which ends the key's first window). Returns 1.
+-- back, which ends the key's first window). Returns 1, or for a lease that charged tokens the
+-- ledgers' window numbers after it ('w1:w2:w3', see tokens_learned).
 local lease = ARGV[2]
 local throttled = ARGV[3] == '1'
 local hint = finite(ARGV[4]) or -1
@@ -25,6 +26,7 @@ end
 -- not named), then per dimension 1 when a 429 refused it, then the usage per dimension ('':
 -- not read)
 local charge = nil
+local reply = 1
 if lease ~= '' and ARGV[12] ~= nil then charge = lease_charge(lease) end
 if charge ~= nil then
   local readings, refused, usage = {}, {}, {}
@@ -36,7 +38,7 @@ if charge ~= nil then
     usage[i] = count(ARGV[24 + i], 1e15)
   end
   if usage[1] == nil then usage = nil end
-  tokens_learned(KEYS[6], leases, charge, finite(ARGV[12]), readings, refused, usage)
+  reply = tokens_learned(KEYS[6], leases, charge, finite(ARGV[12]), readings, refused, usage)
 end
 local observed = remaining >= 0 and reset > 0
 if made then  -- _logic.learn: any answer ends the first window
@@ -47,7 +49,7 @@ if made then  -- _logic.learn: any answer ends the first window
   end
 end
 if not throttled and not observed then
-  return 1
+  return reply
 end
 
 local s = load(state, {'gate', 'streak', 'remaining', 'limit', 'reset_at', 'quota', 'used',
@@ -120,4 +122,4 @@ if observed then
   end
 end
 extend(state, math.max(IDLE, far - NOW) + 1)
-return 1
+return reply
