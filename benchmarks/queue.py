@@ -167,6 +167,8 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
         log = sandbox.stats()["requests"]
     commands = {name.removeprefix("cmdstat_"): int(stat["calls"])
                 for name, stat in server.info("commandstats").items()}
+    peaks = [float(peak) for state in server.scan_iter(match="retrybudget:*:state")
+             if (peak := server.hget(state, "lr_peak")) is not None]
     server.close()
     if os.environ.get("RB_BENCH_DUMP"):
         Path(os.environ["RB_BENCH_DUMP"] + ".log").write_text(json.dumps(log), "utf-8")
@@ -188,6 +190,7 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
     ok = sum(1 for op in exported if op.result and op.result["ok"])
     late_ms = sorted(1000 * x for x in late)
     where = where_time_goes(log, exported, limit=limit, workers=processes * workers)
+    where["learned_peak"] = round(max(peaks), 2) if peaks else None
     return {
         "style": style, "processes": processes, "workers_each": workers, "ops": ops, "limit_per_s": limit,
         "exit_codes": codes, "recorded": len(exported), "ok": ok,
@@ -213,6 +216,27 @@ def _runs(exported: list[Any]) -> list[dict[str, Any]]:
     return [dict(entry, op=op.op_id) for op in exported for entry in op.history]
 
 
+def refusals(log: list[dict[str, Any]], successes: list[float], start: float,
+             windows: int) -> dict[str, Any]:
+    """Where the provider's refusals (429s) fall: per provider window from the first
+    request's, and the first burst (the refusals within a second of the first, which its
+    answer could not stop: they were in flight when it came back), how long after the first
+    request it came and how long the fleet was held after it (to the next 2xx)."""
+    refused = sorted(r["arrival"] for r in log if r["status"] == 429)
+    per_window = [0] * windows
+    for at in refused:
+        per_window[math.floor(at) - math.floor(start)] += 1
+    burst = [at for at in refused if at - refused[0] < 1.0]
+    reopened = [at for at in successes if refused and at > refused[0]]
+    return {
+        "refused_per_window": per_window,
+        "first_refusal_s": round(refused[0] - start, 3) if refused else None,
+        "first_burst_refusals": len(burst),
+        "first_burst_span_ms": round(1000 * (burst[-1] - burst[0]), 1) if burst else None,
+        "held_after_first_refusal_s": round(reopened[0] - refused[0], 3) if reopened else None,
+    }
+
+
 def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: int,
                     workers: int) -> dict[str, Any]:
     """Where the job's time goes, from the provider's log and the operations' histories.
@@ -221,6 +245,7 @@ def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: in
     - ``statuses`` and ``first_window_429s``: the provider's answers (429s in the first window);
     - ``admitted_per_window``: 2xx answers per provider window, from the first request's; a
       window below the limit before the last one is capacity lost;
+    - the refusals per window and the first burst of them (:func:`refusals`);
     - ``deferrals_per_op``: how many operations were deferred 0, 1, 2... times;
     - ``deferred_again``: deferred runs that ended deferred again (each re-entered the queue);
     - ``idle_s``: per worker, time between its runs while the job lasted (median and max);
@@ -268,6 +293,7 @@ def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: in
         "first_window_429s": sum(1 for r in log if r["status"] == 429
                                  and r["arrival"] < first_window),
         "admitted_per_window": windows,
+        **refusals(log, successes, start, len(windows)),
         "windows_below_limit": sum(1 for n in windows[1:-1] if n < limit),
         "deferrals_per_op": dict(sorted(deferrals.items())),
         "deferred_again": sum(1 for run in runs if run["lease"] > 1
@@ -342,7 +368,13 @@ def main(argv: list[str] | None = None) -> int:
           f"answers {where.get('statuses')} ({where.get('first_window_429s')} 429s in the "
           f"first window, {throttles - where.get('first_window_429s', 0)} after it)")
     print(f"  admitted per window {where.get('admitted_per_window')} "
-          f"({where.get('windows_below_limit')} inner windows below the limit)")
+          f"({where.get('windows_below_limit')} inner windows below the limit); refused per "
+          f"window {where.get('refused_per_window')}")
+    print(f"  first refusal {where.get('first_refusal_s')} s after the first request; "
+          f"{where.get('first_burst_refusals')} refused within 1 s of it (over "
+          f"{where.get('first_burst_span_ms')} ms: in flight when it was answered); next 2xx "
+          f"{where.get('held_after_first_refusal_s')} s after it; learned peak "
+          f"{where.get('learned_peak')}/s")
     print(f"  deferrals per op {where.get('deferrals_per_op')}; deferred runs deferred again "
           f"{where.get('deferred_again')}; idle per worker median {where.get('idle_s_median')} "
           f"s, max {where.get('idle_s_max')} s; late with a worker idle "
