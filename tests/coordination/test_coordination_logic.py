@@ -21,6 +21,8 @@ from retrybudget.coordination import (
 )
 from retrybudget.coordination._logic import (
     EPSILON,
+    LEARNED_CONSTANTS,
+    NEVER,
     PROBE_PATIENCE,
     Breaker,
     Budget,
@@ -42,6 +44,7 @@ from retrybudget.coordination._logic import (
     release_quota,
     rolled,
     sent,
+    still_probing,
     went_now,
 )
 from retrybudget.core.decide import rate_limit_wait
@@ -52,6 +55,7 @@ from tests.support.coordination import classified, ended, seen
 from tests.support.strategies import assert_reached, examples, reached, tried
 
 WALL = 1_800_000_000.0
+SPAN = LEARNED_CONSTANTS["SPAN"]
 
 
 # Reading responses ----------------------------------------------------------------------------
@@ -313,6 +317,54 @@ def test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_pat
 
 def test_the_first_window_property_reached_each_case() -> None:
     assert_reached("first window", ("another probe", "held"), minimum=5)
+
+
+_PROBED_STEPS = st.lists(st.tuples(st.sampled_from([0.0, 0.01, 0.3, 0.99, 1.0]),
+                                   st.sampled_from(["ask", "ask fail-fast", "answer", "429"])),
+                         max_size=40)
+
+
+@given(st.integers(1, 4), st.sampled_from([0.05, 0.5]), _PROBED_STEPS)
+@example(1, 0.05, [(0.0, "ask"), (0.0, "ask"), (0.0, "ask fail-fast"), (0.3, "answer"),
+                   (0.0, "ask"), (0.0, "ask"), (0.99, "ask"), (0.0, "ask"), (0.0, "429"),
+                   (0.0, "ask"), (0.0, "ask")])
+def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
+        probes, spread, steps) -> None:
+    """After a first answer that named no quota, a caller that waits goes only while fewer
+    than ``probes`` requests are in flight, for SPAN after that answer and until the key's
+    first throttle; a fail-fast caller is never held so. Held, it asks again one spread
+    later. Outside that, nothing in flight holds anyone (nothing is counted)."""
+    tried("probed")
+    gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(probes=probes)
+    start = 1000.0
+    s, now, in_flight = learn(Schedule(), NO_THROTTLE, start, gate_cfg), start, 0
+    for gap, step in steps:
+        now += gap
+        if step in ("answer", "429"):
+            in_flight, answered = max(in_flight - 1, 0), min(in_flight, 1)
+            throttle = Throttle(throttled=True, hint=0.0) if step == "429" else NO_THROTTLE
+            s = learn(s, throttle, now, gate_cfg, in_flight, answered)
+            continue
+        fail_fast = step == "ask fail-fast"
+        probing = now - start < SPAN and s.gate == NEVER and not fail_fast
+        slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, fail_fast=fail_fast)
+        if slot <= now + EPSILON:
+            assert not probing or in_flight < probes
+            reached("probed", "went, probing" if probing else
+                    "fail-fast went" if fail_fast and now - start < SPAN else "went, blind")
+            s, in_flight = sent(planned, now), in_flight + 1
+        else:
+            assert probing
+            assert in_flight >= probes
+            assert slot == now + spread
+            reached("probed", "held")
+            s = planned
+    assert still_probing(s, now) == (now - start < SPAN and s.gate == NEVER)
+
+
+def test_the_probed_property_reached_each_case() -> None:
+    assert_reached("probed", ("went, probing", "fail-fast went", "went, blind", "held"),
+                   minimum=5)
 
 
 _INSTANTS = st.sampled_from([-1e9, 990.0, 999.5, 1000.0, 1000.0 + EPSILON / 2, 1000.5, 1030.0])

@@ -204,12 +204,34 @@ MUTANTS = [
     # lapses
     Mutant(
         "probe-waited-for-without-end", "coordination/_logic/_slots.py",
-        "and in_flight >= pacing.probes and now - s.first < PROBE_PATIENCE):",
-        "and in_flight >= pacing.probes):",
+        "and (now - s.first < PROBE_PATIENCE if not s.answered",
+        "and (True if not s.answered",
         ("tests/coordination/test_coordination_behaviour.py::"
          "test_a_first_window_probe_whose_holder_died_holds_the_others_only_for_the_patience[memory]",
          "tests/coordination/test_coordination_logic.py::"
          "test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_patience"),
+    ),
+    # a key whose answers name no quota probed one request at a time without end: a provider
+    # that never throttles is held to one request in flight for good, not for one span
+    Mutant(
+        "probing-without-end", "coordination/_logic/_slots.py",
+        "return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at < SPAN",
+        "return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at",
+        ("tests/coordination/test_coordination_behaviour.py::"
+         "test_a_key_whose_answers_name_no_quota_is_probed_one_request_at_a_time_for_a_span[memory]",
+         "tests/coordination/test_coordination_logic.py::"
+         "test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer"),
+    ),
+    # the probing holds fail-fast callers too: an interactive lookup is refused or delayed by
+    # a guess, not by anything the provider said
+    Mutant(
+        "probing-holds-fail-fast", "coordination/_logic/_slots.py",
+        "hold = quota_hold(s, now, pacing, in_flight, gate.spread, waits=not fail_fast)",
+        "hold = quota_hold(s, now, pacing, in_flight, gate.spread, waits=True)",
+        ("tests/coordination/test_coordination_behaviour.py::"
+         "test_an_answer_without_quota_headers_ends_the_first_window[memory]",
+         "tests/coordination/test_coordination_logic.py::"
+         "test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer"),
     ),
     # a throttle that names no quota leaves the fleet at the rate it was refused at: the
     # learned rate starts at the peak instead of BETA below it, and the next window is over

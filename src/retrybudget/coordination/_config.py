@@ -118,7 +118,9 @@ class PacingConfig:
         min_remaining: when the limit is unknown, pace while ``remaining`` is at or below this.
         probes: requests in flight a key that no answer has come back for yet lets go (its
             first window): the rest wait until an answer names the quota, and are then
-            released by it. 0 sends the first window blind.
+            released by it. When that first answer names no quota, callers that wait are
+            held to this many in flight for one second more (until a throttle). 0 sends the
+            first window blind.
     """
 
     threshold: float = 0.1

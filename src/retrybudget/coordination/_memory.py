@@ -207,7 +207,8 @@ class MemoryCoordinator(Coordinator):
         slots = k.slots
         while slots and slots[0] < now - cfg.gate.claim_grace:
             slots.popleft()  # lapsed: its holder stopped or died
-        hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
+        hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread,
+                          waits=not fail_fast)
         due = bool(slots) and slots[0] <= now + EPSILON
         # the learned rate spaces callers that wait; a fail-fast one is refused only by what
         # the provider said (its gate, its quota), never by an inferred rate

@@ -45,6 +45,7 @@ from ._slots import (
     quota_hold,
     release_quota,
     release_slot,
+    still_probing,
     went_now,
 )
 from ._tokens import (
@@ -103,6 +104,7 @@ __all__ = [
     "send_counted",
     "send_rate",
     "sent",
+    "still_probing",
     "went_now",
     "window_used",
     "write_wait",

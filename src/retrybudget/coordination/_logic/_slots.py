@@ -10,11 +10,12 @@ from ...core import evolve
 from .._config import GateConfig, PacingConfig
 from ._gate import Schedule
 from ._instants import EPSILON, NEVER, PROBE_PATIENCE
+from ._learned import SPAN
 from ._pacing import pacing_interval
 
 
 def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: int = 0,
-               spread: float = 0.0) -> float | None:
+               spread: float = 0.0, waits: bool = False) -> float | None:
     """When the counted quota is used up: the instant it resets, else None.
 
     Requests beyond what the window allows wait for the reset and are released by quota
@@ -25,17 +26,37 @@ def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: 
     in flight: the first answer names the quota, and the rest are released by it; but only
     for :data:`PROBE_PATIENCE` after the latest probe went (``first``): a probe whose holder
     died never answers, so past that the next request goes as another probe (:func:`sent`).
+    A caller that ``waits`` is held so for a while after that answer too, when it named no
+    quota (:func:`still_probing`).
     """
     if pacing is None:
         return None
-    if (not s.answered and s.quota is None and s.limit is None and pacing.probes > 0
-            and in_flight >= pacing.probes and now - s.first < PROBE_PATIENCE):
+    if (s.quota is None and s.limit is None and pacing.probes > 0 and in_flight >= pacing.probes
+            and (now - s.first < PROBE_PATIENCE if not s.answered
+                 else waits and still_probing(s, now))):
         return now + spread if spread > 0 else None
     if s.quota is None or s.quota > 0:
         return None
     if s.reset_at is None:
         return now + spread if in_flight > 0 and spread > 0 else None
     return s.reset_at if now < s.reset_at else None
+
+
+def still_probing(s: Schedule, now: float) -> bool:
+    """Whether a key whose first answer named no quota is still probed at ``now``: for
+    :data:`~._learned.SPAN` after that answer (``answered_at``), until its first throttle
+    (its gate never closed), a caller that waits goes only while fewer than
+    ``PacingConfig.probes`` requests are in flight (:func:`quota_hold`; the caller checks
+    that no quota is counted).
+
+    One request at a time, the first throttle refuses only the request that found the limit
+    (sent blind, the fleet's other requests in flight when its answer came back were refused
+    as well), and the admitted count the learned rate is cut from is the provider's own,
+    whenever the limit is below what one request at a time reaches in that span. A fail-fast
+    caller is not held (it is refused only by what the provider said), and after the span
+    the fleet goes on blind: a provider that never throttles is slowed for one span.
+    """
+    return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at < SPAN
 
 
 def release_quota(s: Schedule, at: float) -> int | None:
@@ -129,7 +150,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
         s = evolve(s, first=now)
     gated = now < s.gate
-    hold = quota_hold(s, now, pacing, in_flight, gate.spread)
+    hold = quota_hold(s, now, pacing, in_flight, gate.spread, waits=not fail_fast)
     held = gated or hold is not None
     interval = max(pacing_interval(s, now, pacing), learned_gap)
     if held:

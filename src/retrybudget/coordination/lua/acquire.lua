@@ -77,13 +77,18 @@ local reset_at = instant(s.reset_at)
 -- quota_hold: the counted quota is used up until the reset (or, while no answer has named
 -- the new window's reset, for one spread while requests are in flight); a key no answer has
 -- come back for (its first window, nothing counted) holds for one spread once `probes`
--- requests are in flight, for PROBE_PATIENCE after its latest probe went (`first`)
+-- requests are in flight, for PROBE_PATIENCE after its latest probe went (`first`); a
+-- caller that waits is held so for SPAN after the first answer too, when it named no quota,
+-- until the key's first throttle (still_probing: `answered` is its instant)
 local hold = nil
 local unnamed = false
 local probed = instant(s.first)
-if pacing and s.answered == nil and quota == nil and count(s.limit, 1e15) == nil
-    and probes > 0 and in_flight >= probes and probed ~= nil
-    and NOW - probed < PROBE_PATIENCE then
+local answered_at = instant(s.answered)
+local probing = answered_at ~= nil and not fail_fast and instant(s.gate) == nil
+    and NOW - answered_at >= 0 and NOW - answered_at < LR.SPAN
+if pacing and quota == nil and count(s.limit, 1e15) == nil and probes > 0
+    and in_flight >= probes and ((s.answered == nil and probed ~= nil
+    and NOW - probed < PROBE_PATIENCE) or probing) then
   if spread > 0 then
     hold = NOW + spread
     unnamed = true
