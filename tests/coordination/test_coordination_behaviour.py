@@ -546,6 +546,10 @@ def test_a_key_whose_answers_name_no_quota_is_probed_one_request_at_a_time_for_a
     held = c.acquire(KEY, 1)
     assert (held.reason, held.wait, held.retry_at) == (
         WaitReason.PACING, approx(backend, 0.05), None)
+    # a caller whose deadline leaves less than a spread goes: a guess does not end it
+    close = c.acquire(KEY, 1, max_wait=0.04)
+    assert (close.wait, bool(close.lease)) == (0, True)
+    c.learn(KEY, seen(200), close.lease)
     c.learn(KEY, seen(200), first.lease)  # answered: the held caller goes at its slot
     backend.sleep(0.05)
     again = c.acquire(KEY, 1)

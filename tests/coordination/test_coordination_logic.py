@@ -320,7 +320,8 @@ def test_the_first_window_property_reached_each_case() -> None:
 
 
 _PROBED_STEPS = st.lists(st.tuples(st.sampled_from([0.0, 0.01, 0.3, 0.99, 1.0]),
-                                   st.sampled_from(["ask", "ask fail-fast", "answer", "429"])),
+                                   st.sampled_from(["ask", "ask fail-fast", "ask, deadline close",
+                                                    "answer", "429"])),
                          max_size=40)
 
 
@@ -332,8 +333,9 @@ def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
         probes, spread, steps) -> None:
     """After a first answer that named no quota, a caller that waits goes only while fewer
     than ``probes`` requests are in flight, for SPAN after that answer and until the key's
-    first throttle; a fail-fast caller is never held so. Held, it asks again one spread
-    later. Outside that, nothing in flight holds anyone (nothing is counted)."""
+    first throttle; a fail-fast caller, or one whose deadline leaves less than a spread, is
+    never held so. Held, it asks again one spread later. Outside that, nothing in flight
+    holds anyone (nothing is counted)."""
     tried("probed")
     gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(probes=probes)
     start = 1000.0
@@ -345,13 +347,15 @@ def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
             throttle = Throttle(throttled=True, hint=0.0) if step == "429" else NO_THROTTLE
             s = learn(s, throttle, now, gate_cfg, in_flight, answered)
             continue
-        fail_fast = step == "ask fail-fast"
-        probing = now - start < SPAN and s.gate == NEVER and not fail_fast
-        slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, fail_fast=fail_fast)
+        fail_fast, close = step == "ask fail-fast", step == "ask, deadline close"
+        probing = now - start < SPAN and s.gate == NEVER and not fail_fast and not close
+        slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, fail_fast=fail_fast,
+                                  max_wait=spread / 2 if close else None)
         if slot <= now + EPSILON:
             assert not probing or in_flight < probes
             reached("probed", "went, probing" if probing else
-                    "fail-fast went" if fail_fast and now - start < SPAN else "went, blind")
+                    "impatient went" if (fail_fast or close) and now - start < SPAN
+                    else "went, blind")
             s, in_flight = sent(planned, now), in_flight + 1
         else:
             assert probing
@@ -363,7 +367,7 @@ def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
 
 
 def test_the_probed_property_reached_each_case() -> None:
-    assert_reached("probed", ("went, probing", "fail-fast went", "went, blind", "held"),
+    assert_reached("probed", ("went, probing", "impatient went", "went, blind", "held"),
                    minimum=5)
 
 

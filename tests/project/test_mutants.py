@@ -226,8 +226,8 @@ MUTANTS = [
     # a guess, not by anything the provider said
     Mutant(
         "probing-holds-fail-fast", "coordination/_logic/_slots.py",
-        "hold = quota_hold(s, now, pacing, in_flight, gate.spread, waits=not fail_fast)",
-        "hold = quota_hold(s, now, pacing, in_flight, gate.spread, waits=True)",
+        "return not fail_fast and (max_wait is None or max_wait >= spread)",
+        "return max_wait is None or max_wait >= spread",
         ("tests/coordination/test_coordination_behaviour.py::"
          "test_an_answer_without_quota_headers_ends_the_first_window[memory]",
          "tests/coordination/test_coordination_logic.py::"

@@ -59,6 +59,15 @@ def still_probing(s: Schedule, now: float) -> bool:
     return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at < SPAN
 
 
+def probe_waits(fail_fast: bool, max_wait: float | None, spread: float) -> bool:
+    """Whether a caller is held by :func:`still_probing`: one that waits (not ``fail_fast``)
+    at least one ``spread`` (``max_wait``, what fits before its deadline; None: any). A
+    caller whose deadline is that close goes instead: held, it would stop ``rate_limited``
+    with no ``retry_at`` to come back at, ended by a guess rather than by anything the
+    provider said."""
+    return not fail_fast and (max_wait is None or max_wait >= spread)
+
+
 def release_quota(s: Schedule, at: float) -> int | None:
     """How many held workers the window open at ``at`` admits at once; None: unknown.
 
@@ -119,7 +128,8 @@ def release_slot(s: Schedule, at: float, quota: int, spread: float,
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
               in_flight: int = 0, reserved: Sequence[float] = (),
-              fail_fast: bool = False, learned_gap: float = 0.0) -> tuple[float, Schedule]:
+              fail_fast: bool = False, learned_gap: float = 0.0,
+              max_wait: float | None = None) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
@@ -146,11 +156,13 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     ``learned_gap``: the spacing of a rate learned from throttles that named no quota
     (:func:`~retrybudget.coordination._logic.learned_gap`), a pacing interval at the least.
+    ``max_wait``: what the caller would wait (None: any), for :func:`probe_waits`.
     """
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
         s = evolve(s, first=now)
     gated = now < s.gate
-    hold = quota_hold(s, now, pacing, in_flight, gate.spread, waits=not fail_fast)
+    hold = quota_hold(s, now, pacing, in_flight, gate.spread,
+                      waits=probe_waits(fail_fast, max_wait, gate.spread))
     held = gated or hold is not None
     interval = max(pacing_interval(s, now, pacing), learned_gap)
     if held:

@@ -78,13 +78,15 @@ local reset_at = instant(s.reset_at)
 -- the new window's reset, for one spread while requests are in flight); a key no answer has
 -- come back for (its first window, nothing counted) holds for one spread once `probes`
 -- requests are in flight, for PROBE_PATIENCE after its latest probe went (`first`); a
--- caller that waits is held so for SPAN after the first answer too, when it named no quota,
--- until the key's first throttle (still_probing: `answered` is its instant)
+-- caller that waits (probe_waits: not fail_fast, and at least one spread) is held so for
+-- SPAN after the first answer too, when it named no quota, until the key's first throttle
+-- (still_probing: `answered` is its instant)
 local hold = nil
 local unnamed = false
 local probed = instant(s.first)
 local answered_at = instant(s.answered)
-local probing = answered_at ~= nil and not fail_fast and instant(s.gate) == nil
+local probing = answered_at ~= nil and not fail_fast
+    and (max_wait == nil or max_wait >= spread) and instant(s.gate) == nil
     and NOW - answered_at >= 0 and NOW - answered_at < LR.SPAN
 if pacing and quota == nil and count(s.limit, 1e15) == nil and probes > 0
     and in_flight >= probes and ((s.answered == nil and probed ~= nil
