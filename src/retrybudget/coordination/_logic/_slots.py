@@ -143,8 +143,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     booked as any held worker: at ``at`` while that window has room, so it keeps its place
     there, else in the first window after with room (never one already booked full: holders
     crowding one window would all come back at the next). When the quota is unknown, held
-    workers get slots
-    ``spread`` apart (or the
+    workers get slots ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
     newcomers during it queue behind it without prolonging it. A ``fail_fast`` worker (one
     that stops rather than wait past its deadline, and does not come back for its slot) is
@@ -161,8 +160,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
         s = evolve(s, first=now)
     gated = now < s.gate
-    hold = quota_hold(s, now, pacing, in_flight, gate.spread,
-                      waits=probe_waits(fail_fast, max_wait, gate.spread))
+    hold = quota_hold(s, now, pacing, in_flight, gate.spread, probe_waits(fail_fast, max_wait, gate.spread))
     held = gated or hold is not None
     interval = max(pacing_interval(s, now, pacing), learned_gap)
     if held:
