@@ -101,22 +101,10 @@ class Spanned(Planned):
     __hash__ = None  # type: ignore[assignment]
 
 
-SPAN = LEARNED_CONSTANTS["SPAN"]
-"""How long after its first answer, when that named no quota, a key is still probed."""
-
-
 def answered(c: Coordinator, key: str = KEY) -> Coordinator:
     """``c`` after an answer without quota headers came back under ``key``: past the key's
     first window (its probes), and nothing counted."""
     c.learn(key, seen(200), None)
-    return c
-
-
-def probed(backend: Backend, c: Coordinator, key: str = KEY) -> Coordinator:
-    """``c`` once the span after such an answer has passed too: callers that wait are no
-    longer held by the requests in flight, requests go blind."""
-    answered(c, key)
-    backend.sleep(SPAN)
     return c
 
 
@@ -425,7 +413,8 @@ def test_an_answer_whose_reset_has_passed_leaves_the_count_alone(
 
 
 def test_an_answer_without_quota_headers_counts_nothing(backend: Backend) -> None:
-    c = probed(backend, backend.one())
+    c = backend.one()
+    c.learn(KEY, seen(200), None)
     assert goes(c, KEY, 30) == 30  # blind: nothing to count
     assert backend.counted(c, KEY) is None
 
@@ -526,6 +515,42 @@ def test_an_answer_without_quota_headers_ends_the_first_window(backend: Backend)
     assert probe.wait == 0
     assert c.acquire(KEY, 1).wait > 0
     c.learn(KEY, seen(200), probe.lease)  # an answer, with nothing to count
+    assert goes(c, KEY, 30) == 30
+
+
+SPAN = LEARNED_CONSTANTS["SPAN"]
+"""How long after its first answer, when that named no quota, a key is still probed (with
+``PacingConfig.probe_unknown_limit`` on)."""
+PROBING = CoordinationConfig(gate=GateConfig(spread=0.05),
+                             pacing=PacingConfig(probe_unknown_limit=True))
+
+
+@pytest.mark.parametrize(("pacing", "expected"), [
+    (PacingConfig(), 30),  # the default: nothing counted, nothing holds them
+    (PacingConfig(probe_unknown_limit=True), 1),  # opted in: one at a time for a span
+], ids=["default", "opted-in"])
+def test_waiting_callers_of_a_key_whose_answer_named_no_quota_go_at_once_unless_opted_in(
+    backend: Backend, pacing: PacingConfig, expected: int,
+) -> None:
+    """By default a key whose first answer named no quota sends its waiting callers at once
+    (blind), however many requests are in flight; ``probe_unknown_limit`` holds them to
+    ``probes`` in flight for a span."""
+    c = backend.one(CoordinationConfig(pacing=pacing))
+    probe = c.acquire(KEY, 1)
+    assert c.acquire(KEY, 1, max_wait=5.0).wait > 0  # the first window: only the probe goes
+    c.learn(KEY, seen(200), probe.lease)
+    went = [c.acquire(KEY, 1, max_wait=5.0) for _ in range(30)]  # callers that would wait
+    assert sum(permit.wait == 0 for permit in went) == expected
+    assert all(permit.lease for permit in went[:expected])
+
+
+def test_with_probe_unknown_limit_an_answer_without_quota_headers_starts_a_span_of_probing(
+    backend: Backend,
+) -> None:
+    c = backend.one(PROBING)
+    probe = c.acquire(KEY, 1)
+    assert c.acquire(KEY, 1).wait > 0
+    c.learn(KEY, seen(200), probe.lease)  # an answer, with nothing to count
     assert goes(c, KEY, 30) == 1  # callers that wait: one at a time for a span
     assert sum(c.acquire(KEY, 1, fail_fast=True).wait == 0 for _ in range(5)) == 5
     backend.sleep(SPAN)
@@ -535,10 +560,11 @@ def test_an_answer_without_quota_headers_ends_the_first_window(backend: Backend)
 def test_a_key_whose_answers_name_no_quota_is_probed_one_request_at_a_time_for_a_span(
     backend: Backend,
 ) -> None:
-    """After a first answer that named no quota, a caller that waits goes while nothing else
-    is in flight, for a span: the first throttle then refuses only the request that found
-    the limit. Held, it asks again one spread later; an answer frees the next."""
-    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    """With ``probe_unknown_limit`` on, after a first answer that named no quota, a caller
+    that waits goes while nothing else is in flight, for a span: the first throttle then
+    refuses only the request that found the limit. Held, it asks again one spread later; an
+    answer frees the next."""
+    c = backend.one(PROBING)
     probe = c.acquire(KEY, 1)
     c.learn(KEY, seen(200), probe.lease)
     first = c.acquire(KEY, 1)
@@ -562,7 +588,7 @@ def test_a_key_whose_answers_name_no_quota_is_probed_one_request_at_a_time_for_a
 def test_a_throttle_ends_the_probing_the_gate_and_the_learned_rate_take_over(
     backend: Backend,
 ) -> None:
-    c = backend.one(CoordinationConfig(gate=GateConfig(spread=0.05)))
+    c = backend.one(PROBING)
     probe = c.acquire(KEY, 1)
     c.learn(KEY, seen(200), probe.lease)
     assert c.acquire(KEY, 1).wait == 0  # in flight, never answered
@@ -572,7 +598,7 @@ def test_a_throttle_ends_the_probing_the_gate_and_the_learned_rate_take_over(
 
 
 def test_a_first_answer_naming_a_quota_is_counted_not_probed(backend: Backend) -> None:
-    c = backend.one()
+    c = backend.one(PROBING)
     probe = c.acquire(KEY, 1)
     c.learn(KEY, low_quota(50, 10.0, limit=100), probe.lease)
     assert goes(c, KEY, 8) == 8  # what the count allows goes, one in flight or many
@@ -602,10 +628,6 @@ def test_a_first_window_probe_whose_holder_died_holds_the_others_only_for_the_pa
     assert (again.wait, bool(again.lease)) == (0, True)
     assert b.acquire(KEY, 1).reason is WaitReason.PACING  # and is waited for in turn
     b.learn(KEY, seen(200), again.lease)  # its answer ends the first window
-    # it named no quota: a span of one at a time, and the dead probe's request is still in
-    # flight (until its lease expires), so no one goes before the span is over
-    assert goes(b, KEY, 5) == 0
-    backend.sleep(SPAN)
     assert goes(b, KEY, 5) == 5
 
 
@@ -683,7 +705,7 @@ def test_requests_in_flight_are_taken_off_the_count(
 ) -> None:
     for module in ("_memory", "_redis_calls"):
         monkeypatch.setattr(f"retrybudget.coordination.{module}.FLIGHT_TTL", 0.1)
-    c = probed(backend, backend.one())
+    c = answered(backend.one())
     leases = [c.acquire(KEY, 1).lease for _ in range(3)]  # sent blind
     if died:
         backend.sleep(0.15)  # their holders never answered: they no longer count
@@ -701,7 +723,7 @@ def test_a_dead_holders_requests_stop_counting_within_half_a_minute(
     TTL (the concurrency cap's ``lease_ttl`` when one is set), within 30 s whatever the
     policy, as a dead worker's queue leases lapse."""
     assert FLIGHT_TTL <= 30.0
-    c = probed(backend, backend.one(CoordinationConfig(concurrency=cap)))
+    c = answered(backend.one(CoordinationConfig(concurrency=cap)))
     for _ in range(3):
         assert c.acquire(KEY, 1).lease  # their holder dies: never given back
     lives = backend.lease_lives(c, KEY)
@@ -727,7 +749,7 @@ def test_a_request_holds_a_lease_while_pacing_or_a_cap_is_on(
 def test_the_concurrency_cap_holds_and_leases_come_back(backend: Backend) -> None:
     cap = ConcurrencyConfig(limit=2, poll=0.05)
     a, b = backend.workers(CoordinationConfig(concurrency=cap), n=2)
-    probed(backend, a)
+    answered(a)
     first, second = a.acquire(KEY, 1), b.acquire(KEY, 1)
     assert first.lease
     assert second.lease
@@ -759,7 +781,7 @@ def test_operations_share_the_cap_through_the_retrier(backend: Backend) -> None:
 
 def test_retries_are_earned_by_healthy_operations(backend: Backend) -> None:
     budget = RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=60)
-    c = probed(backend, backend.one(CoordinationConfig(retry_budget=budget, breaker=None)))
+    c = answered(backend.one(CoordinationConfig(retry_budget=budget, breaker=None)))
     assert c.spend_retry(KEY) is False  # nothing earned yet
     for _ in range(4):
         assert c.acquire(KEY, 1).wait == 0  # requests that go earn nothing by themselves
@@ -776,7 +798,7 @@ def test_retries_are_earned_by_healthy_operations(backend: Backend) -> None:
 def test_in_an_outage_only_the_floor_is_spent(backend: Backend) -> None:
     """16 concurrent operations meet a hard outage: the default budget grants the floor (3
     retries per 10 s) and no more, because no operation ends healthy."""
-    c = probed(backend, backend.one())
+    c = answered(backend.one())
     for _ in range(16):
         assert c.admit(KEY).allowed
         assert c.acquire(KEY, 1).wait == 0

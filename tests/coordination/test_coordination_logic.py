@@ -325,19 +325,22 @@ _PROBED_STEPS = st.lists(st.tuples(st.sampled_from([0.0, 0.01, 0.3, 0.99, 1.0]),
                          max_size=40)
 
 
-@given(st.integers(1, 4), st.sampled_from([0.05, 0.5]), _PROBED_STEPS)
-@example(1, 0.05, [(0.0, "ask"), (0.0, "ask"), (0.0, "ask fail-fast"), (0.3, "answer"),
-                   (0.0, "ask"), (0.0, "ask"), (0.99, "ask"), (0.0, "ask"), (0.0, "429"),
-                   (0.0, "ask"), (0.0, "ask")])
-def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
-        probes, spread, steps) -> None:
-    """After a first answer that named no quota, a caller that waits goes only while fewer
-    than ``probes`` requests are in flight, for SPAN after that answer and until the key's
-    first throttle; a fail-fast caller, or one whose deadline leaves less than a spread, is
-    never held so. Held, it asks again one spread later. Outside that, nothing in flight
-    holds anyone (nothing is counted)."""
+@given(st.booleans(), st.integers(1, 4), st.sampled_from([0.05, 0.5]), _PROBED_STEPS)
+@example(True, 1, 0.05, [(0.0, "ask"), (0.0, "ask"), (0.0, "ask fail-fast"), (0.3, "answer"),
+                         (0.0, "ask"), (0.0, "ask"), (0.99, "ask"), (0.0, "ask"), (0.0, "429"),
+                         (0.0, "ask"), (0.0, "ask")])
+@example(False, 1, 0.05, [(0.0, "ask"), (0.0, "ask"), (0.3, "ask")])
+def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer_when_opted_in(
+        on, probes, spread, steps) -> None:
+    """With ``probe_unknown_limit`` on, after a first answer that named no quota, a caller
+    that waits goes only while fewer than ``probes`` requests are in flight, for SPAN after
+    that answer and until the key's first throttle; a fail-fast caller, or one whose deadline
+    leaves less than a spread, is never held so. Held, it asks again one spread later.
+    Outside that, and always with the option off (the default), nothing in flight holds
+    anyone (nothing is counted)."""
     tried("probed")
-    gate_cfg, pacing = GateConfig(spread=spread), PacingConfig(probes=probes)
+    gate_cfg = GateConfig(spread=spread)
+    pacing = PacingConfig(probes=probes, probe_unknown_limit=on)
     start = 1000.0
     s, now, in_flight = learn(Schedule(), NO_THROTTLE, start, gate_cfg), start, 0
     for gap, step in steps:
@@ -348,12 +351,14 @@ def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
             s = learn(s, throttle, now, gate_cfg, in_flight, answered)
             continue
         fail_fast, close = step == "ask fail-fast", step == "ask, deadline close"
-        probing = now - start < SPAN and s.gate == NEVER and not fail_fast and not close
+        window = now - start < SPAN and s.gate == NEVER
+        probing = on and window and not fail_fast and not close
         slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, fail_fast=fail_fast,
                                   max_wait=spread / 2 if close else None)
         if slot <= now + EPSILON:
             assert not probing or in_flight < probes
             reached("probed", "went, probing" if probing else
+                    "went, option off" if not on and window and in_flight >= probes else
                     "impatient went" if (fail_fast or close) and now - start < SPAN
                     else "went, blind")
             s, in_flight = sent(planned, now), in_flight + 1
@@ -367,8 +372,8 @@ def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer(
 
 
 def test_the_probed_property_reached_each_case() -> None:
-    assert_reached("probed", ("went, probing", "impatient went", "went, blind", "held"),
-                   minimum=5)
+    assert_reached("probed", ("went, probing", "went, option off", "impatient went",
+                              "went, blind", "held"), minimum=5)
 
 
 _INSTANTS = st.sampled_from([-1e9, 990.0, 999.5, 1000.0, 1000.0 + EPSILON / 2, 1000.5, 1030.0])
@@ -534,6 +539,7 @@ def test_durations_accept_timedeltas() -> None:
     lambda: GateConfig(max_gate=0),
     lambda: PacingConfig(threshold=1.5),
     lambda: PacingConfig(min_remaining=-1),
+    lambda: PacingConfig(probe_unknown_limit=1),  # type: ignore[arg-type]
     lambda: ConcurrencyConfig(limit=0),
     lambda: ConcurrencyConfig(lease_ttl=float("inf")),
     lambda: RetryBudgetConfig(ratio=-0.1),

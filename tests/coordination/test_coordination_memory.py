@@ -15,7 +15,6 @@ from retrybudget.coordination import (
     MemoryCoordinator,
     RetryBudgetConfig,
 )
-from retrybudget.coordination._logic import LEARNED_CONSTANTS
 from retrybudget.core.outcome import Reason
 from tests.support.coordination import (
     Window,
@@ -37,14 +36,11 @@ def test_many_threads_keep_exact_counts() -> None:
         retry_budget=RetryBudgetConfig(ratio=0.5, min_retries_per_sec=0.0, ttl=3600),
         breaker=BreakerConfig(consecutive_failures=threads * ops, failure_ratio=None),
     )
-    clock = FakeClock()
-    c = MemoryCoordinator(config, clock=clock)
+    c = MemoryCoordinator(config, clock=FakeClock())
     lock = threading.Lock()
     in_flight = [0, 0]  # now, most ever
     phase = threading.Barrier(threads)
     ok = seen(200)
-    c.learn(KEY, ok, None)  # the key's first answer (no quota headers) and its probing span
-    clock.advance(LEARNED_CONSTANTS["SPAN"])  # over: only the cap holds requests back
     spins = [0]
 
     def worker(_: int) -> None:

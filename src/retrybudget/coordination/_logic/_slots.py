@@ -26,14 +26,14 @@ def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: 
     in flight: the first answer names the quota, and the rest are released by it; but only
     for :data:`PROBE_PATIENCE` after the latest probe went (``first``): a probe whose holder
     died never answers, so past that the next request goes as another probe (:func:`sent`).
-    A caller that ``waits`` is held so for a while after that answer too, when it named no
-    quota (:func:`still_probing`).
+    With ``pacing.probe_unknown_limit`` on, a caller that ``waits`` is held so for a while
+    after that answer too, when it named no quota (:func:`still_probing`).
     """
     if pacing is None:
         return None
     if (s.quota is None and s.limit is None and pacing.probes > 0 and in_flight >= pacing.probes
             and (now - s.first < PROBE_PATIENCE if not s.answered
-                 else waits and still_probing(s, now))):
+                 else waits and pacing.probe_unknown_limit and still_probing(s, now))):
         return now + spread if spread > 0 else None
     if s.quota is None or s.quota > 0:
         return None
@@ -46,15 +46,16 @@ def still_probing(s: Schedule, now: float) -> bool:
     """Whether a key whose first answer named no quota is still probed at ``now``: for
     :data:`~._learned.SPAN` after that answer (``answered_at``), until its first throttle
     (its gate never closed), a caller that waits goes only while fewer than
-    ``PacingConfig.probes`` requests are in flight (:func:`quota_hold`; the caller checks
-    that no quota is counted).
+    ``PacingConfig.probes`` requests are in flight (:func:`quota_hold`, when
+    ``PacingConfig.probe_unknown_limit`` is on; the caller checks that no quota is counted).
 
     One request at a time, the first throttle refuses only the request that found the limit
     (sent blind, the fleet's other requests in flight when its answer came back were refused
     as well), and the admitted count the learned rate is cut from is the provider's own,
     whenever the limit is below what one request at a time reaches in that span. A fail-fast
     caller is not held (it is refused only by what the provider said), and after the span
-    the fleet goes on blind: a provider that never throttles is slowed for one span.
+    the fleet goes on blind: a provider that never throttles is slowed for one span (which
+    is why the rule is opt-in).
     """
     return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at < SPAN
 
