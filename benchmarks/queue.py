@@ -30,7 +30,12 @@ Bounded: every process has a time limit; the sandbox and redis-server are stoppe
 
 Usage::
 
-    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--style S] [--json OUT]
+    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--style S]
+                               [--probe-unknown-limit] [--json OUT]
+
+``--probe-unknown-limit`` runs the shared job with ``PacingConfig(probe_unknown_limit=True)``
+(off by default, as in the library): the fetch command has no option for it, so each process
+is started with its Redis coordinator's default configuration set so.
 
 ``RB_BENCH_DUMP=FILE`` also writes the recorded operations (with their histories) to FILE
 and the provider's request log to FILE.log.
@@ -80,6 +85,18 @@ from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"github": (1.10, 1.02), "retry-after": (1.05, 1.01)}
+PROBING_FETCH = """\
+import runpy, sys
+from retrybudget.coordination import CoordinationConfig, PacingConfig, RedisCoordinator
+made = RedisCoordinator.__init__
+def probing(self, *args, config=None, **options):
+    made(self, *args, config=config or CoordinationConfig(
+        pacing=PacingConfig(probe_unknown_limit=True)), **options)
+RedisCoordinator.__init__ = probing
+runpy.run_module("retrybudget", run_name="__main__", alter_sys=True)
+"""
+"""``python -m retrybudget`` with the opt-in probing of an unknown limit on (the fetch
+command builds its :class:`RedisCoordinator` with the default configuration)."""
 """Per limit style: job time against capacity, and provider requests per operation."""
 
 
@@ -132,8 +149,10 @@ def throughput(name: str, queue: Any, ops: int) -> dict[str, Any]:
 
 
 def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: float,
-               processes: int, workers: int, style: str = "github") -> dict[str, Any]:
-    """``processes`` fetch processes drain one job through Redis against a limited sandbox."""
+               processes: int, workers: int, style: str = "github",
+               probe_unknown_limit: bool = False) -> dict[str, Any]:
+    """``processes`` fetch processes drain one job through Redis against a limited sandbox
+    (with ``PacingConfig.probe_unknown_limit`` on when ``probe_unknown_limit``)."""
     from retrybudget.queue import RedisQueue
     from retrybudget.sandbox import RateLimit, SandboxConfig, serve_in_thread
 
@@ -152,7 +171,8 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
             home.mkdir()
             (home / "rentals.txt").write_text(urls, "utf-8")
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "retrybudget", "fetch", "rentals.txt", "--quiet",
+                [sys.executable, *(("-c", PROBING_FETCH) if probe_unknown_limit
+                                   else ("-m", "retrybudget")), "fetch", "rentals.txt", "--quiet",
                  "--queue", url, "--workers", str(workers), "--policy", "background",
                  "--profile", "generic", "--deadline", str(deadline), "--max-deferrals", "20"],
                 cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -192,7 +212,8 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
     where = where_time_goes(log, exported, limit=limit, workers=processes * workers)
     where["learned_peak"] = round(max(peaks), 2) if peaks else None
     return {
-        "style": style, "processes": processes, "workers_each": workers, "ops": ops, "limit_per_s": limit,
+        "style": style, "probe_unknown_limit": probe_unknown_limit, "processes": processes,
+        "workers_each": workers, "ops": ops, "limit_per_s": limit,
         "exit_codes": codes, "recorded": len(exported), "ok": ok,
         "provider_requests": len(log),
         "requests_per_op": round(len(log) / ops, 4),
@@ -318,6 +339,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="how the sandbox signals its limit: github (its default: quota "
                              "headers on every answer) or retry-after (no quota headers, a 429 "
                              "with Retry-After over it)")
+    parser.add_argument("--probe-unknown-limit", action="store_true",
+                        help="the shared job with PacingConfig(probe_unknown_limit=True): a key "
+                             "whose first answer names no quota is probed one request at a "
+                             "time for a second (default: off, as in the library)")
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
@@ -336,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"lease+complete {row['lease_complete_per_s']:>7}/s   ({row['ops']} ops)")
             job = shared_job(url, directory, ops=args.job_ops, limit=args.limit,
                              deadline=args.deadline, processes=args.processes,
-                             workers=args.workers, style=args.style)
+                             workers=args.workers, style=args.style,
+                             probe_unknown_limit=args.probe_unknown_limit)
             results["shared_job"] = job
         finally:
             redis_proc.kill()
@@ -351,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     results["met"] = verdict
     print(f"shared job: {job['processes']} processes x {job['workers_each']} workers, "
           f"{job['ops']} ops at {job['limit_per_s']}/s; exit codes {job['exit_codes']}; "
-          f"{job['recorded']} recorded, {job['ok']} ok")
+          f"{job['recorded']} recorded, {job['ok']} ok; probe_unknown_limit "
+          f"{'on' if job['probe_unknown_limit'] else 'off'}")
     print(f"  job time {job['job_time_s']} s vs capacity {job['capacity_time_s']} s = "
           f"{job['job_time_ratio']} x (target <= {job_target}: "
           f"{'MET' if verdict['job_time'] else 'NOT MET'})")
