@@ -35,8 +35,9 @@ class Schedule:
         window: the window's length, learned from two resets in a row (None: unknown).
         answered: whether an answer to a request under this key has come back (until then
             the key is in its first window: :func:`quota_hold` lets only probes go).
-        answered_at: when the first answer came back (a key whose answers name no quota is
-            still probed for :data:`~._learned.SPAN` after it, :func:`quota_hold`).
+        answered_at: when the first answer came back (with ``PacingConfig.probe_unknown_limit``
+            on, a key whose answers name no quota is still probed for
+            :data:`~._learned.SPAN` after it, :func:`quota_hold`).
         first: the instant the key's latest probe went (its first acquire, or a request sent
             once a probe had waited :data:`PROBE_PATIENCE` for its answer, :func:`sent`),
             kept when the first answer names a quota window: until a window has
