@@ -30,7 +30,12 @@ Bounded: every process has a time limit; the sandbox and redis-server are stoppe
 
 Usage::
 
-    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--style S] [--json OUT]
+    python benchmarks/queue.py [--ops N] [--job-ops N] [--limit R] [--style S]
+                               [--probe-unknown-limit] [--json OUT]
+
+``--probe-unknown-limit`` runs the shared job with ``PacingConfig(probe_unknown_limit=True)``
+(off by default, as in the library): the fetch command has no option for it, so each process
+is started with its Redis coordinator's default configuration set so.
 
 ``RB_BENCH_DUMP=FILE`` also writes the recorded operations (with their histories) to FILE
 and the provider's request log to FILE.log.
@@ -80,6 +85,18 @@ from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"github": (1.10, 1.02), "retry-after": (1.05, 1.01)}
+PROBING_FETCH = """\
+import runpy, sys
+from retrybudget.coordination import CoordinationConfig, PacingConfig, RedisCoordinator
+made = RedisCoordinator.__init__
+def probing(self, *args, config=None, **options):
+    made(self, *args, config=config or CoordinationConfig(
+        pacing=PacingConfig(probe_unknown_limit=True)), **options)
+RedisCoordinator.__init__ = probing
+runpy.run_module("retrybudget", run_name="__main__", alter_sys=True)
+"""
+"""``python -m retrybudget`` with the opt-in probing of an unknown limit on (the fetch
+command builds its :class:`RedisCoordinator` with the default configuration)."""
 """Per limit style: job time against capacity, and provider requests per operation."""
 
 
@@ -132,8 +149,10 @@ def throughput(name: str, queue: Any, ops: int) -> dict[str, Any]:
 
 
 def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: float,
-               processes: int, workers: int, style: str = "github") -> dict[str, Any]:
-    """``processes`` fetch processes drain one job through Redis against a limited sandbox."""
+               processes: int, workers: int, style: str = "github",
+               probe_unknown_limit: bool = False) -> dict[str, Any]:
+    """``processes`` fetch processes drain one job through Redis against a limited sandbox
+    (with ``PacingConfig.probe_unknown_limit`` on when ``probe_unknown_limit``)."""
     from retrybudget.queue import RedisQueue
     from retrybudget.sandbox import RateLimit, SandboxConfig, serve_in_thread
 
@@ -152,7 +171,8 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
             home.mkdir()
             (home / "rentals.txt").write_text(urls, "utf-8")
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "retrybudget", "fetch", "rentals.txt", "--quiet",
+                [sys.executable, *(("-c", PROBING_FETCH) if probe_unknown_limit
+                                   else ("-m", "retrybudget")), "fetch", "rentals.txt", "--quiet",
                  "--queue", url, "--workers", str(workers), "--policy", "background",
                  "--profile", "generic", "--deadline", str(deadline), "--max-deferrals", "20"],
                 cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -167,6 +187,8 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
         log = sandbox.stats()["requests"]
     commands = {name.removeprefix("cmdstat_"): int(stat["calls"])
                 for name, stat in server.info("commandstats").items()}
+    peaks = [float(peak) for state in server.scan_iter(match="retrybudget:*:state")
+             if (peak := server.hget(state, "lr_peak")) is not None]
     server.close()
     if os.environ.get("RB_BENCH_DUMP"):
         Path(os.environ["RB_BENCH_DUMP"] + ".log").write_text(json.dumps(log), "utf-8")
@@ -188,8 +210,10 @@ def shared_job(url: str, directory: Path, *, ops: int, limit: int, deadline: flo
     ok = sum(1 for op in exported if op.result and op.result["ok"])
     late_ms = sorted(1000 * x for x in late)
     where = where_time_goes(log, exported, limit=limit, workers=processes * workers)
+    where["learned_peak"] = round(max(peaks), 2) if peaks else None
     return {
-        "style": style, "processes": processes, "workers_each": workers, "ops": ops, "limit_per_s": limit,
+        "style": style, "probe_unknown_limit": probe_unknown_limit, "processes": processes,
+        "workers_each": workers, "ops": ops, "limit_per_s": limit,
         "exit_codes": codes, "recorded": len(exported), "ok": ok,
         "provider_requests": len(log),
         "requests_per_op": round(len(log) / ops, 4),
@@ -213,6 +237,27 @@ def _runs(exported: list[Any]) -> list[dict[str, Any]]:
     return [dict(entry, op=op.op_id) for op in exported for entry in op.history]
 
 
+def refusals(log: list[dict[str, Any]], successes: list[float], start: float,
+             windows: int) -> dict[str, Any]:
+    """Where the provider's refusals (429s) fall: per provider window from the first
+    request's, and the first burst (the refusals within a second of the first, which its
+    answer could not stop: they were in flight when it came back), how long after the first
+    request it came and how long the fleet was held after it (to the next 2xx)."""
+    refused = sorted(r["arrival"] for r in log if r["status"] == 429)
+    per_window = [0] * windows
+    for at in refused:
+        per_window[math.floor(at) - math.floor(start)] += 1
+    burst = [at for at in refused if at - refused[0] < 1.0]
+    reopened = [at for at in successes if refused and at > refused[0]]
+    return {
+        "refused_per_window": per_window,
+        "first_refusal_s": round(refused[0] - start, 3) if refused else None,
+        "first_burst_refusals": len(burst),
+        "first_burst_span_ms": round(1000 * (burst[-1] - burst[0]), 1) if burst else None,
+        "held_after_first_refusal_s": round(reopened[0] - refused[0], 3) if reopened else None,
+    }
+
+
 def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: int,
                     workers: int) -> dict[str, Any]:
     """Where the job's time goes, from the provider's log and the operations' histories.
@@ -221,6 +266,7 @@ def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: in
     - ``statuses`` and ``first_window_429s``: the provider's answers (429s in the first window);
     - ``admitted_per_window``: 2xx answers per provider window, from the first request's; a
       window below the limit before the last one is capacity lost;
+    - the refusals per window and the first burst of them (:func:`refusals`);
     - ``deferrals_per_op``: how many operations were deferred 0, 1, 2... times;
     - ``deferred_again``: deferred runs that ended deferred again (each re-entered the queue);
     - ``idle_s``: per worker, time between its runs while the job lasted (median and max);
@@ -268,6 +314,7 @@ def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: in
         "first_window_429s": sum(1 for r in log if r["status"] == 429
                                  and r["arrival"] < first_window),
         "admitted_per_window": windows,
+        **refusals(log, successes, start, len(windows)),
         "windows_below_limit": sum(1 for n in windows[1:-1] if n < limit),
         "deferrals_per_op": dict(sorted(deferrals.items())),
         "deferred_again": sum(1 for run in runs if run["lease"] > 1
@@ -292,6 +339,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="how the sandbox signals its limit: github (its default: quota "
                              "headers on every answer) or retry-after (no quota headers, a 429 "
                              "with Retry-After over it)")
+    parser.add_argument("--probe-unknown-limit", action="store_true",
+                        help="the shared job with PacingConfig(probe_unknown_limit=True): a key "
+                             "whose first answer names no quota is probed one request at a "
+                             "time for a second (default: off, as in the library)")
     parser.add_argument("--json", default=None, help="write the figures here too")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
@@ -310,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"lease+complete {row['lease_complete_per_s']:>7}/s   ({row['ops']} ops)")
             job = shared_job(url, directory, ops=args.job_ops, limit=args.limit,
                              deadline=args.deadline, processes=args.processes,
-                             workers=args.workers, style=args.style)
+                             workers=args.workers, style=args.style,
+                             probe_unknown_limit=args.probe_unknown_limit)
             results["shared_job"] = job
         finally:
             redis_proc.kill()
@@ -325,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     results["met"] = verdict
     print(f"shared job: {job['processes']} processes x {job['workers_each']} workers, "
           f"{job['ops']} ops at {job['limit_per_s']}/s; exit codes {job['exit_codes']}; "
-          f"{job['recorded']} recorded, {job['ok']} ok")
+          f"{job['recorded']} recorded, {job['ok']} ok; probe_unknown_limit "
+          f"{'on' if job['probe_unknown_limit'] else 'off'}")
     print(f"  job time {job['job_time_s']} s vs capacity {job['capacity_time_s']} s = "
           f"{job['job_time_ratio']} x (target <= {job_target}: "
           f"{'MET' if verdict['job_time'] else 'NOT MET'})")
@@ -342,7 +395,13 @@ def main(argv: list[str] | None = None) -> int:
           f"answers {where.get('statuses')} ({where.get('first_window_429s')} 429s in the "
           f"first window, {throttles - where.get('first_window_429s', 0)} after it)")
     print(f"  admitted per window {where.get('admitted_per_window')} "
-          f"({where.get('windows_below_limit')} inner windows below the limit)")
+          f"({where.get('windows_below_limit')} inner windows below the limit); refused per "
+          f"window {where.get('refused_per_window')}")
+    print(f"  first refusal {where.get('first_refusal_s')} s after the first request; "
+          f"{where.get('first_burst_refusals')} refused within 1 s of it (over "
+          f"{where.get('first_burst_span_ms')} ms: in flight when it was answered); next 2xx "
+          f"{where.get('held_after_first_refusal_s')} s after it; learned peak "
+          f"{where.get('learned_peak')}/s")
     print(f"  deferrals per op {where.get('deferrals_per_op')}; deferred runs deferred again "
           f"{where.get('deferred_again')}; idle per worker median {where.get('idle_s_median')} "
           f"s, max {where.get('idle_s_max')} s; late with a worker idle "

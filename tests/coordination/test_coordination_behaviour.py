@@ -22,7 +22,7 @@ from retrybudget.coordination import (
     PacingConfig,
     RetryBudgetConfig,
 )
-from retrybudget.coordination._logic import FLIGHT_TTL, PROBE_PATIENCE
+from retrybudget.coordination._logic import FLIGHT_TTL, LEARNED_CONSTANTS, PROBE_PATIENCE
 from retrybudget.core.classify import Kind
 from retrybudget.core.outcome import Reason
 from retrybudget.core.profiles import GENERIC, Profile
@@ -516,6 +516,92 @@ def test_an_answer_without_quota_headers_ends_the_first_window(backend: Backend)
     assert c.acquire(KEY, 1).wait > 0
     c.learn(KEY, seen(200), probe.lease)  # an answer, with nothing to count
     assert goes(c, KEY, 30) == 30
+
+
+SPAN = LEARNED_CONSTANTS["SPAN"]
+"""How long after its first answer, when that named no quota, a key is still probed (with
+``PacingConfig.probe_unknown_limit`` on)."""
+PROBING = CoordinationConfig(gate=GateConfig(spread=0.05),
+                             pacing=PacingConfig(probe_unknown_limit=True))
+
+
+@pytest.mark.parametrize(("pacing", "expected"), [
+    (PacingConfig(), 30),  # the default: nothing counted, nothing holds them
+    (PacingConfig(probe_unknown_limit=True), 1),  # opted in: one at a time for a span
+], ids=["default", "opted-in"])
+def test_waiting_callers_of_a_key_whose_answer_named_no_quota_go_at_once_unless_opted_in(
+    backend: Backend, pacing: PacingConfig, expected: int,
+) -> None:
+    """By default a key whose first answer named no quota sends its waiting callers at once
+    (blind), however many requests are in flight; ``probe_unknown_limit`` holds them to
+    ``probes`` in flight for a span."""
+    c = backend.one(CoordinationConfig(pacing=pacing))
+    probe = c.acquire(KEY, 1)
+    assert c.acquire(KEY, 1, max_wait=5.0).wait > 0  # the first window: only the probe goes
+    c.learn(KEY, seen(200), probe.lease)
+    went = [c.acquire(KEY, 1, max_wait=5.0) for _ in range(30)]  # callers that would wait
+    assert sum(permit.wait == 0 for permit in went) == expected
+    assert all(permit.lease for permit in went[:expected])
+
+
+def test_with_probe_unknown_limit_an_answer_without_quota_headers_starts_a_span_of_probing(
+    backend: Backend,
+) -> None:
+    c = backend.one(PROBING)
+    probe = c.acquire(KEY, 1)
+    assert c.acquire(KEY, 1).wait > 0
+    c.learn(KEY, seen(200), probe.lease)  # an answer, with nothing to count
+    assert goes(c, KEY, 30) == 1  # callers that wait: one at a time for a span
+    assert sum(c.acquire(KEY, 1, fail_fast=True).wait == 0 for _ in range(5)) == 5
+    backend.sleep(SPAN)
+    assert goes(c, KEY, 30) == 30  # then blind
+
+
+def test_a_key_whose_answers_name_no_quota_is_probed_one_request_at_a_time_for_a_span(
+    backend: Backend,
+) -> None:
+    """With ``probe_unknown_limit`` on, after a first answer that named no quota, a caller
+    that waits goes while nothing else is in flight, for a span: the first throttle then
+    refuses only the request that found the limit. Held, it asks again one spread later; an
+    answer frees the next."""
+    c = backend.one(PROBING)
+    probe = c.acquire(KEY, 1)
+    c.learn(KEY, seen(200), probe.lease)
+    first = c.acquire(KEY, 1)
+    assert (first.wait, bool(first.lease)) == (0, True)
+    held = c.acquire(KEY, 1)
+    assert (held.reason, held.wait, held.retry_at) == (
+        WaitReason.PACING, approx(backend, 0.05), None)
+    # a caller whose deadline leaves less than a spread goes: a guess does not end it
+    close = c.acquire(KEY, 1, max_wait=0.04)
+    assert (close.wait, bool(close.lease)) == (0, True)
+    c.learn(KEY, seen(200), close.lease)
+    c.learn(KEY, seen(200), first.lease)  # answered: the held caller goes at its slot
+    backend.sleep(0.05)
+    again = c.acquire(KEY, 1)
+    assert (again.wait, bool(again.lease)) == (0, True)
+    assert c.acquire(KEY, 1).reason is WaitReason.PACING  # and is waited for in turn
+    backend.sleep(SPAN)
+    assert goes(c, KEY, 10) == 10
+
+
+def test_a_throttle_ends_the_probing_the_gate_and_the_learned_rate_take_over(
+    backend: Backend,
+) -> None:
+    c = backend.one(PROBING)
+    probe = c.acquire(KEY, 1)
+    c.learn(KEY, seen(200), probe.lease)
+    assert c.acquire(KEY, 1).wait == 0  # in flight, never answered
+    c.learn(KEY, throttled(100), None)  # a throttle: its gate holds everyone
+    backend.sleep(0.1)
+    assert goes(c, KEY, 5) == 5  # within the span, not held by the request in flight
+
+
+def test_a_first_answer_naming_a_quota_is_counted_not_probed(backend: Backend) -> None:
+    c = backend.one(PROBING)
+    probe = c.acquire(KEY, 1)
+    c.learn(KEY, low_quota(50, 10.0, limit=100), probe.lease)
+    assert goes(c, KEY, 8) == 8  # what the count allows goes, one in flight or many
 
 
 @pytest.mark.parametrize(("probes", "expected"), [(0, 30), (1, 1), (4, 4)])

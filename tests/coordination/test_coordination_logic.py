@@ -21,6 +21,8 @@ from retrybudget.coordination import (
 )
 from retrybudget.coordination._logic import (
     EPSILON,
+    LEARNED_CONSTANTS,
+    NEVER,
     PROBE_PATIENCE,
     Breaker,
     Budget,
@@ -42,6 +44,7 @@ from retrybudget.coordination._logic import (
     release_quota,
     rolled,
     sent,
+    still_probing,
     went_now,
 )
 from retrybudget.core.decide import rate_limit_wait
@@ -52,6 +55,7 @@ from tests.support.coordination import classified, ended, seen
 from tests.support.strategies import assert_reached, examples, reached, tried
 
 WALL = 1_800_000_000.0
+SPAN = LEARNED_CONSTANTS["SPAN"]
 
 
 # Reading responses ----------------------------------------------------------------------------
@@ -315,6 +319,67 @@ def test_the_first_window_property_reached_each_case() -> None:
     assert_reached("first window", ("another probe", "held"), minimum=5)
 
 
+_PROBED_STEPS = st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.01, 0.3, 0.99, 1.0]),
+                                   st.sampled_from(["ask", "ask", "ask", "ask fail-fast",
+                                                    "ask, deadline close", "answer", "429"])),
+                         max_size=40)
+"""Gaps and steps, asks and short gaps the likelier (and one probe): a key's second of probing
+is reached, and its probes in flight, within a hundred examples."""
+
+
+@given(st.booleans(), st.sampled_from([1, 1, 2, 4]), st.sampled_from([0.05, 0.5]), _PROBED_STEPS)
+@example(True, 1, 0.05, [(0.0, "ask"), (0.0, "ask"), (0.0, "ask fail-fast"), (0.3, "answer"),
+                         (0.0, "ask"), (0.0, "ask"), (0.99, "ask"), (0.0, "ask"), (0.0, "429"),
+                         (0.0, "ask"), (0.0, "ask")])
+@example(False, 1, 0.05, [(0.0, "ask"), (0.0, "ask"), (0.3, "ask")])
+@example(True, 1, 0.05, [(0.0, "ask")] * 6)  # the simplest draws lean to off: both reached
+@example(False, 1, 0.05, [(0.0, "ask")] * 6)
+def test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer_when_opted_in(
+        on, probes, spread, steps) -> None:
+    """With ``probe_unknown_limit`` on, after a first answer that named no quota, a caller
+    that waits goes only while fewer than ``probes`` requests are in flight, for SPAN after
+    that answer and until the key's first throttle; a fail-fast caller, or one whose deadline
+    leaves less than a spread, is never held so. Held, it asks again one spread later.
+    Outside that, and always with the option off (the default), nothing in flight holds
+    anyone (nothing is counted)."""
+    tried("probed")
+    gate_cfg = GateConfig(spread=spread)
+    pacing = PacingConfig(probes=probes, probe_unknown_limit=on)
+    start = 1000.0
+    s, now, in_flight = learn(Schedule(), NO_THROTTLE, start, gate_cfg), start, 0
+    for gap, step in steps:
+        now += gap
+        if step in ("answer", "429"):
+            in_flight, answered = max(in_flight - 1, 0), min(in_flight, 1)
+            throttle = Throttle(throttled=True, hint=0.0) if step == "429" else NO_THROTTLE
+            s = learn(s, throttle, now, gate_cfg, in_flight, answered)
+            continue
+        fail_fast, close = step == "ask fail-fast", step == "ask, deadline close"
+        window = now - start < SPAN and s.gate == NEVER
+        probing = on and window and not fail_fast and not close
+        slot, planned = plan_slot(s, now, gate_cfg, pacing, in_flight, fail_fast=fail_fast,
+                                  max_wait=spread / 2 if close else None)
+        if slot <= now + EPSILON:
+            assert not probing or in_flight < probes
+            reached("probed", "went, probing" if probing else
+                    "went, option off" if not on and window and in_flight >= probes else
+                    "impatient went" if (fail_fast or close) and now - start < SPAN
+                    else "went, blind")
+            s, in_flight = sent(planned, now), in_flight + 1
+        else:
+            assert probing
+            assert in_flight >= probes
+            assert slot == now + spread
+            reached("probed", "held")
+            s = planned
+    assert still_probing(s, now) == (now - start < SPAN and s.gate == NEVER)
+
+
+def test_the_probed_property_reached_each_case() -> None:
+    assert_reached("probed", ("went, probing", "went, option off", "impatient went",
+                              "went, blind", "held"), minimum=5)
+
+
 _INSTANTS = st.sampled_from([-1e9, 990.0, 999.5, 1000.0, 1000.0 + EPSILON / 2, 1000.5, 1030.0])
 _COUNTS = st.one_of(st.none(), st.integers(0, 6))
 _SCHEDULES = st.builds(Schedule, gate=_INSTANTS, tail=_INSTANTS, herd=_INSTANTS,
@@ -478,6 +543,7 @@ def test_durations_accept_timedeltas() -> None:
     lambda: GateConfig(max_gate=0),
     lambda: PacingConfig(threshold=1.5),
     lambda: PacingConfig(min_remaining=-1),
+    lambda: PacingConfig(probe_unknown_limit=1),  # type: ignore[arg-type]
     lambda: ConcurrencyConfig(limit=0),
     lambda: ConcurrencyConfig(lease_ttl=float("inf")),
     lambda: RetryBudgetConfig(ratio=-0.1),

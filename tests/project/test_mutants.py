@@ -205,12 +205,56 @@ MUTANTS = [
     # lapses
     Mutant(
         "probe-waited-for-without-end", "coordination/_logic/_slots.py",
-        "and in_flight >= pacing.probes and now - s.first < PROBE_PATIENCE):",
-        "and in_flight >= pacing.probes):",
+        "and (now - s.first < PROBE_PATIENCE if not s.answered",
+        "and (True if not s.answered",
         ("tests/coordination/test_coordination_behaviour.py::"
          "test_a_first_window_probe_whose_holder_died_holds_the_others_only_for_the_patience[memory]",
          "tests/coordination/test_coordination_logic.py::"
          "test_a_first_window_whose_probes_never_answer_lets_one_more_probe_go_per_patience"),
+    ),
+    # a key whose answers name no quota probed one request at a time without end: a provider
+    # that never throttles is held to one request in flight for good, not for one span
+    Mutant(
+        "probing-without-end", "coordination/_logic/_slots.py",
+        "return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at < SPAN",
+        "return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at",
+        ("tests/coordination/test_coordination_behaviour.py::"
+         "test_a_key_whose_answers_name_no_quota_is_probed_one_request_at_a_time_for_a_span[memory]",
+         "tests/coordination/test_coordination_logic.py::"
+         "test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer_when_opted_in"),
+    ),
+    # the probing holds fail-fast callers too: an interactive lookup is refused or delayed by
+    # a guess, not by anything the provider said
+    Mutant(
+        "probing-holds-fail-fast", "coordination/_logic/_slots.py",
+        "return not fail_fast and (max_wait is None or max_wait >= spread)",
+        "return max_wait is None or max_wait >= spread",
+        ("tests/coordination/test_coordination_behaviour.py::"
+         "test_with_probe_unknown_limit_an_answer_without_quota_headers_starts_a_span_of_probing"
+         "[memory]",
+         "tests/coordination/test_coordination_logic.py::"
+         "test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer_when_opted_in"),
+    ),
+    # the probing is on whatever the configuration says: every provider that publishes no
+    # quota and never throttles is slowed to one request at a time for a second per key
+    Mutant(
+        "probing-by-default", "coordination/_logic/_slots.py",
+        "else waits and pacing.probe_unknown_limit and still_probing(s, now)",
+        "else waits and still_probing(s, now)",
+        ("tests/coordination/test_coordination_behaviour.py::"
+         "test_waiting_callers_of_a_key_whose_answer_named_no_quota_go_at_once_unless_opted_in"
+         "[memory-default]",
+         "tests/coordination/test_coordination_logic.py::"
+         "test_a_key_naming_no_quota_is_probed_for_a_span_after_its_first_answer_when_opted_in"),
+    ),
+    # the Redis script probes whatever the configuration says (the option never reaches it)
+    Mutant(
+        "probing-by-default-on-redis", "coordination/lua/acquire.lua",
+        "local probe_unknown = ARGV[16] == '1'",
+        "local probe_unknown = true",
+        ("tests/coordination/test_coordination_behaviour.py::"
+         "test_waiting_callers_of_a_key_whose_answer_named_no_quota_go_at_once_unless_opted_in"
+         "[redis-default]",),
     ),
     # a throttle that names no quota leaves the fleet at the rate it was refused at: the
     # learned rate starts at the peak instead of BETA below it, and the next window is over

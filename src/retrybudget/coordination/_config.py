@@ -119,16 +119,28 @@ class PacingConfig:
         probes: requests in flight a key that no answer has come back for yet lets go (its
             first window): the rest wait until an answer names the quota, and are then
             released by it. 0 sends the first window blind.
+        probe_unknown_limit: off by default. On, when a key's first answer names no quota,
+            callers that wait are still held to ``probes`` requests in flight for one second
+            more (until the key's first throttle), so the limit is found one request at a
+            time: the first 429 refuses the request that found it, not every request the
+            fleet had in flight. Turn it on for a provider that publishes no quota and
+            answers only 429 with ``Retry-After``, when a fleet's first blind burst of
+            refusals matters more than the fraction of a second finding the limit costs;
+            off, a provider that never throttles is never slowed.
     """
 
     threshold: float = 0.1
     min_remaining: int = 10
     probes: int = 1
+    probe_unknown_limit: bool = False
 
     def __post_init__(self) -> None:
         _set(self, "threshold", _ratio(self.threshold, "pacing.threshold", 1.0))
         _set(self, "min_remaining", _count(self.min_remaining, "pacing.min_remaining", 0, 10**9))
         _set(self, "probes", _count(self.probes, "pacing.probes", 0, 10**9))
+        if not isinstance(self.probe_unknown_limit, bool):
+            raise PolicyError(f"pacing.probe_unknown_limit must be True or False, "
+                              f"got {self.probe_unknown_limit!r}")
 
 
 @dataclass(frozen=True, slots=True)

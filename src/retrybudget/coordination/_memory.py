@@ -45,6 +45,7 @@ from ._logic import (
     moved,
     permit_of,
     plan_slot,
+    probe_waits,
     quota_hold,
     rate_cut,
     rebooks,
@@ -207,7 +208,8 @@ class MemoryCoordinator(Coordinator):
         slots = k.slots
         while slots and slots[0] < now - cfg.gate.claim_grace:
             slots.popleft()  # lapsed: its holder stopped or died
-        hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread)
+        hold = quota_hold(k.schedule, now, pacing, in_flight, cfg.gate.spread,
+                          waits=probe_waits(fail_fast, max_wait, cfg.gate.spread))
         due = bool(slots) and slots[0] <= now + EPSILON
         # the learned rate spaces callers that wait; a fail-fast one is refused only by what
         # the provider said (its gate, its quota), never by an inferred rate
@@ -257,7 +259,7 @@ class MemoryCoordinator(Coordinator):
         max_wait, fail_fast = patience
         claimed = slots.popleft() if due else None  # its holder came back: booked again
         slot, planned = plan_slot(k.schedule, now, cfg.gate, cfg.pacing, in_flight, slots,
-                                  fail_fast, gap)
+                                  fail_fast, gap, max_wait)
         if slot <= now + EPSILON:
             k.schedule = planned
             return None

@@ -99,7 +99,8 @@ class RedisCalls:
             0 if cap is None else cap.poll,
             0 if pacing is None else pacing.probes,
             self._me(key), gate.herd_window, "" if max_wait is None else max_wait,
-            1 if fail_fast else 0, *token_args(self._seed(key), self._corrections.take(key)),
+            1 if fail_fast else 0, 1 if pacing is not None and pacing.probe_unknown_limit else 0,
+            *token_args(self._seed(key), self._corrections.take(key)),
         )
 
         def parse(raw: object) -> Permit:

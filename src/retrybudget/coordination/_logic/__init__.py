@@ -42,9 +42,11 @@ from ._slots import (
     booked_from,
     herd_slot,
     plan_slot,
+    probe_waits,
     quota_hold,
     release_quota,
     release_slot,
+    still_probing,
     went_now,
 )
 from ._tokens import (
@@ -95,6 +97,7 @@ __all__ = [
     "pacing_interval",
     "permit_of",
     "plan_slot",
+    "probe_waits",
     "quota_hold",
     "rate_cut",
     "rebooks",
@@ -105,6 +108,7 @@ __all__ = [
     "send_counted",
     "send_rate",
     "sent",
+    "still_probing",
     "went_now",
     "window_used",
     "write_wait",

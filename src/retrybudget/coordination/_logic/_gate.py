@@ -35,6 +35,9 @@ class Schedule:
         window: the window's length, learned from two resets in a row (None: unknown).
         answered: whether an answer to a request under this key has come back (until then
             the key is in its first window: :func:`quota_hold` lets only probes go).
+        answered_at: when the first answer came back (with ``PacingConfig.probe_unknown_limit``
+            on, a key whose answers name no quota is still probed for
+            :data:`~._learned.SPAN` after it, :func:`quota_hold`).
         first: the instant the key's latest probe went (its first acquire, or a request sent
             once a probe had waited :data:`PROBE_PATIENCE` for its answer, :func:`sent`),
             kept when the first answer names a quota window: until a window has
@@ -56,6 +59,7 @@ class Schedule:
     rolled_at: float = NEVER
     window: float | None = None
     answered: bool = False
+    answered_at: float = NEVER
     first: float = NEVER
 
 
@@ -113,13 +117,14 @@ def learn(s: Schedule, throttle: Throttle, now: float, gate: GateConfig,
     is the closest. With a limit, the window's count is
     :func:`window_used` (in-flight requests counted once); without one, ``remaining`` less
     the requests in flight. Any response, quota headers or not, ends the key's first window
-    (``answered``).
+    (``answered``, at ``answered_at``).
     """
     remaining, limit = throttle.remaining, throttle.limit
     # the quota window the response names (learn.lua's `observed`): its reset, else None
     named = throttle.reset if remaining is not None and (throttle.reset or 0) > 0 else None
     if not s.answered:  # a first answer that names no quota window: `first` bounds none
-        s = evolve(s, answered=True, first=s.first if named is not None else NEVER)
+        s = evolve(s, answered=True, answered_at=now,
+                   first=s.first if named is not None else NEVER)
     if throttle.throttled:
         delay, streak = gate_delay(throttle, s.streak, now - s.gate, gate.max_gate)
         closes = now + delay

@@ -10,11 +10,12 @@ from ...core import evolve
 from .._config import GateConfig, PacingConfig
 from ._gate import Schedule
 from ._instants import EPSILON, NEVER, PROBE_PATIENCE
+from ._learned import SPAN
 from ._pacing import pacing_interval
 
 
 def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: int = 0,
-               spread: float = 0.0) -> float | None:
+               spread: float = 0.0, waits: bool = False) -> float | None:
     """When the counted quota is used up: the instant it resets, else None.
 
     Requests beyond what the window allows wait for the reset and are released by quota
@@ -25,17 +26,47 @@ def quota_hold(s: Schedule, now: float, pacing: PacingConfig | None, in_flight: 
     in flight: the first answer names the quota, and the rest are released by it; but only
     for :data:`PROBE_PATIENCE` after the latest probe went (``first``): a probe whose holder
     died never answers, so past that the next request goes as another probe (:func:`sent`).
+    With ``pacing.probe_unknown_limit`` on, a caller that ``waits`` is held so for a while
+    after that answer too, when it named no quota (:func:`still_probing`).
     """
     if pacing is None:
         return None
-    if (not s.answered and s.quota is None and s.limit is None and pacing.probes > 0
-            and in_flight >= pacing.probes and now - s.first < PROBE_PATIENCE):
+    if (s.quota is None and s.limit is None and pacing.probes > 0 and in_flight >= pacing.probes
+            and (now - s.first < PROBE_PATIENCE if not s.answered
+                 else waits and pacing.probe_unknown_limit and still_probing(s, now))):
         return now + spread if spread > 0 else None
     if s.quota is None or s.quota > 0:
         return None
     if s.reset_at is None:
         return now + spread if in_flight > 0 and spread > 0 else None
     return s.reset_at if now < s.reset_at else None
+
+
+def still_probing(s: Schedule, now: float) -> bool:
+    """Whether a key whose first answer named no quota is still probed at ``now``: for
+    :data:`~._learned.SPAN` after that answer (``answered_at``), until its first throttle
+    (its gate never closed), a caller that waits goes only while fewer than
+    ``PacingConfig.probes`` requests are in flight (:func:`quota_hold`, when
+    ``PacingConfig.probe_unknown_limit`` is on; the caller checks that no quota is counted).
+
+    One request at a time, the first throttle refuses only the request that found the limit
+    (sent blind, the fleet's other requests in flight when its answer came back were refused
+    as well), and the admitted count the learned rate is cut from is the provider's own,
+    whenever the limit is below what one request at a time reaches in that span. A fail-fast
+    caller is not held (it is refused only by what the provider said), and after the span
+    the fleet goes on blind: a provider that never throttles is slowed for one span (which
+    is why the rule is opt-in).
+    """
+    return s.answered and s.gate == NEVER and 0.0 <= now - s.answered_at < SPAN
+
+
+def probe_waits(fail_fast: bool, max_wait: float | None, spread: float) -> bool:
+    """Whether a caller is held by :func:`still_probing`: one that waits (not ``fail_fast``)
+    at least one ``spread`` (``max_wait``, what fits before its deadline; None: any). A
+    caller whose deadline is that close goes instead: held, it would stop ``rate_limited``
+    with no ``retry_at`` to come back at, ended by a guess rather than by anything the
+    provider said."""
+    return not fail_fast and (max_wait is None or max_wait >= spread)
 
 
 def release_quota(s: Schedule, at: float) -> int | None:
@@ -98,7 +129,8 @@ def release_slot(s: Schedule, at: float, quota: int, spread: float,
 
 def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | None,
               in_flight: int = 0, reserved: Sequence[float] = (),
-              fail_fast: bool = False, learned_gap: float = 0.0) -> tuple[float, Schedule]:
+              fail_fast: bool = False, learned_gap: float = 0.0,
+              max_wait: float | None = None) -> tuple[float, Schedule]:
     """The slot of a worker that holds none: ``(instant, new schedule)``.
 
     A worker held by a closed gate or a used-up count waits for the instant they open
@@ -112,8 +144,7 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     booked as any held worker: at ``at`` while that window has room, so it keeps its place
     there, else in the first window after with room (never one already booked full: holders
     crowding one window would all come back at the next). When the quota is unknown, held
-    workers get slots
-    ``spread`` apart (or the
+    workers get slots ``spread`` apart (or the
     pacing interval, if longer), a release that ends with the last worker held (``herd``):
     newcomers during it queue behind it without prolonging it. A ``fail_fast`` worker (one
     that stops rather than wait past its deadline, and does not come back for its slot) is
@@ -125,11 +156,12 @@ def plan_slot(s: Schedule, now: float, gate: GateConfig, pacing: PacingConfig | 
     slot at most :data:`EPSILON` ahead means "go now"; a later one is reserved by the caller.
     ``learned_gap``: the spacing of a rate learned from throttles that named no quota
     (:func:`~retrybudget.coordination._logic.learned_gap`), a pacing interval at the least.
+    ``max_wait``: what the caller would wait (None: any), for :func:`probe_waits`.
     """
     if s.first == NEVER and not s.answered:  # the key's first acquire: its probe goes now
         s = evolve(s, first=now)
     gated = now < s.gate
-    hold = quota_hold(s, now, pacing, in_flight, gate.spread)
+    hold = quota_hold(s, now, pacing, in_flight, gate.spread, probe_waits(fail_fast, max_wait, gate.spread))
     held = gated or hold is not None
     interval = max(pacing_interval(s, now, pacing), learned_gap)
     if held:

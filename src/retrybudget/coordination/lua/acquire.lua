@@ -8,7 +8,7 @@
 -- concurrency limit (0: off), lease_ttl (the cap's, or FLIGHT_TTL), poll, probes (requests a
 -- key no answer has come back for lets go; 0: off), this coordinator's
 -- id (counted among the live workers, KEYS[5], for WORKER_TTL seconds), herd_window, the
--- caller's max_wait ('': any), fail_fast (0|1), and optionally a seed
+-- caller's max_wait ('': any), fail_fast (0|1), probe_unknown_limit (0|1), and optionally a seed
 -- (limit, remaining, seconds to the reset): a quota observation to adopt when none is
 -- stored (Redis came back empty), so the first window is not sent blind.
 -- Returns {code go|gate|pace|busy, wait seconds, seconds until the gate opens, lease or '',
@@ -27,17 +27,18 @@ local me = ARGV[12] or ''
 local herd_window = finite(ARGV[13]) or 1
 local max_wait = finite(ARGV[14])
 local fail_fast = ARGV[15] == '1'
-local seed_limit, seed_left, seed_reset = finite(ARGV[16]), finite(ARGV[17]), finite(ARGV[18])
+local probe_unknown = ARGV[16] == '1'
+local seed_limit, seed_left, seed_reset = finite(ARGV[17]), finite(ARGV[18]), finite(ARGV[19])
 local state, slots, leases = KEYS[1], KEYS[2], KEYS[3]
 -- optionally (after the seed, '' when none), the charge of a request that costs tokens:
 -- tokens, input tokens, output tokens (tokens.lua)
 local charge = nil
-if finite(ARGV[19]) ~= nil then
-  charge = {count(ARGV[19], 1e15) or 0, count(ARGV[20], 1e15) or 0, count(ARGV[21], 1e15) or 0}
+if finite(ARGV[20]) ~= nil then
+  charge = {count(ARGV[20], 1e15) or 0, count(ARGV[21], 1e15) or 0, count(ARGV[22], 1e15) or 0}
 end
 -- optionally (after the charge, '' when none), this coordinator's late corrections of the
 -- key's token ledgers (tokens_corrected: their number, then six values each), applied first
-if ARGV[22] ~= nil then tokens_corrected(KEYS[6], KEYS[3], ARGS, 22) end  -- ARGS: this part's ARGV
+if ARGV[23] ~= nil then tokens_corrected(KEYS[6], KEYS[3], ARGS, 23) end  -- ARGS: this part's ARGV
 -- a request that goes holds a lease while in flight
 local tracked = limit > 0 or pacing or charge ~= nil
 
@@ -80,13 +81,20 @@ local reset_at = instant(s.reset_at)
 -- quota_hold: the counted quota is used up until the reset (or, while no answer has named
 -- the new window's reset, for one spread while requests are in flight); a key no answer has
 -- come back for (its first window, nothing counted) holds for one spread once `probes`
--- requests are in flight, for PROBE_PATIENCE after its latest probe went (`first`)
+-- requests are in flight, for PROBE_PATIENCE after its latest probe went (`first`); with
+-- probe_unknown_limit on, a caller that waits (probe_waits: not fail_fast, and at least one
+-- spread) is held so for SPAN after the first answer too, when it named no quota, until the
+-- key's first throttle (still_probing: `answered` is its instant)
 local hold = nil
 local unnamed = false
 local probed = instant(s.first)
-if pacing and s.answered == nil and quota == nil and count(s.limit, 1e15) == nil
-    and probes > 0 and in_flight >= probes and probed ~= nil
-    and NOW - probed < PROBE_PATIENCE then
+local answered_at = instant(s.answered)
+local probing = probe_unknown and answered_at ~= nil and not fail_fast
+    and (max_wait == nil or max_wait >= spread) and instant(s.gate) == nil
+    and NOW - answered_at >= 0 and NOW - answered_at < LR.SPAN
+if pacing and quota == nil and count(s.limit, 1e15) == nil and probes > 0
+    and in_flight >= probes and ((s.answered == nil and probed ~= nil
+    and NOW - probed < PROBE_PATIENCE) or probing) then
   if spread > 0 then
     hold = NOW + spread
     unnamed = true

@@ -43,7 +43,7 @@ end
 local observed = remaining >= 0 and reset > 0
 if made then  -- _logic.learn: any answer ends the first window
   if fields_of().answered == nil then
-    hset(state, 'answered', '1')
+    hset(state, 'answered', fmt(NOW))  -- its instant: still_probing
     -- the first answer names no quota window: the first acquire bounds none
     if not observed then hdel(state, 'first') end
   end
