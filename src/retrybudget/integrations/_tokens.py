@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..coordination import begin_request, current_call, end_request
 
-__all__ = ["acosted", "costed", "record_answers"]
+__all__ = ["acosted", "costed", "record_answers", "uncosted"]
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -27,6 +27,12 @@ def _begin(transport: Any, request: Any) -> Any:
     if tokens is None:
         return None
     return begin_request(tokens, request.method, str(request.url), lambda: request.content)
+
+
+def uncosted(coordinator: object) -> bool:
+    """Whether no request run under ``coordinator`` is given a token cost (it has no
+    configuration to name one: a passive coordinator's), so :func:`costed` would add nothing."""
+    return not hasattr(coordinator, "config")
 
 
 def costed(handle: Callable[[S, Any], R]) -> Callable[[S, Any], R]:
