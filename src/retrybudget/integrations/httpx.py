@@ -68,7 +68,7 @@ from ._common import (
     safe_url,
 )
 from ._deadline import _DEADLINE, Deadline, bounded
-from ._handed import carry
+from ._handed import carry, carry_unread
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, scoped, within
 from ._httpx_lazy import AsyncLazy, Lazy, Sent
 from ._tokens import acosted, costed, record_answers, uncosted
@@ -308,17 +308,6 @@ class _Base(Generic[T]):
         return (self._start(request, key) if op is None else op), result
 
 
-
-
-def _handed_unread(request: httpx.Request, response: httpx.Response, key: str,
-                   begun: Begun) -> httpx.Response:
-    """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
-    extensions = request.extensions
-    return carry(response, begun.unread(response, response.status_code, _evidence_later,
-                                         [*response.headers._list], request.method, key,
-                                         extensions.get(JOB_ID) if extensions else None))
-
-
 class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
     """A sync httpx transport: each request is one bounded, provider-aware operation.
 
@@ -365,7 +354,8 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         response = sent[0]
         if sent[1] is not None or response is None:  # no 2xx: the flow's if it goes on
             return self._go_on(request, key, begun, sent)
-        return _handed_unread(request, response, key, begun)
+        return carry_unread(response, begun, _evidence_later, [*response.headers._list],
+                            request.method, key, request.extensions.get(JOB_ID))
 
     @costed
     def _handle(self, request: httpx.Request) -> httpx.Response:
@@ -496,7 +486,8 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         sent = await self._bounded_first(request, key, begun.timeout)
         response = sent[0]
         if unread and sent[1] is None and response is not None:
-            return _handed_unread(request, response, key, begun)
+            return carry_unread(response, begun, _evidence_later, [*response.headers._list],
+                            request.method, key, request.extensions.get(JOB_ID))
         ended = self._settle(key, request, begun, *sent)
         if isinstance(ended, Outcome):
             assert response is not None  # noqa: S101 - an ok first attempt has its response
