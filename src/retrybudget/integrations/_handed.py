@@ -7,11 +7,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .._drivers import Begun
 from .._native import OUTCOME
 from ..core.outcome import FirstAttempt, Outcome, first_ok
 from ._common import STATS
 
-__all__ = ["carry"]
+__all__ = ["carry", "carry_unread"]
 
 R = TypeVar("R")
 
@@ -106,3 +107,14 @@ def carry(response: R, pending: Outcome[object] | FirstAttempt) -> R:
     return response
 
 
+def carry_unread(response: R, begun: Begun, read: Callable[[Any], tuple[tuple[str, str], ...]],
+                 headers: object, method: str, key: str, job_id: str | None) -> R:
+    """:func:`carry` of a quick first attempt's 2xx handed over unread: what its outcome is
+    built from is ``begun``'s :meth:`~retrybudget._drivers.Begun.unread` of it (``headers``, a
+    snapshot of the response's, read by ``read`` when its evidence is)."""
+    target: Any = response
+    handed = _HandedExtensions(target.extensions)
+    _set_pending(handed, begun.unread(response, target.status_code, read, headers, method, key,
+                                      job_id))
+    target.extensions = handed
+    return response

@@ -7,7 +7,9 @@ httpx2 runs this module's code a second time, over its own classes (``_httpx2_io
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import time
+import types
+from collections.abc import Callable, Coroutine, Generator
 from functools import partial
 from typing import Any, TypeVar
 
@@ -18,7 +20,7 @@ import httpx
 from .._clock import Clock
 from ._deadline import _DEADLINE, Deadline, current_deadline
 
-__all__ = ["Cut", "bound_sockets", "clipped", "deadline_error", "within"]
+__all__ = ["Cut", "bound_sockets", "clipped", "deadline_error", "scoped", "within"]
 
 R = TypeVar("R")
 
@@ -186,11 +188,12 @@ def clipped(extensions: dict[str, Any], limit: float | None) -> dict[str, Any]:
     given = extensions.get("timeout")
     if not given:
         return {**extensions, "timeout": dict.fromkeys(_TIMEOUTS, limit)}
-    connect, read, write, pool = (given.get("connect"), given.get("read"), given.get("write"),
-                                  given.get("pool"))  # _TIMEOUTS, without a generator
-    if (connect is not None and connect <= limit and read is not None and read <= limit
-            and write is not None and write <= limit and pool is not None and pool <= limit):
-        return extensions  # the caller's timeouts fit already
+    try:  # _TIMEOUTS, without a generator: one missing (KeyError) or None (TypeError) is cut
+        if (given["connect"] <= limit and given["read"] <= limit and given["write"] <= limit
+                and given["pool"] <= limit):
+            return extensions  # the caller's timeouts fit already
+    except (KeyError, TypeError):
+        pass
     clipped = {name: limit if (value := given.get(name)) is None else min(value, limit)
                for name in _TIMEOUTS}
     return {**extensions, "timeout": clipped}
@@ -282,3 +285,46 @@ async def within(exchange: Coroutine[Any, Any, R], deadline: Cut,
     _leave_behind(task, scope, response_of)
     return None
 
+
+@types.coroutine
+def scoped(exchange: Coroutine[Any, Any, R], timeout: float, cut: Callable[..., R],
+           *args: Any) -> Generator[Any, Any, R]:
+    """What ``exchange`` returns within ``timeout`` seconds, or ``cut(*args)``: it was
+    cancelled at that end (as under ``anyio.move_on_after(timeout)``).
+
+    The exchange runs in a cancel scope from its start (a scope it opens itself nests inside
+    ours); the scope's deadline, and so its timer, is set only when the exchange first waits:
+    one that ends without ever suspending (an inner transport that answers at once) can not
+    be cancelled anyway, and arms no timer. The deadline is then ``timeout`` seconds after the
+    exchange started.
+    """
+    started = time.monotonic()
+    with anyio.CancelScope() as scope:  # noqa: ASYNC100 - it waits in the yield from below
+        try:
+            waiting = exchange.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        scope.deadline = anyio.current_time() + timeout - (time.monotonic() - started)
+        return (yield from _delegated(exchange, waiting))
+    return cut(*args)  # cancelled at the deadline
+
+
+def _delegated(exchange: Coroutine[Any, Any, R], waiting: Any) -> Generator[Any, Any, R]:
+    """The rest of an exchange that waits on ``waiting``: every value sent or error thrown in
+    (a cancellation included) passed on to it, as ``await`` would."""
+    while True:
+        try:
+            reply = yield waiting
+        except GeneratorExit:  # noqa: PERF203 - one exchange's waits, not a hot loop
+            exchange.close()
+            raise
+        except BaseException as exc:  # handed to the exchange, as await does
+            try:
+                waiting = exchange.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                waiting = exchange.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from ..coordination import TokenCall, TokenConfig, begin_request, current_call, end_request
 from ..core.tokens import TokenUsage
 
-__all__ = ["Watch", "acosted", "begin_costs", "costed", "record_answers", "token_config"]
+__all__ = ["Watch", "acosted", "begin_costs", "costed", "record_answers", "token_config",
+           "uncosted"]
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -80,6 +81,12 @@ def _begin(transport: Any, request: Any, watch: Watch) -> _Costed | None:
         return None
     token, call = begin_request(tokens, request.method, str(request.url), lambda: request.content)
     return None if call is None else _Costed(token, call, watch)
+
+
+def uncosted(coordinator: object) -> bool:
+    """Whether no request run under ``coordinator`` is given a token cost (it has no
+    configuration to name one: a passive coordinator's), so :func:`costed` would add nothing."""
+    return not hasattr(coordinator, "config")
 
 
 def costed(watch: Watch) -> Callable[[Callable[[S, Any], R]], Callable[[S, Any], R]]:

@@ -32,9 +32,9 @@ each hop is an operation of its own. Outcomes with no response to hand over rais
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 import httpx
@@ -60,11 +60,11 @@ from ._common import (
 )
 from ._deadline import _DEADLINE, Deadline, bounded
 from ._front import Front, Wiring
-from ._handed import carry
-from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, within
+from ._handed import carry, carry_unread
+from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, scoped, within
 from ._httpx_lazy import AsyncLazy, Lazy, Sent
 from ._httpx_usage import awatch, watch
-from ._tokens import acosted, costed
+from ._tokens import acosted, costed, uncosted
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -169,19 +169,25 @@ class _Base(Front[httpx.Request], Generic[T]):
         # async one also cuts each exchange there, see AsyncRetryTransport._within).
         self._sockets_bounded = bound_sockets(self._transport)
         Front.__init__(self, retrier, **options)
+        # A 2xx may be handed over unread (_unread_of) with no token cost to make current
+        self._unread_ok = _INTERNALS and uncosted(self._engine.retrier.coordinator)
 
     def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
         """The shape a request's 2xx is handed over unread in, and the request's key; or None:
         the request takes :meth:`_handle`'s path (a logger that prints sees every step; a
-        payload validator reads every 2xx)."""
-        if not _INTERNALS:
+        payload validator reads every 2xx; a coordinator that may price requests in tokens
+        has :func:`costed` make each one's cost current)."""
+        if not self._unread_ok:
             return None
-        key, unread = self._shape(request)
+        ref = request.url._uri_reference  # _shape(), inline: read on every request
+        host = (ref.scheme, ref.host, ref.port)
+        engine = self._engine
+        key, unread = engine.shapes.get(host) or engine.shape(host, str(request.url))
         method = request.method
+        if unread is None or method not in unread.methods or logs_steps():
+            return None
         extensions = request.extensions
-        if (unread is None or method not in unread.methods or logs_steps()
-                or (VALIDATOR in extensions and extensions[VALIDATOR] is not None
-                    and method != "HEAD")):
+        if VALIDATOR in extensions and extensions[VALIDATOR] is not None and method != "HEAD":
             return None
         return unread, key if self._key is None else self._key(request)
 
@@ -282,17 +288,6 @@ class _Base(Front[httpx.Request], Generic[T]):
         return (self._start(request, key) if op is None else op), result
 
 
-
-
-def _handed_unread(request: httpx.Request, response: httpx.Response, key: str,
-                   begun: Begun) -> httpx.Response:
-    """A 2xx of a quick first attempt handed over unread (its header list copied as it came)."""
-    extensions = request.extensions
-    return carry(response, begun.unread(response, response.status_code, _evidence_later,
-                                         [*response.headers._list], request.method, key,
-                                         extensions.get(JOB_ID) if extensions else None))
-
-
 class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
     """A sync httpx transport: each request is one bounded, provider-aware operation.
 
@@ -304,7 +299,6 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     _default_transport = httpx.HTTPTransport
 
-    @costed(watch)
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
         quick = self._unread_of(request)
@@ -332,8 +326,10 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
         response = sent[0]
         if sent[1] is not None or response is None:  # no 2xx: the flow's if it goes on
             return self._go_on(request, key, begun, sent)
-        return _handed_unread(request, response, key, begun)
+        return carry_unread(response, begun, _evidence_later, [*response.headers._list],
+                            request.method, key, request.extensions.get(JOB_ID))
 
+    @costed(watch)
     def _handle(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation (a quick first attempt when it may take one)."""
         quick = self._quick(request)
@@ -424,32 +420,42 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
 
     _default_transport = httpx.AsyncHTTPTransport
 
-    @acosted(awatch)
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Run the request as one operation; return its final response or raise."""
+    def handle_async_request(
+            self, request: httpx.Request) -> Coroutine[Any, Any, httpx.Response]:
+        """Run the request as one operation; return its final response or raise (a coroutine:
+        the request's own path, awaited by the caller directly)."""
         unread = self._unread_of(request)
         if unread is None:
-            quick = self._quick(request)
-            if quick is None:
-                coordinated = self._coordinated(request)
-                if coordinated is not None:  # the coordinated first attempt, no Operation yet
-                    lazy = AsyncLazy(self, request, coordinated[1])
-                    return lazy.hand_over(await coordinated[0].arun(lazy, lazy.info))
-                full = self._start(request)
-                return full.hand_over(await full.retrier.arun(partial(self._attempt, full),
-                                                              full.info))
-            retrier, key = quick
-        else:
-            retrier, key = unread[0].retrier, unread[1]
-        # A quick first attempt, as in RetryTransport.handle_request.
+            return self._handle(request)
+        return self._quickly(request, unread[0].retrier, unread[1], True)
+
+    @acosted(awatch)
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        """Run the request as one operation (a quick first attempt when it may take one)."""
+        quick = self._quick(request)
+        if quick is None:
+            coordinated = self._coordinated(request)
+            if coordinated is not None:  # the coordinated first attempt, no Operation yet
+                lazy = AsyncLazy(self, request, coordinated[1])
+                return lazy.hand_over(await coordinated[0].arun(lazy, lazy.info))
+            full = self._start(request)
+            return full.hand_over(await full.retrier.arun(partial(self._attempt, full),
+                                                          full.info))
+        return await self._quickly(request, quick[0], quick[1], False)
+
+    async def _quickly(self, request: httpx.Request, retrier: Retrier, key: str,
+                       unread: bool) -> httpx.Response:
+        """A quick first attempt, as in RetryTransport.handle_request (``unread``: a 2xx is
+        handed over unread)."""
         begun = Begun(retrier)
         if begun.refused:
             full = self._start(request, key)
             return full.hand_over(await begun.ago_on(full.info, partial(self._attempt, full), None))
         sent = await self._bounded_first(request, key, begun.timeout)
         response = sent[0]
-        if unread is not None and sent[1] is None and response is not None:
-            return _handed_unread(request, response, key, begun)
+        if unread and sent[1] is None and response is not None:
+            return carry_unread(response, begun, _evidence_later, [*response.headers._list],
+                            request.method, key, request.extensions.get(JOB_ID))
         ended = self._settle(key, request, begun, *sent)
         if isinstance(ended, Outcome):
             assert response is not None  # noqa: S101 - an ok first attempt has its response
@@ -457,26 +463,30 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         full, result = ended
         return full.hand_over(await begun.ago_on(full.info, partial(self._attempt, full), result))
 
-    async def _bounded_first(self, request: httpx.Request, key: str, plan: float | None) -> Sent:
+    def _bounded_first(self, request: httpx.Request, key: str,
+                       plan: float | None) -> Awaitable[Sent]:
         """A quick first attempt sent and ended by its attempt's end: what :meth:`_settle` reads."""
         if plan is None:
-            return await self._first(request, key, plan)
+            return self._first(request, key, plan)
         if self._sockets_bounded:
-            deadline = Cut(self._engine.clock, plan)
-            extensions = request.extensions
-            sent = await within(self._first(request, key, plan), deadline, _sent)
-            if sent is None:  # cut at the attempt's end: the caller's extensions are put back
-                request.extensions = extensions
-                op = self._start(request, key)
-                sent = None, op, op.failed(deadline.error(request))
-            return sent
-        cancelled = None
-        with anyio.move_on_after(plan):
-            cancelled = await self._first(request, key, plan)
-        if cancelled is None:  # cancelled at the attempt's end
+            return self._within_first(request, key, plan)
+        return scoped(self._first(request, key, plan), plan, self._cut_first, request, key)
+
+    async def _within_first(self, request: httpx.Request, key: str, plan: float) -> Sent:
+        """:meth:`_bounded_first` over httpx's own transport (see :func:`within`)."""
+        deadline = Cut(self._engine.clock, plan)
+        extensions = request.extensions
+        sent = await within(self._first(request, key, plan), deadline, _sent)
+        if sent is None:  # cut at the attempt's end: the caller's extensions are put back
+            request.extensions = extensions
             op = self._start(request, key)
-            return None, op, op.failed(deadline_error(request))
-        return cancelled
+            sent = None, op, op.failed(deadline.error(request))
+        return sent
+
+    def _cut_first(self, request: httpx.Request, key: str) -> Sent:
+        """A quick first attempt cancelled at its attempt's end."""
+        op = self._start(request, key)
+        return None, op, op.failed(deadline_error(request))
 
     async def _first(self, request: httpx.Request, key: str, plan: float | None) -> Sent:
         """Send a quick first attempt: what :meth:`_settle` reads (as the sync transport's)."""
