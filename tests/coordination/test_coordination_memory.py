@@ -6,7 +6,10 @@ import threading
 from collections import Counter
 from typing import Any
 
-from retrybudget import SYSTEM_CLOCK, FakeClock, Policy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrybudget import SYSTEM_CLOCK, FakeClock, Policy, Retrier
 from retrybudget.coordination import (
     BreakerConfig,
     ConcurrencyConfig,
@@ -25,6 +28,7 @@ from tests.support.coordination import (
     simulate,
     throttled,
 )
+from tests.support.strategies import assert_reached, examples, reached, tried
 
 KEY = "api.example.com"
 
@@ -156,3 +160,75 @@ def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle()
             assert retrier.call(lambda: 42).value == 42
         assert asked["acquire"] == expected
         assert coordinator.stats().admitted == 2
+
+
+_MERGED_STEPS = st.lists(st.tuples(
+    st.sampled_from(["go", "go", "write", "answer", "answer", "advance", "hold", "fail"]),
+    st.integers(0, 12), st.sampled_from([0.0, 0.0005, 0.2, 1.5, 40.0])), max_size=40)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(steps=_MERGED_STEPS, fail_fast=st.booleans(),
+       cap=st.sampled_from([None, 2]), breaker=st.booleans())
+def test_the_merged_calls_answer_as_the_flows_actions(
+        steps: list[tuple[str, int, float]], fail_fast: bool, cap: int | None,
+        breaker: bool) -> None:
+    """The two calls a coordinated first attempt is answered by (one admits and acquires, one
+    learns and finishes; a healthy key's in a few steps) answer and change the key exactly as
+    ``admit`` then ``acquire``, and ``learn`` then ``finish``, do: twin coordinators on twin
+    clocks, every answer and the whole key state equal after every step."""
+    from retrybudget.core.throttle import Throttle
+
+    tried("merged calls")
+    config = CoordinationConfig(
+        concurrency=None if cap is None else ConcurrencyConfig(limit=cap),
+        breaker=BreakerConfig() if breaker else None)
+    twins = [MemoryCoordinator(config, clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    ok = Retrier(policy=Policy(), clock=FakeClock()).call(lambda: 1)
+    failed = Retrier(policy=Policy(max_attempts=1), clock=FakeClock()).call(_raises)
+    leases: list[tuple[str | None, bool]] = []
+    for kind, n, seconds in steps:
+        if kind in ("go", "write"):
+            gap = 1.0 if kind == "write" else 0.0
+            got = merged._first_gate(KEY, KEY, gap, None if not fail_fast else 5.0, fail_fast)
+            admission = plain.admit(KEY)
+            permit = (plain.acquire(KEY, 1, gap, max_wait=None if not fail_fast else 5.0,
+                                    fail_fast=fail_fast) if admission.allowed else None)
+            assert got == (admission, permit)
+            if permit is not None and permit.wait <= 0:
+                leases.append((permit.lease, admission.probe))
+                reached("merged calls", "a healthy key" if merged._keys[KEY].schedule.answered
+                        else "a first window")
+        elif kind == "answer" and leases:
+            lease, probe = leases.pop(n % len(leases))
+            throttle = Throttle(throttled=n == 0, hint=None if n else seconds,
+                                remaining=n, limit=10, reset=seconds + 1.0)
+            outcome = ok if n else failed
+            merged._first_done(KEY, throttle, lease, KEY, outcome, probe)
+            plain.learn(KEY, throttle, lease)
+            plain.finish(KEY, outcome, probe)
+        elif kind == "advance":
+            for c in twins:
+                c.clock.advance(seconds)  # type: ignore[attr-defined]
+        elif kind == "hold":
+            for c in twins:
+                c.hold(KEY, seconds)
+        elif kind == "fail" and leases:
+            lease, probe = leases.pop(n % len(leases))
+            merged._first_done(KEY, None, lease, KEY, failed, probe)
+            plain.learn(KEY, None, lease)
+            plain.finish(KEY, failed, probe)
+        states = [[(name, k.schedule, k.breaker, k.budget, list(k.slots), dict(k.leases),
+                    k.last_write, k.learned) for name, k in sorted(c._keys.items())]
+                  for c in twins]
+        assert states[0] == states[1]
+        assert merged.stats() == plain.stats()
+
+
+def _raises() -> None:
+    raise ConnectionResetError("reset")
+
+
+def test_the_merged_calls_property_reached_its_checks() -> None:
+    assert_reached("merged calls", ("a healthy key", "a first window"))

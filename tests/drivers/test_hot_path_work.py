@@ -310,13 +310,14 @@ def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str],
 
 def test_a_healthy_keys_success_plans_in_one_step_and_keeps_its_breaker(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A coordinated success on a key past its first window, far from its quota: its slot is
-    planned and its send counted in one step (no plan_slot, no sent), and a breaker whose
-    window holds only successes is kept as it is, not built again."""
+    """A coordinated success on a key past its first window, far from its quota: answered as a
+    healthy key (no plan_slot, no sent, not even went_now: its slot planned and its send
+    counted in one step), and a breaker whose window holds only successes is kept as it is,
+    not built again."""
     from retrybudget.coordination import _memory
 
     counted: Counter[str] = Counter()
-    for name in ("went_now", "plan_slot", "sent", "breaker_finish"):
+    for name in ("went_now", "plan_slot", "sent", "breaker_finish", "quota_hold", "rolled"):
         real = getattr(_memory, name)
 
         def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
@@ -338,7 +339,7 @@ def test_a_healthy_keys_success_plans_in_one_step_and_keeps_its_breaker(
         for _ in range(3):
             clock.advance(0.01)
             assert client.get(URL).extensions["retrybudget"]["outcome"] == "ok"
-    assert counted == Counter({"went_now": 3, "breaker_finish": 3}), counted
+    assert counted == Counter({"breaker_finish": 3}), counted
     assert key.breaker is breaker
     assert coordinator.schedule("https://api.example.com").limit == 5000  # type: ignore[union-attr]
 
