@@ -48,7 +48,7 @@ import anyio
 import httpx
 
 from .. import errors
-from .._drivers import PLAIN_OK, Begun, Retrier
+from .._drivers import PLAIN_OK, Begun, Retrier, gated_first
 from .._native import httpx_evidence as _evidence
 from .._native import httpx_evidence_of
 from .._native import httpx_failure_kind as failure_kind
@@ -70,7 +70,7 @@ from ._common import (
 from ._deadline import _DEADLINE, Deadline, bounded
 from ._handed import carry
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, within
-from ._httpx_lazy import AsyncLazy, Lazy, Sent
+from ._httpx_lazy import AsyncLazy, Lazy, Sent, asend_gated, send_gated
 from ._tokens import acosted, costed, record_answers
 
 __all__ = [
@@ -254,23 +254,32 @@ class _Base(Generic[T]):
         no 2xx body read), so its :class:`RequestInfo` is what its :class:`_Operation` would
         describe.
         """
+        found = self._coordinated_key(request)
+        if found is None:
+            return None
+        return found[0], self._described(request, *found)
+
+    def _coordinated_key(self, request: httpx.Request) -> tuple[Retrier, str] | None:
+        """:meth:`_coordinated`'s retrier and the request's key, or None."""
         engine = self._engine
         retrier = engine.coordinated
         method = request.method
         if retrier is None or method not in engine.coordinated_methods or log_hooks(()):
             return None
-        extensions = request.extensions
-        if method != "HEAD" and extensions.get(VALIDATOR) is not None:
+        if method != "HEAD" and request.extensions.get(VALIDATOR) is not None:
             return None
         if self._key is not None:
-            key = self._key(request)
-        elif _INTERNALS:
-            key = self._shape(request)[0]
-        else:
-            key = key_of_url(str(request.url))
-        job_id = extensions.get(JOB_ID)
-        return retrier, RequestInfo(
-            method, key, False, safe_url(str(request.url)) if engine.coordinated_url else None,
+            return retrier, self._key(request)
+        if _INTERNALS:
+            return retrier, self._shape(request)[0]
+        return retrier, key_of_url(str(request.url))
+
+    def _described(self, request: httpx.Request, retrier: Retrier, key: str) -> RequestInfo:
+        """The :class:`RequestInfo` of a coordinated request sent as it came."""
+        job_id = request.extensions.get(JOB_ID)
+        return RequestInfo(
+            request.method, key, False,
+            safe_url(str(request.url)) if self._engine.coordinated_url else None,
             retrier.job_id if job_id is None else job_id)
 
     def _settle(self, key: str, request: httpx.Request, begun: Begun,
@@ -335,6 +344,10 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
     @costed
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
+        if self._engine.coordinated is not None:  # no quick retrier: none is unread
+            found = self._coordinated_key(request)
+            if found is not None and gated_first(found[0]):
+                return send_gated(self, request, *found)
         quick = self._unread_of(request)
         if quick is None:
             return self._handle(request)
@@ -459,6 +472,10 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
     @acosted
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
+        if self._engine.coordinated is not None:  # no quick retrier: none is unread
+            found = self._coordinated_key(request)
+            if found is not None and gated_first(found[0]):
+                return await asend_gated(self, request, *found)
         unread = self._unread_of(request)
         if unread is None:
             quick = self._quick(request)
