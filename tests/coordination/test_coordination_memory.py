@@ -163,7 +163,8 @@ def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle()
 
 
 _MERGED_STEPS = st.lists(st.tuples(
-    st.sampled_from(["go", "go", "write", "answer", "answer", "advance", "hold", "fail"]),
+    st.sampled_from(["go", "go", "write", "answer", "answer", "plain", "advance", "hold",
+                     "fail"]),
     st.integers(0, 12), st.sampled_from([0.0, 0.0005, 0.2, 1.5, 40.0])), max_size=40)
 
 
@@ -198,8 +199,9 @@ def test_the_merged_calls_answer_as_the_flows_actions(
             assert got == (admission, permit)
             if permit is not None and permit.wait <= 0:
                 leases.append((permit.lease, admission.probe))
-                reached("merged calls", "a healthy key" if merged._keys[KEY].schedule.answered
-                        else "a first window")
+                schedule = merged._keys[KEY].schedule
+                reached("merged calls", "a first window" if not schedule.answered
+                        else "a counted window" if schedule.quota is not None else "no count")
         elif kind == "answer" and leases:
             lease, probe = leases.pop(n % len(leases))
             throttle = Throttle(throttled=n == 0, hint=None if n else seconds,
@@ -208,6 +210,11 @@ def test_the_merged_calls_answer_as_the_flows_actions(
             merged._first_done(KEY, throttle, lease, KEY, outcome, probe)
             plain.learn(KEY, throttle, lease)
             plain.finish(KEY, outcome, probe)
+        elif kind == "plain" and leases:  # an answer that names no quota
+            lease, probe = leases.pop(n % len(leases))
+            merged._first_done(KEY, Throttle(), lease, KEY, ok, probe)
+            plain.learn(KEY, Throttle(), lease)
+            plain.finish(KEY, ok, probe)
         elif kind == "advance":
             for c in twins:
                 c.clock.advance(seconds)  # type: ignore[attr-defined]
@@ -231,4 +238,4 @@ def _raises() -> None:
 
 
 def test_the_merged_calls_property_reached_its_checks() -> None:
-    assert_reached("merged calls", ("a healthy key", "a first window"))
+    assert_reached("merged calls", ("a first window", "a counted window", "no count"))

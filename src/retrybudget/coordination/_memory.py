@@ -419,16 +419,17 @@ class MemoryCoordinator(Coordinator):
 
     def _healthy(self, k: _Key, now: float, write_gap: float, fail_fast: bool) -> Permit | None:
         """:meth:`_acquired`'s answer for a healthy key, or None (another case, which it
-        answers): a read (no write gap), no token cost, its window's count known and not used
-        up, nothing holding, paced or reserved (no gate closed, no herd being released, no
-        slot reserved, no rate learned, its quota not running low), room under the cap. Such
-        a request goes now (:func:`~._logic.went_now`), counted once, holding a lease. The
-        lock held."""
+        answers): a read (no write gap), no token cost, past its first window, its window's
+        count not used up (or not counted), nothing holding, paced or reserved (no gate
+        closed, no herd being released, no slot reserved, no rate learned, its quota not
+        running low), room under the cap. Such a request goes now (planned at once, as
+        :func:`~._logic.went_now` and :func:`~._logic.plan_slot` plan it), counted once,
+        holding a lease. The lock held."""
         s = k.schedule
         quota, reset_at = s.quota, s.reset_at
         cfg = self.config
         pacing = cfg.pacing
-        if (write_gap > 0 or pacing is None or quota is None or quota <= 0 or not s.answered
+        if (write_gap > 0 or pacing is None or not s.answered or (quota is not None and quota <= 0)
                 or k.slots or now < s.gate or s.herd > now
                 or (reset_at is not None and now + EPSILON >= reset_at)
                 or (not fail_fast and k.learned.peak is not None)
@@ -440,9 +441,12 @@ class MemoryCoordinator(Coordinator):
             self._in_flight(k, now)  # the lapsed leases dropped, as _acquired drops them
         if cap is not None and len(leases) >= cap.limit:
             return None
-        used = s.used
-        k.schedule = evolve(s, tail=max(s.tail, now), quota=quota - 1,
-                            used=None if used is None else used + 1)
+        if quota is None:  # not counted: only its tail moves
+            k.schedule = evolve(s, tail=max(s.tail, now))
+        else:
+            used = s.used
+            k.schedule = evolve(s, tail=max(s.tail, now), quota=quota - 1,
+                                used=None if used is None else used + 1)
         k.learned = send_counted(k.learned, now)
         lease = f"m:{next(self._ids)}"
         leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
