@@ -64,6 +64,13 @@ class FirstDone(Protocol):
 
 
 
+_GateParts = tuple[FirstGate, FirstDone, "float | None", float, bool, bool]
+"""A retrier's :class:`Gated` parts: the merged gate and done calls, the policy's deadline,
+what a fresh operation's attempt needs left (:func:`~retrybudget.core.decide.attempt_needs`),
+whether it fails fast (its :func:`~retrybudget.core.decide.patience`) and whether its profile
+spaces writes."""
+
+
 class CoordinatedFirst(Loop):
     """The coordinated first attempt of :meth:`Retrier.run` and :meth:`Retrier.arun`."""
 
@@ -74,14 +81,19 @@ class CoordinatedFirst(Loop):
         return not self.hooks and not self.coordinator.passive and not self.policy.profile.routes
 
     @functools.cached_property
-    def _gated(self) -> tuple[FirstGate, FirstDone] | None:
-        """The coordinator's merged calls when a coordinated first attempt may be begun the
-        quick way (:class:`Gated`): they answer it, and the profile's gate is the provider
-        key's own (no bucket or route read from the URL); else None."""
-        profile = self.policy.profile
-        if not self._coordinated_first or profile.bucket_path or profile.route_majors:
+    def _gated(self) -> _GateParts | None:
+        """What a coordinated first attempt begun the quick way (:class:`Gated`) reads of the
+        retrier, worked out once: the coordinator's merged calls and the plan of a fresh
+        operation; None when it may not be begun so (the merged calls do not answer it, or the
+        profile's gate is not the provider key's own: a bucket or route read from the URL)."""
+        policy = self.policy
+        profile = policy.profile
+        merged = self._merged
+        if (not self._coordinated_first or merged is None or profile.bucket_path
+                or profile.route_majors):
             return None
-        return self._merged
+        return (*merged, policy.deadline, max(policy.min_attempt_time, 0.0),  # attempt_needs
+                policy.rate_limit is RateLimitMode.FAIL_FAST, bool(profile.write_pacing))
 
     def _coordinated_gate(self, request: RequestInfo) -> str | None:
         """The one gate a coordinated operation asks (its rate-limit bucket), or None when it
@@ -335,12 +347,17 @@ class Gated(_CoordinatedFirst):
     taken (nothing asked or sent twice); ``ago_on`` is its async twin.
     """
 
-    __slots__ = ("answers", "done", "lease", "pending", "probe", "retrier")
+    __slots__ = ("answers", "done", "lease", "pending", "probe", "retrier", "sample", "ta",
+                 "taken", "wa")
 
     answers: list[object]
     """The coordinator's answers so far (the admission, the permit): what the flow is told."""
     pending: bool
     """The first attempt is not made here: ``go_on`` takes the operation from the answers."""
+    taken: int
+    """The monotonic readings taken so far (``started``, ``ta``, ``attempt_started``,
+    ``attempt_ended``), in the flow's order; the wall readings ``wa`` and ``wall`` with the
+    second and the fourth."""
 
     def __init__(self, retrier: CoordinatedFirst, key: str, method: str | None,
                  job_id: str | None) -> None:
@@ -348,31 +365,29 @@ class Gated(_CoordinatedFirst):
         self.prefix = ids.prefix
         self.number = next(ids.counter)
         self.retrier = retrier
-        self.key, self.method = key, method
+        self.key = key
+        self.method = method
         self.job_id = retrier.job_id if job_id is None else job_id
         self.policy = policy = retrier.policy
         monotonic, wall = retrier._readers
         self.started = t0 = monotonic()
-        gate, self.done = cast("tuple[FirstGate, FirstDone]", retrier._gated)
-        deadline = policy.deadline  # a fresh state's (OperationState.start, attempt_needs)
-        needs = max(policy.min_attempt_time, 0.0)
-        fail_fast = policy.rate_limit is RateLimitMode.FAIL_FAST  # patience(), fresh
+        parts = retrier._gated
+        assert parts is not None  # noqa: S101 - gated_first(retrier): the caller's check
+        gate, self.done, deadline, needs, fail_fast, writes = parts
         room = None if deadline is None or not fail_fast else (t0 + deadline) - needs - t0
-        admission, permit = gate(key, key, policy.profile.write_gap(method), room, fail_fast)
-        self.readings = readings = [t0]
-        self.walls, self.samples = [], []
+        admission, permit = gate(key, key, policy.profile.write_gap(method) if writes else 0.0,
+                                 room, fail_fast)
+        self.pending = True
         if permit is None:  # refused
-            self.answers, self.pending = [admission], True
+            self.answers, self.taken = [admission], 1
             return
         self.answers = [admission, permit]
-        ta, wa = monotonic(), wall()
-        readings.append(ta)
-        self.walls.append(wa)
-        self.pending = True
+        self.ta, self.wa = monotonic(), wall()
         if permit.wait > 0:  # plan_wait's: a wait, or a stop
+            self.taken = 2
             return
         self.attempt_started = t1 = monotonic()
-        readings.append(t1)
+        self.taken = 3
         plan = plan_next(policy, 0, None if deadline is None else (t0 + deadline) - t1, None,
                          needs)
         if isinstance(plan, Stop):
@@ -395,9 +410,7 @@ class Gated(_CoordinatedFirst):
         # else to learn of it but its throttle, unless the attempt names a method of its own
         if (classified.kind is not Kind.OK or classified.conflicts or result.error is not None
                 or (seen.method is not None and self.method is None)):
-            self.readings.append(t2)
-            self.walls.append(w2)
-            self.samples.append(sample)
+            self.attempt_ended, self.wall, self.sample, self.taken = t2, w2, sample, 4
             return None
         self.attempt_ended = t2
         self.ended = monotonic()
@@ -413,6 +426,18 @@ class Gated(_CoordinatedFirst):
         """The generic flow from the coordinator's answers (and the attempt made, when there
         was one): the flow and its pending action (None: the attempt's result comes next)."""
         self.request = request
+        taken = self.taken
+        self.readings = readings = [self.started]
+        self.walls, self.samples = [], []
+        if taken > 1:
+            readings.append(self.ta)
+            self.walls.append(self.wa)
+        if taken > 2:
+            readings.append(self.attempt_started)
+        if taken > 3:
+            readings.append(self.attempt_ended)
+            self.walls.append(self.wall)
+            self.samples.append(self.sample)
         flow, action = self.retrier._coordinated_flow(self, self.answers)
         return flow, (action if self.pending else None)
 
