@@ -347,11 +347,13 @@ class Gated(_CoordinatedFirst):
     taken (nothing asked or sent twice); ``ago_on`` is its async twin.
     """
 
-    __slots__ = ("answers", "done", "lease", "pending", "probe", "retrier", "sample", "ta",
-                 "taken", "wa")
+    __slots__ = ("admission", "done", "pending", "permit", "retrier", "sample", "ta", "taken",
+                 "wa")
 
-    answers: list[object]
-    """The coordinator's answers so far (the admission, the permit): what the flow is told."""
+    admission: Admission
+    permit: Permit | None
+    """The coordinator's answers (the permit None when the admission refuses): what the flow
+    is told."""
     pending: bool
     """The first attempt is not made here: ``go_on`` takes the operation from the answers."""
     taken: int
@@ -378,10 +380,10 @@ class Gated(_CoordinatedFirst):
         admission, permit = gate(key, key, policy.profile.write_gap(method) if writes else 0.0,
                                  room, fail_fast)
         self.pending = True
+        self.admission, self.permit = admission, permit
         if permit is None:  # refused
-            self.answers, self.taken = [admission], 1
+            self.taken = 1
             return
-        self.answers = [admission, permit]
         self.ta, self.wa = monotonic(), wall()
         if permit.wait > 0:  # plan_wait's: a wait, or a stop
             self.taken = 2
@@ -394,7 +396,6 @@ class Gated(_CoordinatedFirst):
             return
         self.timeout = plan
         self.pending = False
-        self.lease, self.probe = permit.lease, admission.probe
 
     def settle(self, result: AttemptResult) -> Outcome[Any] | None:
         """After the first attempt: the operation's outcome when the attempt ended it ok
@@ -419,7 +420,8 @@ class Gated(_CoordinatedFirst):
         self.payload = result.payload
         outcome = first_ok(self)
         key = self.key
-        self.done(key, throttle_of(profile, classified), self.lease, key, outcome, self.probe)
+        self.done(key, throttle_of(profile, classified), self.permit.lease,  # type: ignore[union-attr]
+                  key, outcome, self.admission.probe)
         return outcome
 
     def _flow(self, request: RequestInfo) -> tuple[FlowGen, Action | None]:
@@ -438,7 +440,9 @@ class Gated(_CoordinatedFirst):
             readings.append(self.attempt_ended)
             self.walls.append(self.wall)
             self.samples.append(self.sample)
-        flow, action = self.retrier._coordinated_flow(self, self.answers)
+        permit = self.permit
+        answers: list[object] = [self.admission] if permit is None else [self.admission, permit]
+        flow, action = self.retrier._coordinated_flow(self, answers)
         return flow, (action if self.pending else None)
 
     def go_on(self, request: RequestInfo, perform: Callable[[Attempt], AttemptResult],
