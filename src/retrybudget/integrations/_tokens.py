@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from ..coordination import begin_request, current_call, end_request
+from ..coordination import begin_request, current_call, end_request, may_cost
 
 __all__ = ["acosted", "costed", "record_answers"]
 
@@ -24,8 +24,8 @@ R = TypeVar("R")
 def _begin(transport: Any, request: Any) -> Any:
     config = getattr(transport._engine.retrier.coordinator, "config", None)
     tokens = getattr(config, "tokens", None)
-    if tokens is None:
-        return None
+    if tokens is None or not may_cost(tokens, request.method):
+        return None  # costs nothing: its URL and body are not read
     return begin_request(tokens, request.method, str(request.url), lambda: request.content)
 
 
