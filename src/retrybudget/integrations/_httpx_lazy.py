@@ -14,7 +14,7 @@ from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
 from ..core.outcome import Outcome, Reason
 from ._common import JOB_ID as _JOB_ID
-from ._deadline import Deadline, bounded
+from ._deadline import _DEADLINE, Deadline, bounded
 from ._handed import carry
 
 if TYPE_CHECKING:
@@ -99,8 +99,17 @@ def send_gated(transport: Any, request: httpx.Request, retrier: _Retrier,
         lazy = Lazy(transport, request, transport._described(request, retrier, key))
         return lazy.hand_over(gated.go_on(lazy.info, lazy, None))
     plan = gated.timeout
-    with bounded(None if plan is None else Deadline(transport._engine.clock, plan)):
+    if not transport._sockets_bounded:  # nothing reads the attempt's end but its timeouts
         sent = transport._first(request, key, plan)
+    else:  # httpx's own transport: every socket read and write against the attempt's end
+        deadline = None if plan is None else Deadline(transport._engine.clock, plan)
+        token = _DEADLINE.set(deadline)
+        try:
+            sent = transport._first(request, key, plan)
+        finally:
+            _DEADLINE.reset(token)
+            if deadline is not None and deadline.alarms:
+                deadline.release()
     ended = _settled(transport, request, retrier, gated, sent, Lazy)
     if not isinstance(ended, tuple):  # it ended the operation ok: handed over
         return ended
