@@ -468,10 +468,12 @@ class MemoryCoordinator(Coordinator):
         opened, state = False, None
         with self._lock:
             now = self._now()
+            keys = self._keys
             if learns:
-                self._learned(self._key(bucket), facts, throttle, lease, now)
+                self._learned(keys.get(bucket) or self._key(bucket), facts, throttle, lease, now)
             if finishes:
-                opened, state = self._finished(self._key(key), verdict, earns, probe, now)
+                opened, state = self._finished(keys.get(key) or self._key(key), verdict, earns,
+                                               probe, now)
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)
