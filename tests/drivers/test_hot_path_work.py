@@ -405,9 +405,9 @@ def _python_calls(send: Callable[[], object]) -> int:
 # state or Lazy built (Gated) and a healthy key was answered in a few steps; 184 once a
 # request no token cost can apply to (a GET, no cost function) read no URL for one; 172 once
 # its first attempt set the attempt's end only for a transport whose sockets read it; 171 once
-# the merged learn and finish looked a key up once). With sniffio installed (the official SDKs among the development
-# dependencies need it), anyio asks it for the running async library wherever it asked
-# asyncio: 8 more calls per async request.
+# the merged learn and finish looked a key up once). With sniffio installed (the official
+# SDKs among the development dependencies need it), anyio asks it for the running async
+# library wherever it asked asyncio: 8 more calls per async request.
 _SNIFFIO = 8 if importlib.util.find_spec("sniffio") is not None else 0
 CALL_LIMITS = {"default, no rate headers": 32, "github quota headers": 32,
                "background() (profile=auto)": 32,
