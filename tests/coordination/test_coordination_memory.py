@@ -239,3 +239,33 @@ def _raises() -> None:
 
 def test_the_merged_calls_property_reached_its_checks() -> None:
     assert_reached("merged calls", ("a first window", "a counted window", "no count"))
+
+
+def test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it() -> None:
+    """A key past its first window (its count not known) whose held workers just claimed the
+    slots the gate's opening spread them over, the last within ``EPSILON`` ahead of now: the
+    herd is still being released, so a newcomer at that instant is spaced a spread behind
+    it, by the merged call as by ``acquire`` (not let go at once as a healthy key's)."""
+    from retrybudget.core.throttle import Throttle
+
+    twins = [MemoryCoordinator(clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    for c in twins:  # answered, no quota named: its window not counted
+        first = c.acquire(KEY, 1)
+        c.learn(KEY, Throttle(), first.lease)
+        c.hold(KEY, 1.0)
+    held = [[c.acquire(KEY, 1) for _ in range(2)] for c in twins]
+    assert held[0] == held[1]
+    waits = [permit.wait for permit in held[0]]
+    assert 0 < waits[0] < waits[1]  # spread over the gate's opening
+    for c in twins:
+        c.clock.advance(waits[1] - 0.0005)  # type: ignore[attr-defined]
+    back = [[c.acquire(KEY, 1) for _ in range(2)] for c in twins]
+    assert back[0] == back[1]
+    assert [permit.wait for permit in back[0]] == [0.0, 0.0]  # both slots due: claimed
+    got = merged._first_gate(KEY, KEY, 0.0, None, False)
+    want = (plain.admit(KEY), plain.acquire(KEY, 1))
+    assert got == want
+    assert want[1] is not None
+    assert want[1].wait > 0  # spaced behind the herd
+    assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
