@@ -163,8 +163,8 @@ def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle()
 
 
 _MERGED_STEPS = st.lists(st.tuples(
-    st.sampled_from(["go", "go", "write", "answer", "answer", "plain", "advance", "hold",
-                     "fail"]),
+    st.sampled_from(["go", "go", "go", "write", "answer", "answer", "plain", "throttled",
+                     "advance", "hold", "fail"]),
     st.integers(0, 12), st.sampled_from([0.0, 0.0005, 0.2, 1.5, 40.0])), max_size=40)
 
 
@@ -214,6 +214,12 @@ def test_the_merged_calls_answer_as_the_flows_actions(
             lease, probe = leases.pop(n % len(leases))
             merged._first_done(KEY, Throttle(), lease, KEY, ok, probe)
             plain.learn(KEY, Throttle(), lease)
+            plain.finish(KEY, ok, probe)
+        elif kind == "throttled" and leases:  # a throttle that names no quota: a rate learned
+            lease, probe = leases.pop(n % len(leases))
+            throttle = Throttle(throttled=True, hint=seconds if n % 2 else None)
+            merged._first_done(KEY, throttle, lease, KEY, ok, probe)
+            plain.learn(KEY, throttle, lease)
             plain.finish(KEY, ok, probe)
         elif kind == "advance":
             for c in twins:
@@ -268,4 +274,30 @@ def test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it() ->
     assert got == want
     assert want[1] is not None
     assert want[1].wait > 0  # spaced behind the herd
+    assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
+
+
+def test_a_key_whose_count_is_used_up_is_answered_as_acquire_answers_it() -> None:
+    """A key past its first window whose count the requests that went have used up (far from
+    low, by the provider's last answer): the next request waits for the reset, by the merged
+    call as by ``acquire`` (it is no healthy key's request)."""
+    from retrybudget.core.throttle import Throttle
+
+    twins = [MemoryCoordinator(clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    for c in twins:
+        first = c.acquire(KEY, 1)
+        c.learn(KEY, Throttle(remaining=9, limit=10, reset=600.0), first.lease)
+    for _ in range(9):  # the window's nine left, each let go at once
+        got = merged._first_gate(KEY, KEY, 0.0, None, False)
+        want = (plain.admit(KEY), plain.acquire(KEY, 1))
+        assert got == want
+        assert want[1] is not None
+        assert want[1].wait == 0
+    assert merged._keys[KEY].schedule.quota == 0
+    got = merged._first_gate(KEY, KEY, 0.0, None, False)
+    want = (plain.admit(KEY), plain.acquire(KEY, 1))
+    assert got == want
+    assert want[1] is not None
+    assert want[1].wait > 0  # held for the reset
     assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
