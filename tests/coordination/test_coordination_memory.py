@@ -6,7 +6,10 @@ import threading
 from collections import Counter
 from typing import Any
 
-from retrybudget import SYSTEM_CLOCK, FakeClock, Policy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrybudget import SYSTEM_CLOCK, FakeClock, Policy, Retrier
 from retrybudget.coordination import (
     BreakerConfig,
     ConcurrencyConfig,
@@ -25,6 +28,7 @@ from tests.support.coordination import (
     simulate,
     throttled,
 )
+from tests.support.strategies import assert_reached, examples, reached, tried
 
 KEY = "api.example.com"
 
@@ -156,3 +160,144 @@ def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle()
             assert retrier.call(lambda: 42).value == 42
         assert asked["acquire"] == expected
         assert coordinator.stats().admitted == 2
+
+
+_MERGED_STEPS = st.lists(st.tuples(
+    st.sampled_from(["go", "go", "go", "write", "answer", "answer", "plain", "throttled",
+                     "advance", "hold", "fail"]),
+    st.integers(0, 12), st.sampled_from([0.0, 0.0005, 0.2, 1.5, 40.0])), max_size=40)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(steps=_MERGED_STEPS, fail_fast=st.booleans(),
+       cap=st.sampled_from([None, 2]), breaker=st.booleans())
+def test_the_merged_calls_answer_as_the_flows_actions(
+        steps: list[tuple[str, int, float]], fail_fast: bool, cap: int | None,
+        breaker: bool) -> None:
+    """The two calls a coordinated first attempt is answered by (one admits and acquires, one
+    learns and finishes; a healthy key's in a few steps) answer and change the key exactly as
+    ``admit`` then ``acquire``, and ``learn`` then ``finish``, do: twin coordinators on twin
+    clocks, every answer and the whole key state equal after every step."""
+    from retrybudget.core.throttle import Throttle
+
+    tried("merged calls")
+    config = CoordinationConfig(
+        concurrency=None if cap is None else ConcurrencyConfig(limit=cap),
+        breaker=BreakerConfig() if breaker else None)
+    twins = [MemoryCoordinator(config, clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    ok = Retrier(policy=Policy(), clock=FakeClock()).call(lambda: 1)
+    failed = Retrier(policy=Policy(max_attempts=1), clock=FakeClock()).call(_raises)
+    leases: list[tuple[str | None, bool]] = []
+    for kind, n, seconds in steps:
+        if kind in ("go", "write"):
+            gap = 1.0 if kind == "write" else 0.0
+            got = merged._first_gate(KEY, KEY, gap, None if not fail_fast else 5.0, fail_fast)
+            admission = plain.admit(KEY)
+            permit = (plain.acquire(KEY, 1, gap, max_wait=None if not fail_fast else 5.0,
+                                    fail_fast=fail_fast) if admission.allowed else None)
+            assert got == (admission, permit)
+            if permit is not None and permit.wait <= 0:
+                leases.append((permit.lease, admission.probe))
+                schedule = merged._keys[KEY].schedule
+                reached("merged calls", "a first window" if not schedule.answered
+                        else "a counted window" if schedule.quota is not None else "no count")
+        elif kind == "answer" and leases:
+            lease, probe = leases.pop(n % len(leases))
+            throttle = Throttle(throttled=n == 0, hint=None if n else seconds,
+                                remaining=n, limit=10, reset=seconds + 1.0)
+            outcome = ok if n else failed
+            merged._first_done(KEY, throttle, lease, KEY, outcome, probe)
+            plain.learn(KEY, throttle, lease)
+            plain.finish(KEY, outcome, probe)
+        elif kind == "plain" and leases:  # an answer that names no quota
+            lease, probe = leases.pop(n % len(leases))
+            merged._first_done(KEY, Throttle(), lease, KEY, ok, probe)
+            plain.learn(KEY, Throttle(), lease)
+            plain.finish(KEY, ok, probe)
+        elif kind == "throttled" and leases:  # a throttle that names no quota: a rate learned
+            lease, probe = leases.pop(n % len(leases))
+            throttle = Throttle(throttled=True, hint=seconds if n % 2 else None)
+            merged._first_done(KEY, throttle, lease, KEY, ok, probe)
+            plain.learn(KEY, throttle, lease)
+            plain.finish(KEY, ok, probe)
+        elif kind == "advance":
+            for c in twins:
+                c.clock.advance(seconds)  # type: ignore[attr-defined]
+        elif kind == "hold":
+            for c in twins:
+                c.hold(KEY, seconds)
+        elif kind == "fail" and leases:
+            lease, probe = leases.pop(n % len(leases))
+            merged._first_done(KEY, None, lease, KEY, failed, probe)
+            plain.learn(KEY, None, lease)
+            plain.finish(KEY, failed, probe)
+        states = [[(name, k.schedule, k.breaker, k.budget, list(k.slots), dict(k.leases),
+                    k.last_write, k.learned) for name, k in sorted(c._keys.items())]
+                  for c in twins]
+        assert states[0] == states[1]
+        assert merged.stats() == plain.stats()
+
+
+def _raises() -> None:
+    raise ConnectionResetError("reset")
+
+
+def test_the_merged_calls_property_reached_its_checks() -> None:
+    assert_reached("merged calls", ("a first window", "a counted window", "no count"))
+
+
+def test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it() -> None:
+    """A key past its first window (its count not known) whose held workers just claimed the
+    slots the gate's opening spread them over, the last within ``EPSILON`` ahead of now: the
+    herd is still being released, so a newcomer at that instant is spaced a spread behind
+    it, by the merged call as by ``acquire`` (not let go at once as a healthy key's)."""
+    from retrybudget.core.throttle import Throttle
+
+    twins = [MemoryCoordinator(clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    for c in twins:  # answered, no quota named: its window not counted
+        first = c.acquire(KEY, 1)
+        c.learn(KEY, Throttle(), first.lease)
+        c.hold(KEY, 1.0)
+    held = [[c.acquire(KEY, 1) for _ in range(2)] for c in twins]
+    assert held[0] == held[1]
+    waits = [permit.wait for permit in held[0]]
+    assert 0 < waits[0] < waits[1]  # spread over the gate's opening
+    for c in twins:
+        c.clock.advance(waits[1] - 0.0005)  # type: ignore[attr-defined]
+    back = [[c.acquire(KEY, 1) for _ in range(2)] for c in twins]
+    assert back[0] == back[1]
+    assert [permit.wait for permit in back[0]] == [0.0, 0.0]  # both slots due: claimed
+    got = merged._first_gate(KEY, KEY, 0.0, None, False)
+    want = (plain.admit(KEY), plain.acquire(KEY, 1))
+    assert got == want
+    assert want[1] is not None
+    assert want[1].wait > 0  # spaced behind the herd
+    assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
+
+
+def test_a_key_whose_count_is_used_up_is_answered_as_acquire_answers_it() -> None:
+    """A key past its first window whose count the requests that went have used up (far from
+    low, by the provider's last answer): the next request waits for the reset, by the merged
+    call as by ``acquire`` (it is no healthy key's request)."""
+    from retrybudget.core.throttle import Throttle
+
+    twins = [MemoryCoordinator(clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    for c in twins:
+        first = c.acquire(KEY, 1)
+        c.learn(KEY, Throttle(remaining=9, limit=10, reset=600.0), first.lease)
+    for _ in range(9):  # the window's nine left, each let go at once
+        got = merged._first_gate(KEY, KEY, 0.0, None, False)
+        want = (plain.admit(KEY), plain.acquire(KEY, 1))
+        assert got == want
+        assert want[1] is not None
+        assert want[1].wait == 0
+    assert merged._keys[KEY].schedule.quota == 0
+    got = merged._first_gate(KEY, KEY, 0.0, None, False)
+    want = (plain.admit(KEY), plain.acquire(KEY, 1))
+    assert got == want
+    assert want[1] is not None
+    assert want[1].wait > 0  # held for the reset
+    assert merged._keys[KEY].schedule == plain._keys[KEY].schedule

@@ -151,6 +151,15 @@ MUTANTS = [
         ("tests/coordination/test_coordination_logic.py::"
          "test_a_request_that_goes_at_once_is_planned_and_sent_in_one_step",),
     ),
+    # a healthy key's merged admit and acquire blind to a herd being released: a newcomer
+    # goes at once where acquire spaces it a spread behind the herd's last slot
+    Mutant(
+        "healthy-key-ignores-the-herd", "coordination/_memory.py",
+        "or k.slots or now < s.gate or s.herd > now",
+        "or k.slots or now < s.gate",
+        ("tests/coordination/test_coordination_memory.py::"
+         "test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it",),
+    ),
     # the reservations from the release on counted as one line: asks again crowding the
     # release's window push every later booking out, and a window is left with none
     Mutant(

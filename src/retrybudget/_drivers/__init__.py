@@ -11,11 +11,12 @@ its timeout, a returned value or a raised error, a validator's verdict).
 
 What an HTTP integration drives, by name: :class:`Begun` (an operation's quick first attempt
 and the next step, the one sequence every driver runs), :func:`quick_first` and
-:func:`coordinated_first` (which first attempt a retrier takes), :func:`validated`,
+:func:`coordinated_first` (which first attempt a retrier takes), :class:`Gated` and
+:func:`gated_first` (a coordinated operation's quick first attempt), :func:`validated`,
 :func:`ended` and :data:`PLAIN_OK`.
 """
 
-from ._coordinated import coordinated_first
+from ._coordinated import Gated, coordinated_first, gated_first
 from ._first import Begun, Described, quick_first
 from ._interpret import (
     PLAIN_OK,
@@ -36,6 +37,7 @@ __all__ = [
     "BoundRetrier",
     "CallInterpreter",
     "Described",
+    "Gated",
     "Interpreter",
     "Retrier",
     "acall",
@@ -43,6 +45,7 @@ __all__ = [
     "call",
     "coordinated_first",
     "ended",
+    "gated_first",
     "last_failed_outcome",
     "quick_first",
     "retrying",

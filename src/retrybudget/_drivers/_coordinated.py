@@ -24,10 +24,11 @@ from ..core.classify import (
     Kind,
     classify,
 )
-from ..core.decide import Retry, Stop, decide, patience, plan_attempt, plan_wait
+from ..core.decide import Retry, Stop, decide, patience, plan_attempt, plan_next, plan_wait
 from ..core.flow import FlowGen
 from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.outcome import operation_id as _format_id
+from ..core.policy import RateLimitMode
 from ..core.state import OperationState
 from ..core.throttle import Throttle, throttle_of
 from ._loop import Loop, _operation_id
@@ -63,6 +64,13 @@ class FirstDone(Protocol):
 
 
 
+_GateParts = tuple[FirstGate, FirstDone, "float | None", float, bool, bool]
+"""A retrier's :class:`Gated` parts: the merged gate and done calls, the policy's deadline,
+what a fresh operation's attempt needs left (:func:`~retrybudget.core.decide.attempt_needs`),
+whether it fails fast (its :func:`~retrybudget.core.decide.patience`) and whether its profile
+spaces writes."""
+
+
 class CoordinatedFirst(Loop):
     """The coordinated first attempt of :meth:`Retrier.run` and :meth:`Retrier.arun`."""
 
@@ -71,6 +79,21 @@ class CoordinatedFirst(Loop):
         """Whether :meth:`run` takes the coordinated first-attempt path: an active coordinator,
         no hook, one profile (``profile="auto"`` resolves per request in the flow)."""
         return not self.hooks and not self.coordinator.passive and not self.policy.profile.routes
+
+    @functools.cached_property
+    def _gated(self) -> _GateParts | None:
+        """What a coordinated first attempt begun the quick way (:class:`Gated`) reads of the
+        retrier, worked out once: the coordinator's merged calls and the plan of a fresh
+        operation; None when it may not be begun so (the merged calls do not answer it, or the
+        profile's gate is not the provider key's own: a bucket or route read from the URL)."""
+        policy = self.policy
+        profile = policy.profile
+        merged = self._merged
+        if (not self._coordinated_first or merged is None or profile.bucket_path
+                or profile.route_majors):
+            return None
+        return (*merged, policy.deadline, max(policy.min_attempt_time, 0.0),  # attempt_needs
+                policy.rate_limit is RateLimitMode.FAIL_FAST, bool(profile.write_pacing))
 
     def _coordinated_gate(self, request: RequestInfo) -> str | None:
         """The one gate a coordinated operation asks (its rate-limit bucket), or None when it
@@ -165,6 +188,8 @@ class CoordinatedFirst(Loop):
         and sample; an operation that does not end ok at its first attempt goes on in the
         generic flow from those answers (nothing asked twice).
         """
+        if self._gated is not None:  # begun the quick way, the same sequence
+            return Gated(self, request.key, request.method, request.job_id).run(request, perform)
         coordinator = self.coordinator
         bucket = self._coordinated_gate(request)
         if bucket is None:
@@ -202,6 +227,9 @@ class CoordinatedFirst(Loop):
     async def _arun_coordinated(self, perform: Callable[[Attempt], Awaitable[AttemptResult]],
                                 request: RequestInfo) -> Outcome[object]:
         """The async twin of :meth:`_run_coordinated`."""
+        if self._gated is not None:  # begun the quick way, the same sequence
+            gated = Gated(self, request.key, request.method, request.job_id)
+            return await gated.arun(request, perform)
         coordinator = self.coordinator
         bucket = self._coordinated_gate(request)
         if bucket is None:
@@ -297,6 +325,164 @@ class CoordinatedFirst(Loop):
             return await self._adrive(flow, perform, result)
         return self._merged_end(request, bucket, first, answers, result, classified, merged[1])
 
+
+class Gated(_CoordinatedFirst):
+    """A coordinated operation begun the quick way: no :class:`RequestInfo` or state built,
+    admitted and its first attempt let go by one call of the coordinator (its merged admit
+    and acquire), and an attempt that ends it ok learnt and finished by one more. The same
+    clock readings, coordinator answers and sample as the generic flow, in the same order.
+
+    The one sequence of such an operation, for a retrier whose :func:`gated_first` holds::
+
+        gated = Gated(retrier, key, method, job_id)
+        if gated.pending:                   # refused, told to wait, or no room for an attempt
+            return gated.go_on(request, perform, None)
+        result = ...                        # the first attempt, cut at gated.timeout
+        outcome = gated.settle(result)
+        if outcome is not None:             # it ended the operation ok
+            return outcome
+        return gated.go_on(request, perform, result)
+
+    ``go_on`` runs the generic flow from the coordinator's answers and the readings already
+    taken (nothing asked or sent twice); ``ago_on`` is its async twin.
+    """
+
+    __slots__ = ("admission", "done", "pending", "permit", "retrier", "sample", "ta", "taken",
+                 "wa")
+
+    admission: Admission
+    permit: Permit | None
+    """The coordinator's answers (the permit None when the admission refuses): what the flow
+    is told."""
+    pending: bool
+    """The first attempt is not made here: ``go_on`` takes the operation from the answers."""
+    taken: int
+    """The monotonic readings taken so far (``started``, ``ta``, ``attempt_started``,
+    ``attempt_ended``), in the flow's order; the wall readings ``wa`` and ``wall`` with the
+    second and the fourth."""
+
+    def __init__(self, retrier: CoordinatedFirst, key: str, method: str | None,
+                 job_id: str | None) -> None:
+        ids = _operation_id
+        self.prefix = ids.prefix
+        self.number = next(ids.counter)
+        self.retrier = retrier
+        self.key = key
+        self.method = method
+        self.job_id = retrier.job_id if job_id is None else job_id
+        self.policy = policy = retrier.policy
+        monotonic, wall = retrier._readers
+        self.started = t0 = monotonic()
+        parts = retrier._gated
+        assert parts is not None  # noqa: S101 - gated_first(retrier): the caller's check
+        gate, self.done, deadline, needs, fail_fast, writes = parts
+        room = None if deadline is None or not fail_fast else (t0 + deadline) - needs - t0
+        admission, permit = gate(key, key, policy.profile.write_gap(method) if writes else 0.0,
+                                 room, fail_fast)
+        self.pending = True
+        self.admission, self.permit = admission, permit
+        if permit is None:  # refused
+            self.taken = 1
+            return
+        self.ta, self.wa = monotonic(), wall()
+        if permit.wait > 0:  # plan_wait's: a wait, or a stop
+            self.taken = 2
+            return
+        self.attempt_started = t1 = monotonic()
+        self.taken = 3
+        plan = plan_next(policy, 0, None if deadline is None else (t0 + deadline) - t1, None,
+                         needs)
+        if isinstance(plan, Stop):
+            return
+        self.timeout = plan
+        self.pending = False
+
+    def settle(self, result: AttemptResult) -> Outcome[Any] | None:
+        """After the first attempt: the operation's outcome when the attempt ended it ok
+        (learnt and finished), else None (its readings and sample kept for :meth:`go_on`)."""
+        retrier = self.retrier
+        monotonic, wall = retrier._readers
+        t2, w2 = monotonic(), wall()
+        seen = result.observation
+        profile = self.policy.profile
+        classified = classify(profile, seen, w2)
+        sample = retrier.random.random()
+        # an ok classification stops the operation ok (decide's terminal answer): nothing
+        # else to learn of it but its throttle, unless the attempt names a method of its own
+        if (classified.kind is not Kind.OK or classified.conflicts or result.error is not None
+                or (seen.method is not None and self.method is None)):
+            self.attempt_ended, self.wall, self.sample, self.taken = t2, w2, sample, 4
+            return None
+        self.attempt_ended = t2
+        self.ended = monotonic()
+        self.value = result.value
+        self.seen = classified
+        self.payload = result.payload
+        outcome = first_ok(self)
+        key = self.key
+        self.done(key, throttle_of(profile, classified), self.permit.lease,  # type: ignore[union-attr]
+                  key, outcome, self.admission.probe)
+        return outcome
+
+    def _flow(self, request: RequestInfo) -> tuple[FlowGen, Action | None]:
+        """The generic flow from the coordinator's answers (and the attempt made, when there
+        was one): the flow and its pending action (None: the attempt's result comes next)."""
+        self.request = request
+        taken = self.taken
+        self.readings = readings = [self.started]
+        self.walls, self.samples = [], []
+        if taken > 1:
+            readings.append(self.ta)
+            self.walls.append(self.wa)
+        if taken > 2:
+            readings.append(self.attempt_started)
+        if taken > 3:
+            readings.append(self.attempt_ended)
+            self.walls.append(self.wall)
+            self.samples.append(self.sample)
+        permit = self.permit
+        answers: list[object] = [self.admission] if permit is None else [self.admission, permit]
+        flow, action = self.retrier._coordinated_flow(self, answers)
+        return flow, (action if self.pending else None)
+
+    def go_on(self, request: RequestInfo, perform: Callable[[Attempt], AttemptResult],
+              result: AttemptResult | None) -> Outcome[object]:
+        """The operation to its end in the generic flow, from the answers and readings taken
+        (``result``: the first attempt's, None when it was not made here)."""
+        flow, pending = self._flow(request)
+        return self.retrier._drive(flow, perform, result, pending=pending)
+
+    async def ago_on(self, request: RequestInfo,
+                     perform: Callable[[Attempt], Awaitable[AttemptResult]],
+                     result: AttemptResult | None) -> Outcome[object]:
+        """The async twin of :meth:`go_on`."""
+        flow, pending = self._flow(request)
+        return await self.retrier._adrive(flow, perform, result, pending=pending)
+
+    def run(self, request: RequestInfo,
+            perform: Callable[[Attempt], AttemptResult]) -> Outcome[object]:
+        """The whole sequence, ``perform`` making every attempt (the first one included)."""
+        if self.pending:
+            return self.go_on(request, perform, None)
+        result = perform(Attempt(1, self.timeout))
+        outcome = self.settle(result)
+        return outcome if outcome is not None else self.go_on(request, perform, result)
+
+    async def arun(self, request: RequestInfo,
+                   perform: Callable[[Attempt], Awaitable[AttemptResult]]) -> Outcome[object]:
+        """The async twin of :meth:`run`."""
+        if self.pending:
+            return await self.ago_on(request, perform, None)
+        result = await perform(Attempt(1, self.timeout))
+        outcome = self.settle(result)
+        return outcome if outcome is not None else await self.ago_on(request, perform, result)
+
+
+def gated_first(retrier: CoordinatedFirst) -> bool:
+    """Whether ``retrier``'s coordinated first attempts may be begun the quick way
+    (:class:`Gated`): a transport may then send the first attempt before anything of its
+    operation is built."""
+    return retrier._gated is not None
 
 
 def coordinated_first(retrier: CoordinatedFirst) -> bool:

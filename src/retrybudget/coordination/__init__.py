@@ -33,6 +33,7 @@ from ._tokens import (
     current_call,
     end_request,
     llm_request_cost,
+    may_cost,
     token_cost,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "current_call",
     "end_request",
     "llm_request_cost",
+    "may_cost",
     "token_cost",
 ]
 

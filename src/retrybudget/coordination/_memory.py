@@ -32,6 +32,7 @@ from ._logic import (
     Budget,
     Health,
     Learned,
+    Phase,
     Schedule,
     Verdict,
     admission_of,
@@ -43,6 +44,7 @@ from ._logic import (
     learn,
     learned_gap,
     moved,
+    pacing_interval,
     permit_of,
     plan_slot,
     probe_waits,
@@ -389,12 +391,21 @@ class MemoryCoordinator(Coordinator):
                     fail_fast: bool) -> tuple[Admission, Permit | None]:
         """``admit(key)`` and, when it admits, ``acquire(bucket, 1, write_gap, max_wait=...,
         fail_fast=...)`` in one call (one lock, one clock reading): their answers (the permit
-        None when the admission refuses)."""
+        None when the admission refuses). A closed breaker and a healthy bucket
+        (:meth:`_healthy`) are answered in a few steps; anything else as the two calls are."""
         cfg = self.config.breaker
-        tally = self._tally
         state = None
         with self._lock:
             now = self._now()
+            keys = self._keys
+            k = keys.get(key)
+            if k is not None and (cfg is None or k.breaker.phase is Phase.CLOSED):
+                permit = self._healthy(k if bucket == key else self._key(bucket), now,
+                                       write_gap, fail_fast)
+                if permit is not None:
+                    self._tally.add("admitted")
+                    return _ADMITTED, permit
+            tally = self._tally
             if cfg is None:
                 admission = tally.admission(_ADMITTED)
             else:
@@ -407,6 +418,41 @@ class MemoryCoordinator(Coordinator):
                 permit = self._acquired(self._key(bucket), now, write_gap, max_wait, fail_fast)
         self._moved(key, state)
         return admission, permit
+
+    def _healthy(self, k: _Key, now: float, write_gap: float, fail_fast: bool) -> Permit | None:
+        """:meth:`_acquired`'s answer for a healthy key, or None (another case, which it
+        answers): a read (no write gap), no token cost, past its first window, its window's
+        count not used up (or not counted), nothing holding, paced or reserved (no gate
+        closed, no herd being released, no slot reserved, no rate learned, its quota not
+        running low), room under the cap. Such a request goes now (planned at once, as
+        :func:`~._logic.went_now` and :func:`~._logic.plan_slot` plan it), counted once,
+        holding a lease. The lock held."""
+        s = k.schedule
+        quota, reset_at = s.quota, s.reset_at
+        cfg = self.config
+        pacing = cfg.pacing
+        if (write_gap > 0 or pacing is None or not s.answered or (quota is not None and quota <= 0)
+                or k.slots or now < s.gate or s.herd > now
+                or (reset_at is not None and now + EPSILON >= reset_at)
+                or (not fail_fast and k.learned.peak is not None)
+                or pacing_interval(s, now, pacing) > 0 or current_call() is not None):
+            return None
+        cap = cfg.concurrency
+        leases = k.leases
+        if leases and next(iter(leases.values())) <= now:
+            self._in_flight(k, now)  # the lapsed leases dropped, as _acquired drops them
+        if cap is not None and len(leases) >= cap.limit:
+            return None
+        if quota is None:  # not counted: only its tail moves
+            k.schedule = evolve(s, tail=max(s.tail, now))
+        else:
+            used = s.used
+            k.schedule = evolve(s, tail=max(s.tail, now), quota=quota - 1,
+                                used=None if used is None else used + 1)
+        k.learned = send_counted(k.learned, now)
+        lease = f"m:{next(self._ids)}"
+        leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
+        return Permit(lease=lease)
 
     def _first_done(self, bucket: str, throttle: Throttle | None, lease: str | None, key: str,
                     outcome: Outcome[Any], probe: bool) -> None:
@@ -424,10 +470,12 @@ class MemoryCoordinator(Coordinator):
         opened, state = False, None
         with self._lock:
             now = self._now()
+            keys = self._keys
             if learns:
-                self._learned(self._key(bucket), facts, throttle, lease, now)
+                self._learned(keys.get(bucket) or self._key(bucket), facts, throttle, lease, now)
             if finishes:
-                opened, state = self._finished(self._key(key), verdict, earns, probe, now)
+                opened, state = self._finished(keys.get(key) or self._key(key), verdict, earns,
+                                               probe, now)
         if opened:
             self._tally.add("breaker_opened")
         self._moved(key, state)

@@ -39,12 +39,14 @@ from ._config import TokenConfig
 from ._logic import TOKEN_DIMENSIONS
 
 __all__ = ["Charge", "TokenCall", "begin_request", "current_call", "end_request",
-           "llm_request_cost", "token_cost"]
+           "llm_request_cost", "may_cost", "token_cost"]
 
 Charge = tuple[int, int, int]
 """What a request charges each token dimension: tokens, input tokens, output tokens."""
 
 _LLM_PATHS = re.compile(r"/(chat/completions|completions|messages|responses)/?$")
+_LLM_METHOD = "POST"
+"""The one method :func:`llm_request_cost` finds a cost in."""
 
 
 def llm_request_cost(method: str, url: str, body: bytes) -> TokenEstimate | None:
@@ -52,7 +54,7 @@ def llm_request_cost(method: str, url: str, body: bytes) -> TokenEstimate | None
     JSON body of a ``POST`` to a chat-completions, completions, messages or responses path
     (OpenAI's, Anthropic's and the many servers that speak their dialects); None for anything
     else."""
-    if method != "POST" or not body or _LLM_PATHS.search(url.split("?", 1)[0]) is None:
+    if method != _LLM_METHOD or not body or _LLM_PATHS.search(url.split("?", 1)[0]) is None:
         return None
     return estimate_tokens(body)
 
@@ -187,6 +189,14 @@ def token_cost(cost: TokenEstimate | TokenUsage | int) -> Iterator[TokenCall]:
         yield call
     finally:
         _CALL.reset(token)
+
+
+def may_cost(config: TokenConfig, method: str) -> bool:
+    """Whether a request sent with ``method`` may cost anything under ``config`` (False: its
+    URL and body need not be read): any request, when a cost function of its own is given or a
+    cost is declared around it (:func:`token_cost`); only what :func:`llm_request_cost` reads,
+    a ``POST``, by default."""
+    return config.cost is not None or method == _LLM_METHOD or _CALL.get() is not None
 
 
 def begin_request(config: TokenConfig | None, method: str, url: str, body: Callable[[], bytes]

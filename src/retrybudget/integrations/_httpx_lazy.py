@@ -6,18 +6,23 @@ transports share it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._drivers import Gated
+from .._drivers import Retrier as _Retrier
 from ..core.actions import Attempt, AttemptResult, RequestInfo
 from ..core.classify import ResponseSeen
 from ..core.outcome import Outcome, Reason
-from ._deadline import bounded
+from ._common import JOB_ID as _JOB_ID
+from ._deadline import _DEADLINE, Deadline, bounded
 from ._handed import carry
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["AsyncLazy", "Lazy", "Sent"]
+__all__ = ["AsyncLazy", "Lazy", "Sent", "asend_gated", "send_gated"]
+
+L = TypeVar("L", bound="Lazy")
 
 Sent = tuple["httpx.Response | None", Any, "AttemptResult | None"]
 """A quick first attempt sent: its response (if any), and for anything but an unread 2xx its
@@ -55,15 +60,9 @@ class Lazy:
 
     def _seen(self, sent: Sent) -> AttemptResult:
         """The first attempt's result: its operation's, or a 2xx seen by its headers."""
-        response, op, result = sent
-        if op is not None:
-            self.op = op
-            assert result is not None  # noqa: S101 - _first's: an operation comes with its result
-            return result
-        assert response is not None  # noqa: S101 - a 2xx, its body unread (Operation.seen's)
-        return AttemptResult(ResponseSeen(response.status_code,
-                                          self.transport._engine.headers(response)),
-                             response, None)
+        if sent[1] is not None:
+            self.op = sent[1]
+        return _result(self.transport, sent)
 
     def hand_over(self, outcome: Outcome[object]) -> httpx.Response:
         """The response with its outcome (:meth:`Operation.finish`'s), or the raised error."""
@@ -87,3 +86,78 @@ class AsyncLazy(Lazy):
             result: AttemptResult = await transport._attempt(self.operation(), attempt)
             return result
         return self._seen(await transport._bounded_first(self.request, self.key, attempt.timeout))
+
+
+def send_gated(transport: Any, request: httpx.Request, retrier: _Retrier,
+               key: str) -> httpx.Response:
+    """A coordinated request run as one operation, its retrier beginning it the quick way
+    (:class:`Gated`): admitted and let go by one call of the coordinator, its first attempt
+    sent as it came (under its deadline), a 2xx seen by its headers and handed over with no
+    operation built; anything else goes on in the flow through :class:`Lazy`."""
+    gated = Gated(retrier, key, request.method, request.extensions.get(_JOB_ID))
+    if gated.pending:  # refused, told to wait, or no room: the flow sends the first attempt
+        lazy = Lazy(transport, request, transport._described(request, retrier, key))
+        return lazy.hand_over(gated.go_on(lazy.info, lazy, None))
+    plan = gated.timeout
+    if not transport._sockets_bounded:  # nothing reads the attempt's end but its timeouts
+        sent = transport._first(request, key, plan)
+    else:  # httpx's own transport: every socket read and write against the attempt's end
+        deadline = None if plan is None else Deadline(transport._engine.clock, plan)
+        token = _DEADLINE.set(deadline)
+        try:
+            sent = transport._first(request, key, plan)
+        finally:
+            _DEADLINE.reset(token)
+            if deadline is not None and deadline.alarms:
+                deadline.release()
+    ended = _settled(transport, request, retrier, gated, sent, Lazy)
+    if not isinstance(ended, tuple):  # it ended the operation ok: handed over
+        return ended
+    lazy, result = ended
+    return lazy.hand_over(gated.go_on(lazy.info, lazy, result))
+
+
+async def asend_gated(transport: Any, request: httpx.Request, retrier: _Retrier,
+                      key: str) -> httpx.Response:
+    """The async twin of :func:`send_gated` (the first attempt cut at its end as a quick
+    first attempt is)."""
+    gated = Gated(retrier, key, request.method, request.extensions.get(_JOB_ID))
+    if gated.pending:
+        lazy = AsyncLazy(transport, request, transport._described(request, retrier, key))
+        return lazy.hand_over(await gated.ago_on(lazy.info, lazy, None))
+    sent = await transport._bounded_first(request, key, gated.timeout)
+    ended = _settled(transport, request, retrier, gated, sent, AsyncLazy)
+    if not isinstance(ended, tuple):  # it ended the operation ok: handed over
+        return ended
+    lazy, result = ended
+    return lazy.hand_over(await gated.ago_on(lazy.info, lazy, result))
+
+
+def _settled(transport: Any, request: httpx.Request, retrier: _Retrier, gated: Gated,
+             sent: Sent, lazy_of: type[L]) -> httpx.Response | tuple[L, AttemptResult]:
+    """After a coordinated quick first attempt: the response of one that ended the operation
+    ok, handed over (a 2xx with no operation built), else the :class:`Lazy` attempts the flow
+    goes on with and the result it goes on from."""
+    response, op, _ = sent
+    result = _result(transport, sent)
+    outcome = gated.settle(result)
+    if outcome is not None and op is None:
+        assert response is not None  # noqa: S101 - a 2xx
+        return carry(response, outcome)
+    lazy = lazy_of(transport, request, transport._described(request, retrier, gated.key))
+    lazy.op = op
+    if outcome is not None:
+        return lazy.hand_over(outcome)
+    return lazy, result
+
+
+def _result(transport: Any, sent: Sent) -> AttemptResult:
+    """A first attempt's result: its operation's, or a 2xx seen by its headers (its body
+    unread, as :meth:`Operation.seen` sees it)."""
+    response, op, result = sent
+    if op is not None:
+        assert result is not None  # noqa: S101 - _first's: an operation comes with its result
+        return result
+    assert response is not None  # noqa: S101 - a 2xx, its body unread
+    return AttemptResult(ResponseSeen(response.status_code, transport._engine.headers(response)),
+                         response, None)

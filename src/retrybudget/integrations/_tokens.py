@@ -15,7 +15,14 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from ..coordination import TokenCall, TokenConfig, begin_request, current_call, end_request
+from ..coordination import (
+    TokenCall,
+    TokenConfig,
+    begin_request,
+    current_call,
+    end_request,
+    may_cost,
+)
 from ..core.tokens import TokenUsage
 
 __all__ = ["Watch", "acosted", "begin_costs", "costed", "record_answers", "token_config",
@@ -77,8 +84,8 @@ def _begin(transport: Any, request: Any, watch: Watch) -> _Costed | None:
     :func:`begin_costs` take apart."""
     config = getattr(transport._engine.retrier.coordinator, "config", None)
     tokens: TokenConfig | None = getattr(config, "tokens", None)
-    if tokens is None:
-        return None
+    if tokens is None or not may_cost(tokens, request.method):
+        return None  # costs nothing: its URL and body are not read
     token, call = begin_request(tokens, request.method, str(request.url), lambda: request.content)
     return None if call is None else _Costed(token, call, watch)
 

@@ -40,7 +40,7 @@ import anyio
 import httpx
 
 from .. import errors
-from .._drivers import PLAIN_OK, Begun, Retrier
+from .._drivers import PLAIN_OK, Begun, Retrier, gated_first
 from .._native.httpx import httpx_evidence as _evidence
 from .._native.httpx import httpx_evidence_of
 from .._native.httpx import httpx_failure_kind as failure_kind
@@ -62,7 +62,7 @@ from ._deadline import _DEADLINE, Deadline, bounded
 from ._front import Front, Wiring
 from ._handed import carry, carry_unread
 from ._httpx_io import Cut, bound_sockets, clipped, deadline_error, scoped, within
-from ._httpx_lazy import AsyncLazy, Lazy, Sent
+from ._httpx_lazy import AsyncLazy, Lazy, Sent, asend_gated, send_gated
 from ._httpx_usage import awatch, watch
 from ._tokens import acosted, costed, uncosted
 
@@ -240,23 +240,32 @@ class _Base(Front[httpx.Request], Generic[T]):
         no 2xx body read), so its :class:`RequestInfo` is what its :class:`_Operation` would
         describe.
         """
+        found = self._coordinated_key(request)
+        if found is None:
+            return None
+        return found[0], self._described(request, *found)
+
+    def _coordinated_key(self, request: httpx.Request) -> tuple[Retrier, str] | None:
+        """:meth:`_coordinated`'s retrier and the request's key, or None."""
         engine = self._engine
         retrier = engine.coordinated
         method = request.method
         if retrier is None or method not in engine.coordinated_methods or log_hooks(()):
             return None
-        extensions = request.extensions
-        if method != "HEAD" and extensions.get(VALIDATOR) is not None:
+        if method != "HEAD" and request.extensions.get(VALIDATOR) is not None:
             return None
         if self._key is not None:
-            key = self._key(request)
-        elif _INTERNALS:
-            key = self._shape(request)[0]
-        else:
-            key = key_of_url(str(request.url))
-        job_id = extensions.get(JOB_ID)
-        return retrier, RequestInfo(
-            method, key, False, safe_url(str(request.url)) if engine.coordinated_url else None,
+            return retrier, self._key(request)
+        if _INTERNALS:
+            return retrier, self._shape(request)[0]
+        return retrier, key_of_url(str(request.url))
+
+    def _described(self, request: httpx.Request, retrier: Retrier, key: str) -> RequestInfo:
+        """The :class:`RequestInfo` of a coordinated request sent as it came."""
+        job_id = request.extensions.get(JOB_ID)
+        return RequestInfo(
+            request.method, key, False,
+            safe_url(str(request.url)) if self._engine.coordinated_url else None,
             retrier.job_id if job_id is None else job_id)
 
     def _settle(self, key: str, request: httpx.Request, begun: Begun,
@@ -301,7 +310,7 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Run the request as one operation; return its final response or raise."""
-        quick = self._unread_of(request)
+        quick = self._unread_of(request) if self._unread_ok else None
         if quick is None:
             return self._handle(request)
         # The quick first attempt of _handle, a 2xx handed over unread.
@@ -331,7 +340,12 @@ class RetryTransport(_Base[httpx.BaseTransport], httpx.BaseTransport):
 
     @costed(watch)
     def _handle(self, request: httpx.Request) -> httpx.Response:
-        """Run the request as one operation (a quick first attempt when it may take one)."""
+        """Run the request as one operation (a quick first attempt when it may take one; a
+        coordinated one gated: no Operation built unless it goes on)."""
+        if self._engine.coordinated is not None:  # no quick retrier: none is unread
+            found = self._coordinated_key(request)
+            if found is not None and gated_first(found[0]):
+                return send_gated(self, request, *found)
         quick = self._quick(request)
         if quick is None:
             coordinated = self._coordinated(request)
@@ -424,14 +438,19 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
             self, request: httpx.Request) -> Coroutine[Any, Any, httpx.Response]:
         """Run the request as one operation; return its final response or raise (a coroutine:
         the request's own path, awaited by the caller directly)."""
-        unread = self._unread_of(request)
+        unread = self._unread_of(request) if self._unread_ok else None
         if unread is None:
             return self._handle(request)
         return self._quickly(request, unread[0].retrier, unread[1], True)
 
     @acosted(awatch)
     async def _handle(self, request: httpx.Request) -> httpx.Response:
-        """Run the request as one operation (a quick first attempt when it may take one)."""
+        """Run the request as one operation (a quick first attempt when it may take one; a
+        coordinated one gated: no Operation built unless it goes on)."""
+        if self._engine.coordinated is not None:  # no quick retrier: none is unread
+            found = self._coordinated_key(request)
+            if found is not None and gated_first(found[0]):
+                return await asend_gated(self, request, *found)
         quick = self._quick(request)
         if quick is None:
             coordinated = self._coordinated(request)

@@ -102,13 +102,16 @@ def breaker_finish(b: Breaker, verdict: Health, probe: bool, now: float,
         return evolve(b, probe_until=NEVER), False
     if b.phase is not Phase.CLOSED or verdict is Health.NEUTRAL:
         return b, False
+    if (verdict is Health.SUCCESS and not b.failures and len(b.history) == cfg.window
+            and "1" not in b.history and (cfg.failure_ratio is None or cfg.failure_ratio > 0)):
+        return b, False  # a success on a full window of them: nothing moved, nothing trips
     failed = verdict is Health.FAILURE
     failures = b.failures + 1 if failed else 0
     history = (b.history + ("1" if failed else "0"))[-cfg.window:]
     if _trips(failures, history, cfg):
         return _opened(now, cfg), True
     if failures == b.failures and history == b.history:
-        return b, False  # a success on a full window of them: nothing moved
+        return b, False  # nothing moved
     return evolve(b, failures=failures, history=history), False
 
 
