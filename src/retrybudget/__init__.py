@@ -42,7 +42,7 @@ from .core.classify import Classified, FailureKind, FailureSeen, Kind, Observati
 from .core.headers import HeaderRules, RateLimitInfo, parse_rate_limit_headers
 from .core.outcome import AttemptRecord, Outcome, Reason, Wait, WaitReason
 from .core.policy import Backoff, Jitter, Policy, RateLimitMode, background, interactive
-from .core.profiles import PROFILES, PROVIDERS, BodySignal, Profile, auto, get_profile
+from .core.profiles import PROFILES, PROVIDERS, BodySignal, Profile, QuotaFamily, auto, get_profile
 from .core.tokens import (
     QuotaReading,
     TokenEstimate,
@@ -124,6 +124,7 @@ __all__ = [
     "PolicyError",
     "Profile",
     "QueueConfig",
+    "QuotaFamily",
     "QuotaReading",
     "RateLimitInfo",
     "RateLimitMode",

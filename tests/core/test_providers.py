@@ -80,6 +80,23 @@ def test_every_header_a_built_in_profile_reads_is_evidence() -> None:
                                                                                       name)
 
 
+def test_a_built_in_profile_s_quota_families_are_read_whatever_the_profile() -> None:
+    # the header reader gathers each entry's quota_families: a response carrying only one
+    # family is read under the generic rules (before a profile is picked), on the fast path
+    # (normalised pairs) and the general one (a mapping), its headers kept as evidence
+    from retrybudget.core.headers import normalize_headers, parse_rate_limit_headers
+
+    families = [(p.name, family) for p in rb.PROVIDERS for family in p.quota_families]
+    assert {name for name, _ in families} >= {"openai", "anthropic", "x"}
+    for name, family in families:
+        headers = {family.limit: "100", family.remaining: "0", family.resets[0]: "30"}
+        for given_as in (headers, normalize_headers(headers)):
+            info = parse_rate_limit_headers(given_as, NOW)
+            assert (info.limit, info.remaining) == (100, 0), (name, family.limit)
+            assert (info.reset.source if info.reset else None) == family.resets[0]
+            assert {n for n, _ in info.evidence} == set(headers), (name, family.limit)
+
+
 # Retry hints, both ways --------------------------------------------------------------
 
 @pytest.mark.parametrize(

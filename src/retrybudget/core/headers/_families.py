@@ -5,50 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._dialect import QuotaFamily
+from ..profiles import PROVIDERS
 from ._model import Conflict
 from ._parsers import _SHOPIFY_RE, _clamp, _note, _parse_count, _parse_name, _Parsed
 from ._reader import _latest, _Quota, _Reader
 from ._structured import _SF_DICT_START_RE, _is_name, _Member, _sf_parse, _sf_uint
 
-
-@dataclass(frozen=True, slots=True)
-class _FamilySpec:
-    """The header names of one quota family."""
-
-    limit: str
-    remaining: str
-    resets: tuple[str, ...]
-    used: str | None = None
-    resources: tuple[str, ...] = ()
-    names: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, limit: str, remaining: str, resets: tuple[str, ...], used: str | None = None,
-           resources: tuple[str, ...] = ()) -> _FamilySpec:
-        names = frozenset((limit, remaining, *resets, *resources, *((used,) if used else ())))
-        return cls(limit, remaining, resets, used, resources, names)
-
-
 _VENDOR_FAMILIES = (
-    # GitHub and Discord
-    _FamilySpec.of("x-ratelimit-limit", "x-ratelimit-remaining",
-                   ("x-ratelimit-reset", "x-ratelimit-reset-after"), used="x-ratelimit-used",
-                   resources=("x-ratelimit-resource", "x-ratelimit-bucket")),
-    # X (Twitter)
-    _FamilySpec.of("x-rate-limit-limit", "x-rate-limit-remaining", ("x-rate-limit-reset",)),
-    # OpenAI
-    *(_FamilySpec.of(f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}",
-                     (f"x-ratelimit-reset-{kind}",))
-      for kind in ("requests", "tokens")),
-    # Anthropic
-    *(_FamilySpec.of(f"anthropic-ratelimit-{kind}-limit", f"anthropic-ratelimit-{kind}-remaining",
-                     (f"anthropic-ratelimit-{kind}-reset",))
-      for kind in ("requests", "tokens", "input-tokens", "output-tokens")),
+    # the de facto x-ratelimit-* family (GitHub, Discord and many more)
+    QuotaFamily("x-ratelimit-limit", "x-ratelimit-remaining",
+                ("x-ratelimit-reset", "x-ratelimit-reset-after"), used="x-ratelimit-used",
+                resources=("x-ratelimit-resource", "x-ratelimit-bucket")),
+    *(family for profile in PROVIDERS for family in profile.quota_families),
 )
-"""The vendor header families, in the order their quotas are combined."""
+"""The vendor header families, in the order their quotas are combined: the shared one, then
+each built-in profile's ``quota_families`` in the order the profiles stand."""
 
 
-def _family(reader: _Reader, spec: _FamilySpec) -> _Quota | None:
+def _family(reader: _Reader, spec: QuotaFamily) -> _Quota | None:
     if spec.names.isdisjoint(reader.groups):
         return None
     quota = _Quota(limit_src=spec.limit, remaining_src=spec.remaining)

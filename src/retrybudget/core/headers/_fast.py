@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._dialect import HeaderRules
 from ._families import _VENDOR_FAMILIES
 from ._model import (
+    _RELEVANT_PREFIXES,
     EPOCH_THRESHOLD,
     MAX_CLOCK_SKEW,
     MAX_HINT_SECONDS,
     MAX_VALUE_CHARS,
     NO_RATE_LIMIT_INFO,
-    HeaderRules,
     Hint,
     RateLimitInfo,
 )
@@ -57,7 +58,7 @@ def _role(rules: HeaderRules, name: object) -> tuple[Any, ...]:
         return _GENERAL
     if name == "date":
         return _DATE
-    if not name.startswith(rules.relevant):
+    if not (name.startswith(_RELEVANT_PREFIXES) or name.startswith(rules.relevant)):  # noqa: PIE810 - two tuples
         return _SKIP
     if any(name == delay for delay, _ in rules.delays):
         return _GENERAL

@@ -1,12 +1,13 @@
-"""The values headers are read into, the dialect they are read in, and the bounds."""
+"""The values headers are read into, the bounds, and the evidence headers: the shared ones
+and those every built-in profile's entry reads (gathered from :data:`PROVIDERS` here, once)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from .._values import fast_init
+from ..profiles import PROVIDERS
 
 MAX_HINT_SECONDS = 7 * 24 * 3600.0
 """The longest delay any header can ask for; longer values are clamped to it (with a note)."""
@@ -30,31 +31,35 @@ SKEW_EVIDENCE = "retrybudget-clock-skew"
 CLAMP_EVIDENCE = "retrybudget-clamped"
 """The derived evidence entry that records a provider wait clamped to :data:`MAX_HINT_SECONDS`."""
 
-DELAY_UNITS = frozenset({"seconds", "ms", "epoch", "duration", "rfc3339", "auto"})
-"""How a delay or reset header's value is read: delay-seconds (or an HTTP-date, for a delay),
-milliseconds, epoch seconds, a Go duration, an RFC 3339 time, or ``auto`` (the generic
-magnitude heuristic: a number at or above :data:`EPOCH_THRESHOLD` is an epoch)."""
+_SHARED_HEADERS = ("retry-after", "retry-after-ms", "ratelimit", "x-shopify-shop-api-call-limit")
+"""The headers every response is read for, whatever its provider: the delays of RFC 9110 and
+of the Stainless-built SDKs, the IETF ``RateLimit`` field and Shopify's call limit (each with
+a reader of its own syntax in ``_families``)."""
+
+_SHARED_PREFIXES = ("x-ratelimit-", "ratelimit-")
+"""The prefixes of the shared quota families: the de facto ``x-ratelimit-*`` and the IETF
+``RateLimit-*`` fields."""
+
+EVIDENCE_PREFIXES = tuple(dict.fromkeys(
+    (*_SHARED_PREFIXES, *(prefix for p in PROVIDERS for prefix in p.evidence_prefixes))
+))
+"""Header-name prefixes also copied into :attr:`RateLimitInfo.evidence`: the shared families'
+and each built-in profile's ``evidence_prefixes`` (``anthropic-ratelimit-``); nothing else is."""
 
 EVIDENCE_HEADERS = frozenset(
     {
-        "retry-after",
-        "retry-after-ms",
-        "ratelimit",
-        "x-should-retry",
-        "stripe-should-retry",
-        "x-amz-retry-after",
-        "x-ms-retry-after-ms",
-        "x-shopify-shop-api-call-limit",
+        *_SHARED_HEADERS,
+        *(name for p in PROVIDERS for name in p.header_names()
+          if not name.startswith(EVIDENCE_PREFIXES)),
         "date",
         SKEW_EVIDENCE,
         CLAMP_EVIDENCE,
     }
 )
-"""Header names (lower-case) copied into :attr:`RateLimitInfo.evidence` (``date`` only with
-other evidence; the ``retrybudget-*`` entries are derived, never taken from a provider)."""
-
-EVIDENCE_PREFIXES = ("x-ratelimit-", "x-rate-limit-", "ratelimit-", "anthropic-ratelimit-")
-"""Header-name prefixes also copied into :attr:`RateLimitInfo.evidence`; nothing else is."""
+"""Header names (lower-case) copied into :attr:`RateLimitInfo.evidence`: the shared ones, and
+every header a built-in profile reads (:meth:`Profile.header_names`: ``x-should-retry``,
+``x-amz-retry-after``…) that no prefix covers (``date`` only with other evidence; the
+``retrybudget-*`` entries are derived, never taken from a provider)."""
 
 HeaderInput = Mapping[str, str] | Iterable[tuple[str, str]]
 
@@ -82,49 +87,6 @@ class Hint:
     def requested(self) -> float:
         """The delay the provider asked for, before any clamp (what ``retry_at`` reports)."""
         return self.delay if self.asked is None else self.asked
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderRules:
-    """How one provider's delay and reset headers are read (a profile's header dialect).
-
-    Attributes:
-        delays: ``(header, unit)`` pairs naming a time to retry, in precedence order (the
-            first valid one wins); units from :data:`DELAY_UNITS`.
-        resets: ``(header, unit)`` pairs saying how a quota family's reset header is read;
-            a reset header not listed is read ``auto``.
-        provider_clock: measure absolute times (HTTP-dates, epochs, RFC 3339) against the
-            response's ``Date`` header, so a skewed local clock waits what the provider asked.
-    """
-
-    delays: tuple[tuple[str, str], ...] = (("retry-after-ms", "ms"), ("retry-after", "seconds"))
-    resets: tuple[tuple[str, str], ...] = ()
-    provider_clock: bool = True
-    relevant: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    """Header names and prefixes whose presence means there is something to read."""
-    own: frozenset[str] = field(init=False, repr=False, compare=False)
-    """The delay and reset header names these rules add to the evidence."""
-    roles: dict[object, tuple[Any, ...]] = field(init=False, repr=False, compare=False)
-    """What each header name seen so far is to the fast reader (bounded)."""
-    plans: dict[object, Any] = field(init=False, repr=False, compare=False)
-    """What each header set seen so far says apart from the time, for the fast reader
-    (bounded)."""
-
-    def __post_init__(self) -> None:
-        for field_name in ("delays", "resets"):
-            pairs = tuple((str(h).strip().lower(), str(u)) for h, u in getattr(self, field_name))
-            for header, unit in pairs:
-                if not header:
-                    raise ValueError(f"{field_name}: a header name is empty")
-                if unit not in DELAY_UNITS:
-                    known = ", ".join(sorted(DELAY_UNITS))
-                    raise ValueError(f"{field_name}: unknown unit {unit!r} for {header} ({known})")
-            object.__setattr__(self, field_name, pairs)
-        own = frozenset(h for h, _ in (*self.delays, *self.resets))
-        object.__setattr__(self, "own", own)
-        object.__setattr__(self, "relevant", (*_RELEVANT_PREFIXES, *sorted(own)))
-        object.__setattr__(self, "roles", {})
-        object.__setattr__(self, "plans", {})
 
 
 @fast_init
@@ -192,6 +154,4 @@ class RateLimitInfo:
 _DERIVED = frozenset({SKEW_EVIDENCE, CLAMP_EVIDENCE})
 _RELEVANT_PREFIXES = (*(EVIDENCE_HEADERS - _DERIVED - {"date"}), *EVIDENCE_PREFIXES)
 NO_RATE_LIMIT_INFO = RateLimitInfo()
-DEFAULT_HEADER_RULES = HeaderRules()
-"""The generic header dialect: ``retry-after-ms`` then ``retry-after``; resets read ``auto``."""
 """What a response without rate-limit or retry headers says: nothing."""

@@ -5,17 +5,17 @@ from __future__ import annotations
 import math
 from typing import cast
 
+from .._dialect import DEFAULT_HEADER_RULES, HeaderRules
 from ._families import _ietf_quotas, _vendor_quotas
 from ._fast import _read_simple
 from ._model import (
     _DERIVED,
-    DEFAULT_HEADER_RULES,
+    _RELEVANT_PREFIXES,
     MAX_CLOCK_SKEW,
     MAX_VALUE_CHARS,
     NO_RATE_LIMIT_INFO,
     Conflict,
     HeaderInput,
-    HeaderRules,
     Hint,
     RateLimitInfo,
 )
@@ -88,7 +88,9 @@ def parse_rate_limit_headers(
 def _parse_general(headers: HeaderInput, now_wall: float, rules: HeaderRules) -> RateLimitInfo:
     """The general reader behind :func:`parse_rate_limit_headers`: every family and form."""
     pairs = headers if isinstance(headers, tuple) and _normalized(headers) else normalize_headers(headers)
-    if not any(name.startswith(rules.relevant) for name, _ in pairs):
+    relevant = rules.relevant
+    if not any(name.startswith(_RELEVANT_PREFIXES) or name.startswith(relevant)  # noqa: PIE810 - two tuples
+               for name, _ in pairs):
         return NO_RATE_LIMIT_INFO
     reader = _Reader(pairs, now_wall, dict(rules.resets))
     skew = _skew(reader) if rules.provider_clock else 0.0

@@ -15,6 +15,7 @@ host: ``auto``) and ``_from_data`` (a profile file's tables).
 
 from __future__ import annotations
 
+from .._dialect import QuotaFamily
 from ._builtins import *  # noqa: F403 - each provider's entry, by its constant's name
 from ._builtins import _PROVIDER_NAMES, PROFILES, PROVIDERS
 from ._from_data import PROFILE_KEYS as PROFILE_KEYS
@@ -34,6 +35,7 @@ __all__ = [
     "PROVIDERS",
     "BodySignal",
     "Profile",
+    "QuotaFamily",
     "auto",
     "get_profile",
 ]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from .._dialect import QuotaFamily
 from ._model import GENERIC, BodySignal, Profile
 
 _RETRY_AFTER = (("retry-after", "seconds"),)
@@ -84,6 +85,11 @@ OPENAI = Profile(
     # https://platform.openai.com/docs/guides/rate-limits
     reset_units=(("x-ratelimit-reset-requests", "duration"),
                  ("x-ratelimit-reset-tokens", "duration")),
+    quota_families=tuple(
+        QuotaFamily(f"x-ratelimit-limit-{kind}", f"x-ratelimit-remaining-{kind}",
+                    (f"x-ratelimit-reset-{kind}",))
+        for kind in ("requests", "tokens")
+    ),
     longest_wait=120.0,  # _constants.py MAX_RETRY_AFTER_DELAY: a longer wait is not retried
     # Azure OpenAI: {resource}.openai.azure.com (learn.microsoft.com azure/ai-services/openai)
     hosts=("api.openai.com", ".openai.azure.com"),
@@ -100,6 +106,8 @@ OPENAI = Profile(
 """OpenAI: 429 rate limit (``insufficient_quota`` is billing: rejected); 408/409/5xx retried;
 ``x-should-retry`` both ways; ``retry-after-ms`` before ``retry-after``; at most 120 s waited."""
 
+_ANTHROPIC_QUOTAS = ("requests", "tokens", "input-tokens", "output-tokens")
+
 ANTHROPIC = Profile(
     "anthropic",
     # anthropic-sdk-python src/anthropic/_base_client.py: 408, 409, 429, >= 500 (529 too).
@@ -108,8 +116,13 @@ ANTHROPIC = Profile(
     retry_hint_headers=("x-should-retry",),  # _base_client.py
     delay_headers=_STAINLESS,  # _base_client.py: retry-after-ms, then retry-after
     # anthropic-ratelimit-*-reset are RFC 3339 times: https://docs.anthropic.com/en/api/rate-limits
-    reset_units=tuple((f"anthropic-ratelimit-{k}-reset", "rfc3339")
-                      for k in ("requests", "tokens", "input-tokens", "output-tokens")),
+    reset_units=tuple((f"anthropic-ratelimit-{k}-reset", "rfc3339") for k in _ANTHROPIC_QUOTAS),
+    quota_families=tuple(
+        QuotaFamily(f"anthropic-ratelimit-{k}-limit", f"anthropic-ratelimit-{k}-remaining",
+                    (f"anthropic-ratelimit-{k}-reset",))
+        for k in _ANTHROPIC_QUOTAS
+    ),
+    evidence_prefixes=("anthropic-ratelimit-",),
     hosts=("api.anthropic.com",),
     sdk_headers=("anthropic-version",),  # sent by every anthropic SDK (api versioning page)
     sources=("https://docs.anthropic.com/en/api/rate-limits",
@@ -195,6 +208,9 @@ X = Profile(
     # x-rate-limit-reset is a Unix timestamp; 429 when exceeded:
     # https://docs.x.com/x-api/fundamentals/rate-limits
     reset_units=(("x-rate-limit-reset", "epoch"),),
+    quota_families=(QuotaFamily("x-rate-limit-limit", "x-rate-limit-remaining",
+                                ("x-rate-limit-reset",)),),
+    evidence_prefixes=("x-rate-limit-",),
     delay_headers=_RETRY_AFTER,  # Retry-After is not documented by X; read if sent
     hosts=("api.x.com", "api.twitter.com"),
     sources=("https://docs.x.com/x-api/fundamentals/rate-limits",),

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..headers import DEFAULT_HEADER_RULES, HeaderRules
+from .._dialect import DEFAULT_HEADER_RULES, HeaderRules, QuotaFamily
 
 BODY_KINDS = frozenset({"rate_limited", "rejected", "transient", "delay", "global"})
 """What a body signal says: a rate limit, a rejection, a transient failure, only a delay, or
@@ -112,6 +112,14 @@ class Profile:
         reset_units: ``(header, unit)`` pairs: how this provider's reset headers are read
             (a reset header not listed is read ``auto``, by magnitude).
         provider_clock: measure absolute times against the response's ``Date`` header.
+        quota_families: the provider's own quota header families
+            (:class:`QuotaFamily`: Anthropic's ``anthropic-ratelimit-requests-*``…), beyond
+            the shared ``x-ratelimit-*`` and IETF ``RateLimit`` ones. The header reader reads
+            every built-in profile's on any response, before a profile is picked; a profile
+            of your own's are not read.
+        evidence_prefixes: prefixes of the provider's own rate-limit headers
+            (``anthropic-ratelimit-``), kept as evidence with the shared ones (a built-in
+            profile's; see ``EVIDENCE_PREFIXES``).
         retry_hint_headers: headers whose ``true``/``false`` overrides retryability both ways
             (``x-should-retry``, ``stripe-should-retry``).
         body_signals: signals read from the bounded body (:class:`BodySignal`).
@@ -166,6 +174,8 @@ class Profile:
     delay_headers: tuple[tuple[str, str], ...] = DEFAULT_HEADER_RULES.delays
     reset_units: tuple[tuple[str, str], ...] = ()
     provider_clock: bool = True
+    quota_families: tuple[QuotaFamily, ...] = ()
+    evidence_prefixes: tuple[str, ...] = ()
     retry_hint_headers: tuple[str, ...] = ()
     body_signals: tuple[BodySignal, ...] = ()
     body_limit: int = 4096
@@ -215,8 +225,11 @@ class Profile:
         if not all(isinstance(s, BodySignal) for s in signals):
             raise ValueError("body_signals must be BodySignal values")
         object.__setattr__(self, "body_signals", signals)
+        if not all(isinstance(f, QuotaFamily) for f in self.quota_families):
+            raise ValueError("quota_families must be QuotaFamily values")
+        object.__setattr__(self, "quota_families", tuple(self.quota_families))
         for f in ("retry_hint_headers", "bucket_headers", "scope_headers", "hosts",
-                  "route_majors"):
+                  "route_majors", "evidence_prefixes"):
             names = tuple(str(n).strip().lower() for n in getattr(self, f))
             if any(not n for n in names):
                 raise ValueError(f"{f}: a name is empty")
@@ -296,12 +309,14 @@ class Profile:
         return key if match is None or not match.group(1) else f"{key}#{match.group(1)[:100]}"
 
     def header_names(self) -> frozenset[str]:
-        """The response headers this profile reads besides the built-in rate-limit families."""
+        """The response headers this profile reads besides the shared rate-limit families
+        (its delay, reset, hint, bucket and scope headers and its own quota families')."""
         profiles = [p for _, p in self.routes] if self.routes else [self]
         return frozenset(
             name for p in profiles
             for name in (*(h for h, _ in p.delay_headers), *(h for h, _ in p.reset_units),
-                         *p.retry_hint_headers, *p.bucket_headers, *p.scope_headers)
+                         *p.retry_hint_headers, *p.bucket_headers, *p.scope_headers,
+                         *(n for family in p.quota_families for n in family.names))
         )
 
     def reads_body(self, status: int, method: str | None = None) -> bool:
