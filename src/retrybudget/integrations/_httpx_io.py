@@ -286,6 +286,22 @@ async def within(exchange: Coroutine[Any, Any, R], deadline: Cut,
     return None
 
 
+_ASYNCIO_SCOPES: list[Callable[[], anyio.CancelScope]] = []
+"""The cancel scope type anyio makes under asyncio, once one was made there."""
+
+
+def _new_scope() -> anyio.CancelScope:
+    """``anyio.CancelScope()``: under asyncio, the type anyio made there before, made again
+    directly (anyio asks on every call which async library runs, a few µs per request)."""
+    if asyncio._get_running_loop() is None:  # another async library (trio): anyio's own choice
+        return anyio.CancelScope()
+    if not _ASYNCIO_SCOPES:
+        scope = anyio.CancelScope()
+        _ASYNCIO_SCOPES.append(type(scope))
+        return scope
+    return _ASYNCIO_SCOPES[0]()
+
+
 @types.coroutine
 def scoped(exchange: Coroutine[Any, Any, R], timeout: float, cut: Callable[..., R],
            *args: Any) -> Generator[Any, Any, R]:
@@ -299,7 +315,7 @@ def scoped(exchange: Coroutine[Any, Any, R], timeout: float, cut: Callable[..., 
     exchange started.
     """
     started = time.monotonic()
-    with anyio.CancelScope() as scope:  # noqa: ASYNC100 - it waits in the yield from below
+    with _new_scope() as scope:
         try:
             waiting = exchange.send(None)
         except StopIteration as done:
