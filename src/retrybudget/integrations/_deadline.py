@@ -52,7 +52,8 @@ class Deadline:
 
     def watch(self, action: Callable[[], None]) -> None:
         """Run ``action`` (close the connection) at the end, unless the attempt ended first."""
-        self.alarms.append(watchdog.arm(max(0.0, self.remaining()), action))
+        left = self.end - self.now()  # remaining(), read as each attempt's exchange begins
+        self.alarms.append(watchdog.arm(left if left > 0 else 0.0, action))
 
     def release(self) -> None:
         """The attempt's exchange is over: disarm what :meth:`watch` armed."""
