@@ -466,3 +466,31 @@ def _drive(coro: Any) -> object:
     except StopIteration as done:
         return done.value
     raise AssertionError("the canned exchange suspended")
+
+
+# Calls per plain success of the requests adapter over real loopback HTTP, over a bare
+# HTTPAdapter's own (measured 69 before the watchdog armed under a plain lock with no
+# liveness check and the attempt's end had no __init__ of its own: 60).
+REQUESTS_CALL_LIMIT = 60
+
+
+def test_a_requests_plain_success_costs_at_most_a_few_dozen_calls() -> None:
+    """The requests adapter's quick first attempt, pinned by counting the calls of one
+    success over loopback beyond a bare ``HTTPAdapter``'s (the server's thread is not counted)."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    from retrybudget.integrations.requests import RetryAdapter
+    from retrybudget.sandbox import serve_in_thread
+
+    with serve_in_thread() as sandbox, requests.Session() as bare, \
+            requests.Session() as adapted:
+        bare.mount("http://", HTTPAdapter())
+        adapted.mount("http://", RetryAdapter(rb.Retrier(policy=rb.Policy())))
+        url = sandbox.url("/rentals/1/availability")
+        for session in (bare, adapted, bare, adapted):  # warm: connections pooled, caches filled
+            session.get(url, timeout=5)
+        over = (_python_calls(lambda: adapted.get(url, timeout=5))
+                - _python_calls(lambda: bare.get(url, timeout=5)))
+        assert adapted.get(url, timeout=5).retrybudget["outcome"] == "ok"
+    assert over <= REQUESTS_CALL_LIMIT, over

@@ -7,6 +7,8 @@ import contextlib
 import contextvars
 import heapq
 import itertools
+import math
+import os
 import threading
 from collections.abc import Callable
 
@@ -50,7 +52,8 @@ class Deadline:
 
     def watch(self, action: Callable[[], None]) -> None:
         """Run ``action`` (close the connection) at the end, unless the attempt ended first."""
-        self.alarms.append(watchdog.arm(max(0.0, self.remaining()), action))
+        left = self.end - self.now()  # remaining(), read as each attempt's exchange begins
+        self.alarms.append(watchdog.arm(left if left > 0 else 0.0, action))
 
     def release(self) -> None:
         """The attempt's exchange is over: disarm what :meth:`watch` armed."""
@@ -120,21 +123,39 @@ class _Watchdog:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._lock = threading.Condition()
         self._heap: list[tuple[float, int, Alarm]] = []
         self._order = itertools.count()
-        self._thread: threading.Thread | None = None
+        self._fresh()
+        os.register_at_fork(after_in_child=self._fresh)
+
+    def _fresh(self) -> None:
+        """No thread yet (and a new lock): at start, and in a child after a fork, where the
+        parent's thread does not run and its lock may have been held by another thread."""
+        self._mutex = threading.Lock()
+        self._lock = threading.Condition(self._mutex)
+        self._running = False
+        self._until = 0.0  # the instant the thread sleeps to (inf: to no alarm)
 
     def arm(self, delay: float, action: Callable[[], None]) -> Alarm:
-        """Run ``action`` in ``delay`` seconds unless the returned alarm is cancelled first."""
+        """Run ``action`` in ``delay`` seconds unless the returned alarm is cancelled first.
+
+        Cheap per request: the alarms cancelled at the front leave here (exchanges mostly end
+        in the order they began, so the heap stays as small as the exchanges in flight), and
+        the thread is woken only for an alarm due before the instant it sleeps to.
+        """
         alarm = Alarm(self.clock.monotonic() + delay, action)
-        with self._lock:
-            heapq.heappush(self._heap, (alarm.at, next(self._order), alarm))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="retrybudget-watchdog",
-                                                daemon=True)
-                self._thread.start()
-            elif self._heap[0][2] is alarm:
+        heap = self._heap
+        with self._mutex:
+            while heap and not heap[0][2].active:
+                heapq.heappop(heap)
+            heapq.heappush(heap, (alarm.at, next(self._order), alarm))
+            if not self._running:
+                self._running = True
+                self._until = alarm.at
+                threading.Thread(target=self._run, name="retrybudget-watchdog",
+                                 daemon=True).start()
+            elif alarm.at < self._until:
+                self._until = alarm.at
                 self._lock.notify()
         return alarm
 
@@ -144,12 +165,14 @@ class _Watchdog:
                 while self._heap and not self._heap[0][2].active:
                     heapq.heappop(self._heap)  # cancelled alarms leave at the front
                 if not self._heap:
+                    self._until = math.inf
                     self._lock.wait(timeout=1.0)
                     if not self._heap:
-                        self._thread = None
+                        self._running = False
                         return
                     continue
-                wait = self._heap[0][0] - self.clock.monotonic()
+                self._until = self._heap[0][0]
+                wait = self._until - self.clock.monotonic()
                 if wait > 0:
                     self._lock.wait(timeout=wait)
                     continue

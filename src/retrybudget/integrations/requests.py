@@ -39,7 +39,6 @@ from urllib3 import connection as u3_connection
 from urllib3 import connectionpool as u3_pool
 
 from .. import errors
-from .._clock import Clock
 from .._drivers import Begun, Retrier
 from .._native import evidence
 from .._native.requests import requests_evidence as _evidence
@@ -188,11 +187,7 @@ class _Watched(Deadline):
     truncated answer from a whole one.
     """
 
-    __slots__ = ("cut",)
-
-    def __init__(self, clock: Clock, timeout: float) -> None:
-        super().__init__(clock, timeout)
-        self.cut = False
+    cut = False  # set on the instance when the watchdog cuts (no __init__ of its own to run)
 
     def check(self, response: requests.Response) -> None:
         """Raise the attempt's timeout, the response closed, when the watchdog cut it."""
