@@ -313,8 +313,11 @@ class MemoryCoordinator(Coordinator):
                 facts = throttle = tokens.requests_throttle(throttle)
         if facts.informative or (throttle is not None and not k.schedule.answered):
             now = self._now() if now is None else now
-            k.schedule = learn(k.schedule, facts, now, self.config.gate,
-                               self._in_flight(k, now), answered, self.share)
+            leases = k.leases  # the lapsed leases dropped only when the oldest has lapsed
+            in_flight = (self._in_flight(k, now) if leases and next(iter(leases.values())) <= now
+                         else len(leases))
+            k.schedule = learn(k.schedule, facts, now, self.config.gate, in_flight, answered,
+                               self.share)
             if facts.throttled and facts.remaining is None:
                 cut = rate_cut(k.learned, now)  # no quota named: a rate is learned
                 if rebooks(k.learned, cut):  # every slot asks again, spaced from the gate
@@ -373,7 +376,7 @@ class MemoryCoordinator(Coordinator):
         if cfg is not None:
             before = k.breaker
             k.breaker, opened = breaker_finish(before, verdict, probe, now, cfg)
-            state = moved(before, k.breaker)
+            state = None if k.breaker is before else moved(before, k.breaker)
         return opened, state
 
     def _first_calls(self) -> tuple[Callable[..., tuple[Admission, Permit | None]],
@@ -478,7 +481,8 @@ class MemoryCoordinator(Coordinator):
                                                probe, now)
         if opened:
             self._tally.add("breaker_opened")
-        self._moved(key, state)
+        if state is not None:
+            self._moved(key, state)
 
     def _moved(self, key: str, state: str | None) -> None:
         """Tell the events objects the breaker entered ``state`` (outside the lock)."""

@@ -99,8 +99,10 @@ def _rolled(s: Learned, now: float) -> Learned:
 
 
 def send_counted(s: Learned, now: float) -> Learned:
-    """``s`` after one request went at ``now``."""
-    s = _rolled(s, now)
+    """``s`` after one request went at ``now`` (its bucket rolled on first when ``now`` is
+    past it; inside it, one copy and no other call: a healthy key's every request)."""
+    if now - s.since >= SPAN:
+        s = _rolled(s, now)
     return evolve(s, sent=s.sent + 1)
 
 
