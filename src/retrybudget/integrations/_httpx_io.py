@@ -7,7 +7,6 @@ httpx2 runs this module's code a second time, over its own classes (``_httpx2_io
 from __future__ import annotations
 
 import asyncio
-import time
 import types
 from collections.abc import Callable, Coroutine, Generator
 from functools import partial
@@ -303,24 +302,24 @@ def _new_scope() -> anyio.CancelScope:
 
 
 @types.coroutine
-def scoped(exchange: Coroutine[Any, Any, R], timeout: float, cut: Callable[..., R],
-           *args: Any) -> Generator[Any, Any, R]:
-    """What ``exchange`` returns within ``timeout`` seconds, or ``cut(*args)``: it was
-    cancelled at that end (as under ``anyio.move_on_after(timeout)``).
+def scoped(exchange: Coroutine[Any, Any, R], clock: Clock, started: float, timeout: float,
+           cut: Callable[..., R], *args: Any) -> Generator[Any, Any, R]:
+    """What ``exchange`` returns by ``timeout`` seconds after ``started`` (a reading of
+    ``clock``: the attempt's start), or ``cut(*args)``: it was cancelled at that end (as under
+    ``anyio.move_on_after``).
 
     The exchange runs in a cancel scope from its start (a scope it opens itself nests inside
     ours); the scope's deadline, and so its timer, is set only when the exchange first waits:
     one that ends without ever suspending (an inner transport that answers at once) can not
-    be cancelled anyway, and arms no timer. The deadline is then ``timeout`` seconds after the
-    exchange started.
+    be cancelled anyway, reads no clock and arms no timer. The deadline is then the attempt's
+    end, moved onto the event loop's clock (which anyio's deadlines are read on).
     """
-    started = time.monotonic()
     with _new_scope() as scope:
         try:
             waiting = exchange.send(None)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        scope.deadline = anyio.current_time() + timeout - (time.monotonic() - started)
+        scope.deadline = anyio.current_time() + timeout - (clock.monotonic() - started)
         return (yield from _delegated(exchange, waiting))
     return cut(*args)  # cancelled at the deadline
 

@@ -85,7 +85,9 @@ class AsyncLazy(Lazy):
         if self.op is not None or attempt.number != 1:
             result: AttemptResult = await transport._attempt(self.operation(), attempt)
             return result
-        return self._seen(await transport._bounded_first(self.request, self.key, attempt.timeout))
+        started = transport._engine.clock.monotonic()  # the flow's attempt starts here
+        return self._seen(await transport._bounded_first(self.request, self.key, attempt.timeout,
+                                                         started))
 
 
 def send_gated(transport: Any, request: httpx.Request, retrier: _Retrier,
@@ -125,7 +127,7 @@ async def asend_gated(transport: Any, request: httpx.Request, retrier: _Retrier,
     if gated.pending:
         lazy = AsyncLazy(transport, request, transport._described(request, retrier, key))
         return lazy.hand_over(await gated.ago_on(lazy.info, lazy, None))
-    sent = await transport._bounded_first(request, key, gated.timeout)
+    sent = await transport._bounded_first(request, key, gated.timeout, gated.attempt_started)
     ended = _settled(transport, request, retrier, gated, sent, AsyncLazy)
     if not isinstance(ended, tuple):  # it ended the operation ok: handed over
         return ended

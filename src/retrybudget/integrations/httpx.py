@@ -470,7 +470,7 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         if begun.refused:
             full = self._start(request, key)
             return full.hand_over(await begun.ago_on(full.info, partial(self._attempt, full), None))
-        sent = await self._bounded_first(request, key, begun.timeout)
+        sent = await self._bounded_first(request, key, begun.timeout, begun.attempt_started)
         response = sent[0]
         if unread and sent[1] is None and response is not None:
             return carry_unread(response, begun, _evidence_later, [*response.headers._list],
@@ -482,14 +482,16 @@ class AsyncRetryTransport(_Base[httpx.AsyncBaseTransport], httpx.AsyncBaseTransp
         full, result = ended
         return full.hand_over(await begun.ago_on(full.info, partial(self._attempt, full), result))
 
-    def _bounded_first(self, request: httpx.Request, key: str,
-                       plan: float | None) -> Awaitable[Sent]:
-        """A quick first attempt sent and ended by its attempt's end: what :meth:`_settle` reads."""
+    def _bounded_first(self, request: httpx.Request, key: str, plan: float | None,
+                       started: float) -> Awaitable[Sent]:
+        """A quick first attempt sent and ended by its attempt's end (``plan`` seconds after
+        ``started``, the attempt's start on the engine's clock): what :meth:`_settle` reads."""
         if plan is None:
             return self._first(request, key, plan)
         if self._sockets_bounded:
             return self._within_first(request, key, plan)
-        return scoped(self._first(request, key, plan), plan, self._cut_first, request, key)
+        return scoped(self._first(request, key, plan), self._engine.clock, started, plan,
+                      self._cut_first, request, key)
 
     async def _within_first(self, request: httpx.Request, key: str, plan: float) -> Sent:
         """:meth:`_bounded_first` over httpx's own transport (see :func:`within`)."""
