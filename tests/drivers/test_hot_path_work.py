@@ -493,7 +493,9 @@ def test_a_requests_plain_success_costs_at_most_a_few_dozen_calls() -> None:
         url = sandbox.url("/rentals/1/availability")
         for session in (bare, adapted, bare, adapted):  # warm: connections pooled, caches filled
             session.get(url, timeout=5)
-        over = (_python_calls(lambda: adapted.get(url, timeout=5))
-                - _python_calls(lambda: bare.get(url, timeout=5)))
+        # the fewest of three pairs: a socket read that returns in two pieces, or a pooled
+        # connection the server closed, adds calls that are the network's, not the adapter's
+        over = min(_python_calls(lambda: adapted.get(url, timeout=5))
+                   - _python_calls(lambda: bare.get(url, timeout=5)) for _ in range(3))
         assert adapted.get(url, timeout=5).retrybudget["outcome"] == "ok"
     assert over <= REQUESTS_CALL_LIMIT, over
