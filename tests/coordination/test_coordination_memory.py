@@ -18,6 +18,7 @@ from retrybudget.coordination import (
     MemoryCoordinator,
     RetryBudgetConfig,
 )
+from retrybudget.core.actions import Permit
 from retrybudget.core.outcome import Reason
 from tests.support.coordination import (
     Window,
@@ -247,6 +248,16 @@ def test_the_merged_calls_property_reached_its_checks() -> None:
     assert_reached("merged calls", ("a first window", "a counted window", "no count"))
 
 
+def _first_gate_as_plain(merged: MemoryCoordinator, plain: MemoryCoordinator) -> Permit:
+    """The merged admit and acquire's answer, checked equal to ``admit`` then ``acquire`` on
+    the twin; its permit (an admission that goes)."""
+    got = merged._first_gate(KEY, KEY, 0.0, None, False)
+    want = (plain.admit(KEY), plain.acquire(KEY, 1))
+    assert got == want
+    assert want[1] is not None
+    return want[1]
+
+
 def test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it() -> None:
     """A key past its first window (its count not known) whose held workers just claimed the
     slots the gate's opening spread them over, the last within ``EPSILON`` ahead of now: the
@@ -269,11 +280,7 @@ def test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it() ->
     back = [[c.acquire(KEY, 1) for _ in range(2)] for c in twins]
     assert back[0] == back[1]
     assert [permit.wait for permit in back[0]] == [0.0, 0.0]  # both slots due: claimed
-    got = merged._first_gate(KEY, KEY, 0.0, None, False)
-    want = (plain.admit(KEY), plain.acquire(KEY, 1))
-    assert got == want
-    assert want[1] is not None
-    assert want[1].wait > 0  # spaced behind the herd
+    assert _first_gate_as_plain(merged, plain).wait > 0  # spaced behind the herd
     assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
 
 
@@ -289,15 +296,7 @@ def test_a_key_whose_count_is_used_up_is_answered_as_acquire_answers_it() -> Non
         first = c.acquire(KEY, 1)
         c.learn(KEY, Throttle(remaining=9, limit=10, reset=600.0), first.lease)
     for _ in range(9):  # the window's nine left, each let go at once
-        got = merged._first_gate(KEY, KEY, 0.0, None, False)
-        want = (plain.admit(KEY), plain.acquire(KEY, 1))
-        assert got == want
-        assert want[1] is not None
-        assert want[1].wait == 0
+        assert _first_gate_as_plain(merged, plain).wait == 0
     assert merged._keys[KEY].schedule.quota == 0
-    got = merged._first_gate(KEY, KEY, 0.0, None, False)
-    want = (plain.admit(KEY), plain.acquire(KEY, 1))
-    assert got == want
-    assert want[1] is not None
-    assert want[1].wait > 0  # held for the reset
+    assert _first_gate_as_plain(merged, plain).wait > 0  # held for the reset
     assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
