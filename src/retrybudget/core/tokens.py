@@ -25,7 +25,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -385,6 +385,14 @@ class UsageReader:
                 return usage_from_body({"usage": self._parts})
             return self._found
         return None
+
+    def hand(self, late: Callable[[TokenUsage], None] | None) -> None:
+        """Give the usage read so far to ``late`` (a late correction), when there is one and
+        the body stated one."""
+        if late is not None:
+            usage = self.usage()
+            if usage is not None:
+                late(usage)
 
 
 def token_charges(cost: TokenEstimate | TokenUsage) -> dict[QuotaDimension, int]:

@@ -39,9 +39,7 @@ class _WatchedContent:
         self._reader.feed(data)
         if self._late is not None and self._stream.at_eof():
             late, self._late = self._late, None
-            usage = self._reader.usage()
-            if usage is not None:
-                late(usage)
+            self._reader.hand(late)
         return data
 
     async def read(self, n: int = -1) -> bytes:

@@ -31,12 +31,6 @@ def _reader(response: httpx.Response) -> UsageReader:
     return UsageReader(headers.get("content-type"), headers.get("content-encoding"))
 
 
-def _settle(reader: UsageReader, late: Late | None) -> None:
-    usage = None if late is None else reader.usage()
-    if late is not None and usage is not None:
-        late(usage)
-
-
 class _Watched(httpx.SyncByteStream):
     """A response's stream whose bytes a usage reader sees as they pass."""
 
@@ -56,7 +50,7 @@ class _Watched(httpx.SyncByteStream):
             self._stream.close()
         finally:
             late, self._late = self._late, None
-            _settle(self._reader, late)
+            self._reader.hand(late)
 
 
 class _AsyncWatched(httpx.AsyncByteStream):
@@ -78,7 +72,7 @@ class _AsyncWatched(httpx.AsyncByteStream):
             await self._stream.aclose()
         finally:
             late, self._late = self._late, None
-            _settle(self._reader, late)
+            self._reader.hand(late)
 
 
 def _read_already(response: httpx.Response, late: Late) -> bool:

@@ -47,9 +47,8 @@ class _WatchedRaw:
 
     def _settle(self) -> None:
         late, self._late = self._late, None
-        usage = None if late is None or self._reader is None else self._reader.usage()
-        if late is not None and usage is not None:
-            late(usage)
+        if self._reader is not None:
+            self._reader.hand(late)
 
     def stream(self, amt: int | None = 2**16, decode_content: bool | None = None
                ) -> Iterator[bytes]:
