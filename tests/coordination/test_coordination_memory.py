@@ -16,6 +16,7 @@ from retrybudget.coordination import (
     CoordinationConfig,
     GateConfig,
     MemoryCoordinator,
+    PacingConfig,
     RetryBudgetConfig,
 )
 from retrybudget.core.actions import Permit
@@ -171,10 +172,10 @@ _MERGED_STEPS = st.lists(st.tuples(
 
 @settings(max_examples=examples(150), deadline=None)
 @given(steps=_MERGED_STEPS, fail_fast=st.booleans(),
-       cap=st.sampled_from([None, 2]), breaker=st.booleans())
+       cap=st.sampled_from([None, 2]), breaker=st.booleans(), probe_unknown=st.booleans())
 def test_the_merged_calls_answer_as_the_flows_actions(
         steps: list[tuple[str, int, float]], fail_fast: bool, cap: int | None,
-        breaker: bool) -> None:
+        breaker: bool, probe_unknown: bool) -> None:
     """The two calls a coordinated first attempt is answered by (one admits and acquires, one
     learns and finishes; a healthy key's in a few steps) answer and change the key exactly as
     ``admit`` then ``acquire``, and ``learn`` then ``finish``, do: twin coordinators on twin
@@ -184,7 +185,8 @@ def test_the_merged_calls_answer_as_the_flows_actions(
     tried("merged calls")
     config = CoordinationConfig(
         concurrency=None if cap is None else ConcurrencyConfig(limit=cap),
-        breaker=BreakerConfig() if breaker else None)
+        breaker=BreakerConfig() if breaker else None,
+        pacing=PacingConfig(probe_unknown_limit=probe_unknown))
     twins = [MemoryCoordinator(config, clock=FakeClock()) for _ in range(2)]
     merged, plain = twins
     ok = Retrier(policy=Policy(), clock=FakeClock()).call(lambda: 1)
@@ -281,6 +283,24 @@ def test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it() ->
     assert back[0] == back[1]
     assert [permit.wait for permit in back[0]] == [0.0, 0.0]  # both slots due: claimed
     assert _first_gate_as_plain(merged, plain).wait > 0  # spaced behind the herd
+    assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
+
+
+def test_a_key_probed_for_its_unknown_limit_is_answered_as_acquire_answers_it() -> None:
+    """With ``PacingConfig(probe_unknown_limit=True)``, a key whose first answer named no
+    quota, within its probing second and with a request in flight: the next caller that waits
+    is held by the merged call as by ``acquire`` (it is no healthy key's request)."""
+    from retrybudget.core.throttle import Throttle
+
+    config = CoordinationConfig(pacing=PacingConfig(probe_unknown_limit=True))
+    twins = [MemoryCoordinator(config, clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    for c in twins:
+        first = c.acquire(KEY, 1)
+        c.learn(KEY, Throttle(), first.lease)  # answered: no quota named
+        c.clock.advance(0.2)  # type: ignore[attr-defined]
+        assert c.acquire(KEY, 1).wait == 0  # one in flight, the probe
+    assert _first_gate_as_plain(merged, plain).wait > 0  # held while the probe is out
     assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
 
 

@@ -160,6 +160,15 @@ MUTANTS = [
         ("tests/coordination/test_coordination_memory.py::"
          "test_a_healthy_key_releasing_its_herd_is_answered_as_acquire_answers_it",),
     ),
+    # a healthy key's few steps blind to the opt-in probing of an unknown limit: a waiting
+    # caller goes at once while the probe is out, where acquire holds it
+    Mutant(
+        "healthy-key-ignores-the-probing", "coordination/_memory.py",
+        "or (pacing.probe_unknown_limit and still_probing(s, now))):",
+        "or False):",
+        ("tests/coordination/test_coordination_memory.py::"
+         "test_a_key_probed_for_its_unknown_limit_is_answered_as_acquire_answers_it",),
+    ),
     # the reservations from the release on counted as one line: asks again crowding the
     # release's window push every later booking out, and a window is left with none
     Mutant(

@@ -54,6 +54,7 @@ from ._logic import (
     rolled,
     send_counted,
     sent,
+    still_probing,
     went_now,
     write_wait,
 )
@@ -427,9 +428,9 @@ class MemoryCoordinator(Coordinator):
         answers): a read (no write gap), no token cost, past its first window, its window's
         count not used up (or not counted), nothing holding, paced or reserved (no gate
         closed, no herd being released, no slot reserved, no rate learned, its quota not
-        running low), room under the cap. Such a request goes now (planned at once, as
-        :func:`~._logic.went_now` and :func:`~._logic.plan_slot` plan it), counted once,
-        holding a lease. The lock held."""
+        running low, not probed for its unknown limit), room under the cap. Such a request
+        goes now (planned at once, as :func:`~._logic.went_now` and :func:`~._logic.plan_slot`
+        plan it), counted once, holding a lease. The lock held."""
         s = k.schedule
         quota, reset_at = s.quota, s.reset_at
         cfg = self.config
@@ -438,7 +439,8 @@ class MemoryCoordinator(Coordinator):
                 or k.slots or now < s.gate or s.herd > now
                 or (reset_at is not None and now + EPSILON >= reset_at)
                 or (not fail_fast and k.learned.peak is not None)
-                or pacing_interval(s, now, pacing) > 0 or current_call() is not None):
+                or pacing_interval(s, now, pacing) > 0 or current_call() is not None
+                or (pacing.probe_unknown_limit and still_probing(s, now))):
             return None
         cap = cfg.concurrency
         leases = k.leases
