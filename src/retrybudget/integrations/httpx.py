@@ -175,10 +175,8 @@ class _Base(Front[httpx.Request], Generic[T]):
     def _unread_of(self, request: httpx.Request) -> tuple[UnreadShape, str] | None:
         """The shape a request's 2xx is handed over unread in, and the request's key; or None:
         the request takes :meth:`_handle`'s path (a logger that prints sees every step; a
-        payload validator reads every 2xx; a coordinator that may price requests in tokens
-        has :func:`costed` make each one's cost current)."""
-        if not self._unread_ok:
-            return None
+        payload validator reads every 2xx). Asked only when ``_unread_ok``: else a coordinator
+        that may price requests in tokens has :func:`costed` make each one's cost current."""
         ref = request.url._uri_reference  # _shape(), inline: read on every request
         host = (ref.scheme, ref.host, ref.port)
         engine = self._engine
