@@ -418,7 +418,9 @@ def test_the_transports_quick_first_attempt_matches_the_full_path(
 def test_the_quick_property_reached_its_checks() -> None:
     from tests.support.strategies import assert_reached
 
-    assert_reached("quick", ("quick first attempt", "went on in the flow", "handed over unread"))
+    assert_reached("quick", ("quick first attempt", "handed over unread"))
+    # about one example in 32 goes on in the flow: a short run of 150 reached it 4 times
+    assert_reached("quick", ("went on in the flow",), per=75)
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])

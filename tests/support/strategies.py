@@ -40,16 +40,16 @@ def reached(prop: str, check: str) -> None:
     event(f"reached: {check}")
 
 
-def assert_reached(prop: str, checks: tuple[str, ...], minimum: int = 20) -> None:
+def assert_reached(prop: str, checks: tuple[str, ...], minimum: int = 20, per: int = 30) -> None:
     """Fail unless every check of ``prop`` ran at least ``minimum`` times (in a short run of
-    fewer than 200 examples, at least once per 30); skip when ``prop`` did not run in this
-    session."""
+    fewer than 200 examples, at least once per ``per``: a rarer check names a larger one);
+    skip when ``prop`` did not run in this session."""
     import pytest
 
     examples = REACHED[f"{prop}:examples"]
     if examples == 0:
         pytest.skip(f"{prop} did not run in this session")
-    needed = minimum if examples >= 200 else max(1, examples // 30)
+    needed = minimum if examples >= 200 else max(1, examples // per)
     counts = {c: REACHED[f"{prop}:{c}"] for c in checks}
     assert all(n >= needed for n in counts.values()), (prop, examples, needed, counts)
 
