@@ -242,14 +242,23 @@ def refusals(log: list[dict[str, Any]], successes: list[float], start: float,
     """Where the provider's refusals (429s) fall: per provider window from the first
     request's, and the first burst (the refusals within a second of the first, which its
     answer could not stop: they were in flight when it came back), how long after the first
-    request it came and how long the fleet was held after it (to the next 2xx)."""
+    request it came, how long the fleet was held after it (to the next 2xx), and the rate of
+    the 2xx from then to the last (the learned rate at work: the share of the limit it
+    reached)."""
     refused = sorted(r["arrival"] for r in log if r["status"] == 429)
     per_window = [0] * windows
     for at in refused:
         per_window[math.floor(at) - math.floor(start)] += 1
     burst = [at for at in refused if at - refused[0] < 1.0]
     reopened = [at for at in successes if refused and at > refused[0]]
+    after = [at for at in successes if reopened and at >= reopened[0]]
     return {
+        "after_first_refusal": {  # the paced part: from the 2xx that reopened to the last
+            "ops": len(after),
+            "seconds": round(after[-1] - after[0], 3) if len(after) > 1 else None,
+            "per_s": round((len(after) - 1) / (after[-1] - after[0]), 2)
+            if len(after) > 1 and after[-1] > after[0] else None,
+        },
         "refused_per_window": per_window,
         "first_refusal_s": round(refused[0] - start, 3) if refused else None,
         "first_burst_refusals": len(burst),
@@ -266,7 +275,8 @@ def where_time_goes(log: list[dict[str, Any]], exported: list[Any], *, limit: in
     - ``statuses`` and ``first_window_429s``: the provider's answers (429s in the first window);
     - ``admitted_per_window``: 2xx answers per provider window, from the first request's; a
       window below the limit before the last one is capacity lost;
-    - the refusals per window and the first burst of them (:func:`refusals`);
+    - the refusals per window and the first burst of them, and the paced part after it
+      (:func:`refusals`);
     - ``deferrals_per_op``: how many operations were deferred 0, 1, 2... times;
     - ``deferred_again``: deferred runs that ended deferred again (each re-entered the queue);
     - ``idle_s``: per worker, time between its runs while the job lasted (median and max);
@@ -402,6 +412,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{where.get('first_burst_span_ms')} ms: in flight when it was answered); next 2xx "
           f"{where.get('held_after_first_refusal_s')} s after it; learned peak "
           f"{where.get('learned_peak')}/s")
+    paced = where.get("after_first_refusal") or {}
+    if paced.get("per_s"):
+        print(f"  after it: {paced['ops']} ops over {paced['seconds']} s from the 2xx that "
+              f"reopened, {paced['per_s']}/s = {100 * paced['per_s'] / args.limit:.1f} % of "
+              f"the limit")
     print(f"  deferrals per op {where.get('deferrals_per_op')}; deferred runs deferred again "
           f"{where.get('deferred_again')}; idle per worker median {where.get('idle_s_median')} "
           f"s, max {where.get('idle_s_max')} s; late with a worker idle "
