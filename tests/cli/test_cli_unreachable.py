@@ -10,6 +10,7 @@ backoff (that is what took ~16 s, until the shared breaker opened on the reruns)
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import re
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from retrybudget.cli._fetch import queue_options
 from retrybudget.core.outcome import Reason
 from retrybudget.queue import LATER, Action, QueueConfig, decide
 from tests.support.cli import read_lines, run_cli, write_urls
@@ -92,3 +94,16 @@ def test_without_own_deferrals_only_a_named_time_defers(reason: Reason, now: flo
     else:
         assert decided == decide(reason, retry_at, now=now, deferrals=deferrals,
                                  enqueued_at=now, config=own, jitter=jitter)
+
+
+@given(reason=st.sampled_from(sorted(LATER)), now=st.floats(1e9, 2e9), ahead=st.floats(0, 1e4),
+       fraction=st.floats(0, 1))
+def test_fetch_defers_to_the_coordinators_slot_exactly(reason: Reason, now: float, ahead: float,
+                                                       fraction: float) -> None:
+    """``fetch`` adds no jitter: a deferred operation is due at the ``retry_at`` its outcome
+    named (the slot the coordinator booked for it), whatever jitter fraction is drawn."""
+    args = argparse.Namespace(queue=None, job="j", input="in.txt", max_deferrals=5)
+    _queue, _job, config = queue_options(args)
+    decided = decide(reason, now + ahead, now=now, deferrals=0, enqueued_at=now, config=config,
+                     jitter=fraction)
+    assert (decided.action, decided.at) == (Action.DEFER, now + ahead)

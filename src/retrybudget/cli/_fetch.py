@@ -137,8 +137,10 @@ LEASE = 30.0
 
 def queue_options(args: argparse.Namespace) -> tuple[str | None, str, QueueConfig]:
     """``--queue``, ``--job`` and the queue's rules: a lease lasts :data:`LEASE` seconds
-    whatever the deadline (a live worker renews it, a dead one's lapses); deferrals get 50 ms
-    of jitter at most (the shared gate already spreads a herd). Only an outcome that names a
+    whatever the deadline (a live worker renews it, a dead one's lapses); deferrals get no
+    jitter: the ``retry_at`` a coordinated outcome names is the slot the coordinator booked
+    for it, spaced from the fleet's others (jitter moved a request off its slot and next to
+    another's, a 21st into a provider window). Only an outcome that names a
     time (``retry_at``: a rate limit, an open breaker) is deferred; one that names none
     (attempts or deadline spent on an unreachable host, say) is a recorded failure:
     ``--attempts`` and ``--deadline`` bound the operation, the queue adds no runs.
@@ -154,7 +156,7 @@ def queue_options(args: argparse.Namespace) -> tuple[str | None, str, QueueConfi
     if not job.isprintable() or len(job) > 200:
         raise CliError("--job: expected a printable name of at most 200 characters")
     config = QueueConfig(visibility_timeout=LEASE, max_deferrals=args.max_deferrals,
-                         jitter=0.05, backoff=0.5, max_backoff=30.0, own_deferrals=False)
+                         jitter=0.0, backoff=0.5, max_backoff=30.0, own_deferrals=False)
     return queue, job, config
 
 
