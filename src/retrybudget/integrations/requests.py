@@ -44,7 +44,7 @@ from .._native import evidence
 from .._native.requests import requests_evidence as _evidence
 from .._native.requests import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
-from ..core.outcome import Outcome, first_ok
+from ..core.outcome import Outcome
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
@@ -55,6 +55,7 @@ from ._common import (
 )
 from ._deadline import Deadline, bounded, current_deadline
 from ._front import Front, Wiring
+from ._requests_handed import hand_unread
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -350,14 +351,11 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
                     response.content  # noqa: B018 - requests caches what it read
                 if deadline is not None:
                     deadline.check(response)
-            if op is None:
-                outcome = first_ok(begun.unread(
-                    response, status, _evidence_later,
+            if op is None:  # its stats and outcome built when first read
+                return hand_unread(response, begun.unread(
+                    None, status, _evidence_later,
                     dict(response.headers._store),  # type: ignore[attr-defined]
                     method, key, None))
-                response.retrybudget = outcome.stats()  # type: ignore[attr-defined]
-                response.retrybudget_outcome = outcome  # type: ignore[attr-defined]
-                return response
             result = op.seen(response, body)
         except Exception as exc:
             if op is None:
