@@ -53,7 +53,7 @@ from ._common import (
     UnreadShape,
     key_of_url,
 )
-from ._deadline import Deadline, bounded, current_deadline
+from ._deadline import _DEADLINE, Deadline, bounded
 from ._front import Front, Wiring
 from ._requests_handed import hand_unread
 
@@ -171,7 +171,7 @@ class _Guarded:
             self._held = self.sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
-        deadline = current_deadline()
+        deadline = _DEADLINE.get()  # current_deadline()
         with self._guard:
             self._owner = deadline
             if self.sock is None:  # the last socket went with its response: a new one comes
@@ -337,10 +337,12 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
         if begun.refused:
             return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
         plan = begun.timeout
-        deadline = None if plan is None else _Watched(self._engine.clock, plan)
+        deadline = (None if plan is None
+                    else _Watched(self._engine.clock, plan, unread.retrier._readers[0]))
         op: _Operation | None = None
         try:
-            with bounded(deadline):
+            token = _DEADLINE.set(deadline)  # bounded(deadline), its context inlined
+            try:
                 response = HTTPAdapter.send(self, request, stream, _clip(timeout, plan), verify,
                                             cert, proxies)
                 status = response.status_code
@@ -349,8 +351,12 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
                     body = response.content if op.wants_body(response, Attempt(1, plan)) else None
                 if not stream:  # the session reads it next: read it inside the budget
                     response.content  # noqa: B018 - requests caches what it read
-                if deadline is not None:
+                if deadline is not None and deadline.cut:
                     deadline.check(response)
+            finally:
+                _DEADLINE.reset(token)
+                if deadline is not None:
+                    deadline.release()
             if op is None:  # its stats and outcome built when first read
                 return hand_unread(response, begun.unread(
                     None, status, _evidence_later,
