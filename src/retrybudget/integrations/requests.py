@@ -50,7 +50,6 @@ from ._common import (
     STATS_ATTRIBUTE,
     Engine,
     Operation,
-    UnreadShape,
     key_of_url,
 )
 from ._deadline import _DEADLINE, Deadline, bounded
@@ -327,12 +326,16 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
                  verify: bool | str, cert: bytes | str | tuple[bytes | str, bytes | str] | None,
                  proxies: Mapping[str, str] | None) -> requests.Response:
         """:meth:`send`'s operation."""
-        quick = self._unread_of(request)
+        method = (request.method or "GET").upper()
+        # The shape a 2xx is handed over unread in, or None: the generic path.
+        quick = self._engine.unread_of(request.url or "", method) if _INTERNALS else None
         if quick is None:
             return self._send(request, stream, timeout, verify, cert, proxies)
         # A quick first attempt: sent before the operation is built, and a 2xx handed over
         # with its outcome built from the readings, its headers read when its evidence is.
-        unread, key, method = quick
+        unread, key = quick
+        if self._key is not _default_key:
+            key = self._key(request)
         begun = Begun(unread.retrier)
         if begun.refused:
             return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
@@ -369,18 +372,6 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
             result = op.failed(_timed_out(exc, deadline))
         return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, result),
                           op)
-
-    def _unread_of(self, request: requests.PreparedRequest) -> tuple[UnreadShape, str, str] | None:
-        """The shape a request's 2xx is handed over unread in (:meth:`Engine.unread_of`), its
-        key and method; or None: the generic path."""
-        if not _INTERNALS:
-            return None
-        method = (request.method or "GET").upper()
-        found = self._engine.unread_of(request.url or "", method)
-        if found is None:
-            return None
-        unread, host = found
-        return unread, host if self._key is _default_key else self._key(request), method
 
     def _send(self, request: requests.PreparedRequest, stream: bool, timeout: TimeoutValue,
               verify: bool | str, cert: bytes | str | tuple[bytes | str, bytes | str] | None,
