@@ -517,7 +517,7 @@ def test_the_adapters_quick_first_attempt_matches_the_full_path(
         request = requests.Request(method, url).prepare()
         return adapter.send(request, stream=stream, timeout=timeout)
 
-    quick_before = fast._unread_of(requests.Request(method, url).prepare())
+    quick_before = fast._engine.unread_of(url, method)
     with mock.patch.object(HTTPAdapter, "send", _scripted_send):
         got, want = _ending(lambda: send(fast)), _ending(lambda: send(slow))
     (got_outcome, got_response), (want_outcome, want_response) = got, want

@@ -481,8 +481,10 @@ def _drive(coro: Any) -> object:
 
 # Calls per plain success of the requests adapter over real loopback HTTP, over a bare
 # HTTPAdapter's own (measured 69 before the watchdog armed under a plain lock with no
-# liveness check and the attempt's end had no __init__ of its own: 60).
-REQUESTS_CALL_LIMIT = 60
+# liveness check and the attempt's end had no __init__ of its own: 60; 44 once the stats and
+# outcome were built when read, the deadline's context set inline, the watchdog armed at the
+# deadline's end and a URL's shape remembered by its text).
+REQUESTS_CALL_LIMIT = 44
 
 
 def test_a_requests_plain_success_costs_at_most_a_few_dozen_calls() -> None:
@@ -501,9 +503,10 @@ def test_a_requests_plain_success_costs_at_most_a_few_dozen_calls() -> None:
         url = sandbox.url("/rentals/1/availability")
         for session in (bare, adapted, bare, adapted):  # warm: connections pooled, caches filled
             session.get(url, timeout=5)
-        # the fewest of three pairs: a socket read that returns in two pieces, or a pooled
+        # the fewest of five each: a socket read that returns in two pieces, or a pooled
         # connection the server closed, adds calls that are the network's, not the adapter's
-        over = min(_python_calls(lambda: adapted.get(url, timeout=5))
-                   - _python_calls(lambda: bare.get(url, timeout=5)) for _ in range(3))
+        counts = [(_python_calls(lambda: adapted.get(url, timeout=5)),
+                   _python_calls(lambda: bare.get(url, timeout=5))) for _ in range(5)]
+        over = min(a for a, _ in counts) - min(b for _, b in counts)
         assert adapted.get(url, timeout=5).retrybudget["outcome"] == "ok"
     assert over <= REQUESTS_CALL_LIMIT, over

@@ -314,7 +314,12 @@ class Engine:
         """The shape a request's first-attempt 2xx is handed over unread in and its default
         key (``scheme://host[:port]``), remembered per key (see :meth:`shape`); None for the
         generic path (a logger that prints sees every step)."""
-        host = key_of_url(url)
+        # Remembered by the URL up to its first "/" after "://" (all of it without one): that
+        # names its scheme, userinfo, host and port in full, as key_of_url reads them, in two
+        # finds rather than a parse; URLs with one default key may take more than one entry.
+        end = url.find("://")
+        end = -1 if end < 0 else url.find("/", end + 3)
+        host = url if end < 0 else url[:end]
         key, unread = self.shapes.get(host) or self.shape(host, url)
         if unread is None or method not in unread.methods or logs_steps():
             return None

@@ -11,6 +11,7 @@ import math
 import os
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from .._clock import SYSTEM_CLOCK, Clock, monotonic_reader
 from ..core.actions import Attempt
@@ -29,14 +30,18 @@ class Deadline:
     Args:
         clock: the retrier's clock.
         timeout: the attempt's timeout (already clipped to the operation's deadline).
+        now: ``clock``'s monotonic reader (:func:`~retrybudget._clock.monotonic_reader`)
+            when the caller has it at hand.
     """
 
     __slots__ = ("alarms", "clock", "end", "now")
 
-    def __init__(self, clock: Clock, timeout: float) -> None:
+    def __init__(self, clock: Clock, timeout: float,
+                 now: Callable[[], float] | None = None) -> None:
         self.clock = clock
-        self.now = monotonic_reader(clock)  # read at every socket operation: the plain reader
-        self.end = self.now() + timeout
+        # read at every socket operation: the plain reader
+        self.now = now = monotonic_reader(clock) if now is None else now
+        self.end = now() + timeout
         self.alarms: list[Alarm] = []
 
     def remaining(self) -> float:
@@ -52,13 +57,16 @@ class Deadline:
 
     def watch(self, action: Callable[[], None]) -> None:
         """Run ``action`` (close the connection) at the end, unless the attempt ended first."""
+        if self.now is _WATCHDOG_TIME:  # the end is an instant of the watchdog's own clock
+            self.alarms.append(watchdog.arm_at(self.end, action))
+            return
         left = self.end - self.now()  # remaining(), read as each attempt's exchange begins
         self.alarms.append(watchdog.arm(left if left > 0 else 0.0, action))
 
     def release(self) -> None:
         """The attempt's exchange is over: disarm what :meth:`watch` armed."""
         for alarm in self.alarms:
-            alarm.cancel()
+            alarm[2] = None  # cancel()
         self.alarms.clear()
 
     @classmethod
@@ -98,19 +106,16 @@ def bounded(deadline: Deadline | None) -> contextlib.AbstractContextManager[None
     return _Bounded(deadline)
 
 
-class Alarm:
-    """One armed watchdog action; :meth:`cancel` disarms it (safe from any thread)."""
+class Alarm(list[Any]):  # [instant, order, action or None]
+    """One armed watchdog action, its own entry in the watchdog's heap: ``[at, order, action]``
+    (``order`` tells alarms due at one instant apart; a list: made without a call of ours).
+    :meth:`cancel` disarms it (safe from any thread): its action becomes None."""
 
-    __slots__ = ("action", "active", "at")
-
-    def __init__(self, at: float, action: Callable[[], None]) -> None:
-        self.at = at
-        self.action = action
-        self.active = True
+    __slots__ = ()
 
     def cancel(self) -> None:
         """Disarm: the action will not run (it may already have run)."""
-        self.active = False
+        self[2] = None
 
 
 class _Watchdog:
@@ -123,7 +128,7 @@ class _Watchdog:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._heap: list[tuple[float, int, Alarm]] = []
+        self._heap: list[Alarm] = []
         self._order = itertools.count()
         self._fresh()
         os.register_at_fork(after_in_child=self._fresh)
@@ -143,26 +148,30 @@ class _Watchdog:
         in the order they began, so the heap stays as small as the exchanges in flight), and
         the thread is woken only for an alarm due before the instant it sleeps to.
         """
-        alarm = Alarm(self.clock.monotonic() + delay, action)
+        return self.arm_at(self.clock.monotonic() + delay, action)
+
+    def arm_at(self, at: float, action: Callable[[], None]) -> Alarm:
+        """:meth:`arm` at the instant ``at`` of the watchdog's monotonic clock."""
+        alarm = Alarm((at, next(self._order), action))
         heap = self._heap
         with self._mutex:
-            while heap and not heap[0][2].active:
+            while heap and heap[0][2] is None:
                 heapq.heappop(heap)
-            heapq.heappush(heap, (alarm.at, next(self._order), alarm))
+            heapq.heappush(heap, alarm)
             if not self._running:
                 self._running = True
-                self._until = alarm.at
+                self._until = at
                 threading.Thread(target=self._run, name="retrybudget-watchdog",
                                  daemon=True).start()
-            elif alarm.at < self._until:
-                self._until = alarm.at
+            elif at < self._until:
+                self._until = at
                 self._lock.notify()
         return alarm
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                while self._heap and not self._heap[0][2].active:
+                while self._heap and self._heap[0][2] is None:
                     heapq.heappop(self._heap)  # cancelled alarms leave at the front
                 if not self._heap:
                     self._until = math.inf
@@ -176,12 +185,15 @@ class _Watchdog:
                 if wait > 0:
                     self._lock.wait(timeout=wait)
                     continue
-                alarm = heapq.heappop(self._heap)[2]
-            if alarm.active:
-                alarm.active = False
+                alarm = heapq.heappop(self._heap)
+            action, alarm[2] = alarm[2], None
+            if action is not None:
                 with contextlib.suppress(Exception):  # a socket already gone is the goal
-                    alarm.action()
+                    action()
 
 
 watchdog = _Watchdog(SYSTEM_CLOCK)
 """The process's watchdog (real time: it guards real sockets)."""
+
+_WATCHDOG_TIME = monotonic_reader(SYSTEM_CLOCK)
+"""The watchdog's clock's reader (``time.monotonic``): a deadline read by it arms at its end."""

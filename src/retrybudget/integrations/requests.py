@@ -44,17 +44,17 @@ from .._native import evidence
 from .._native.requests import requests_evidence as _evidence
 from .._native.requests import requests_failure_kind as failure_kind
 from ..core.actions import Attempt, AttemptResult
-from ..core.outcome import Outcome, first_ok
+from ..core.outcome import Outcome
 from ._common import (
     OUTCOME_ATTRIBUTE,
     STATS_ATTRIBUTE,
     Engine,
     Operation,
-    UnreadShape,
     key_of_url,
 )
-from ._deadline import Deadline, bounded, current_deadline
+from ._deadline import _DEADLINE, Deadline, bounded
 from ._front import Front, Wiring
+from ._requests_handed import hand_unread
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -170,7 +170,7 @@ class _Guarded:
             self._held = self.sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
-        deadline = current_deadline()
+        deadline = _DEADLINE.get()  # current_deadline()
         with self._guard:
             self._owner = deadline
             if self.sock is None:  # the last socket went with its response: a new one comes
@@ -326,20 +326,26 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
                  verify: bool | str, cert: bytes | str | tuple[bytes | str, bytes | str] | None,
                  proxies: Mapping[str, str] | None) -> requests.Response:
         """:meth:`send`'s operation."""
-        quick = self._unread_of(request)
+        method = (request.method or "GET").upper()
+        # The shape a 2xx is handed over unread in, or None: the generic path.
+        quick = self._engine.unread_of(request.url or "", method) if _INTERNALS else None
         if quick is None:
             return self._send(request, stream, timeout, verify, cert, proxies)
         # A quick first attempt: sent before the operation is built, and a 2xx handed over
         # with its outcome built from the readings, its headers read when its evidence is.
-        unread, key, method = quick
+        unread, key = quick
+        if self._key is not _default_key:
+            key = self._key(request)
         begun = Begun(unread.retrier)
         if begun.refused:
             return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, None))
         plan = begun.timeout
-        deadline = None if plan is None else _Watched(self._engine.clock, plan)
+        deadline = (None if plan is None
+                    else _Watched(self._engine.clock, plan, unread.retrier._readers[0]))
         op: _Operation | None = None
         try:
-            with bounded(deadline):
+            token = _DEADLINE.set(deadline)  # bounded(deadline), its context inlined
+            try:
                 response = HTTPAdapter.send(self, request, stream, _clip(timeout, plan), verify,
                                             cert, proxies)
                 status = response.status_code
@@ -348,16 +354,17 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
                     body = response.content if op.wants_body(response, Attempt(1, plan)) else None
                 if not stream:  # the session reads it next: read it inside the budget
                     response.content  # noqa: B018 - requests caches what it read
-                if deadline is not None:
+                if deadline is not None and deadline.cut:
                     deadline.check(response)
-            if op is None:
-                outcome = first_ok(begun.unread(
-                    response, status, _evidence_later,
+            finally:
+                _DEADLINE.reset(token)
+                if deadline is not None:
+                    deadline.release()
+            if op is None:  # its stats and outcome built when first read
+                return hand_unread(response, begun.unread(
+                    None, status, _evidence_later,
                     dict(response.headers._store),  # type: ignore[attr-defined]
                     method, key, None))
-                response.retrybudget = outcome.stats()  # type: ignore[attr-defined]
-                response.retrybudget_outcome = outcome  # type: ignore[attr-defined]
-                return response
             result = op.seen(response, body)
         except Exception as exc:
             if op is None:
@@ -365,18 +372,6 @@ class RetryAdapter(Front[requests.PreparedRequest], HTTPAdapter):
             result = op.failed(_timed_out(exc, deadline))
         return self._send(request, stream, timeout, verify, cert, proxies, (key, begun, result),
                           op)
-
-    def _unread_of(self, request: requests.PreparedRequest) -> tuple[UnreadShape, str, str] | None:
-        """The shape a request's 2xx is handed over unread in (:meth:`Engine.unread_of`), its
-        key and method; or None: the generic path."""
-        if not _INTERNALS:
-            return None
-        method = (request.method or "GET").upper()
-        found = self._engine.unread_of(request.url or "", method)
-        if found is None:
-            return None
-        unread, host = found
-        return unread, host if self._key is _default_key else self._key(request), method
 
     def _send(self, request: requests.PreparedRequest, stream: bool, timeout: TimeoutValue,
               verify: bool | str, cert: bytes | str | tuple[bytes | str, bytes | str] | None,
