@@ -165,8 +165,8 @@ def test_a_subclass_that_answers_an_action_its_own_way_is_asked_through_handle()
 
 
 _MERGED_STEPS = st.lists(st.tuples(
-    st.sampled_from(["go", "go", "go", "write", "answer", "answer", "plain", "throttled",
-                     "advance", "hold", "fail"]),
+    st.sampled_from(["go", "go", "go", "write", "answer", "answer", "again", "plain",
+                     "throttled", "advance", "hold", "fail"]),
     st.integers(0, 12), st.sampled_from([0.0, 0.0005, 0.2, 1.5, 40.0])), max_size=40)
 
 
@@ -205,11 +205,16 @@ def test_the_merged_calls_answer_as_the_flows_actions(
                 schedule = merged._keys[KEY].schedule
                 reached("merged calls", "a first window" if not schedule.answered
                         else "a counted window" if schedule.quota is not None else "no count")
-        elif kind == "answer" and leases:
+        elif kind in ("answer", "again") and leases:
             lease, probe = leases.pop(n % len(leases))
-            throttle = Throttle(throttled=n == 0, hint=None if n else seconds,
-                                remaining=n, limit=10, reset=seconds + 1.0)
-            outcome = ok if n else failed
+            known = plain._keys[KEY].schedule.reset_at  # "again": the known window named again
+            reset = (seconds + 1.0 if kind == "answer" or known is None
+                     else known - plain.clock.monotonic() + (seconds - 0.2) / 100)
+            throttled = n == 0 and kind == "answer"
+            throttle = Throttle(throttled=throttled, hint=seconds if throttled else None,
+                                remaining=n if kind == "answer" else n % 11, limit=10,
+                                reset=reset)
+            outcome = failed if throttled else ok
             merged._first_done(KEY, throttle, lease, KEY, outcome, probe)
             plain.learn(KEY, throttle, lease)
             plain.finish(KEY, outcome, probe)
@@ -320,3 +325,41 @@ def test_a_key_whose_count_is_used_up_is_answered_as_acquire_answers_it() -> Non
     assert merged._keys[KEY].schedule.quota == 0
     assert _first_gate_as_plain(merged, plain).wait > 0  # held for the reset
     assert merged._keys[KEY].schedule == plain._keys[KEY].schedule
+
+
+def test_a_healthy_keys_2xx_moves_its_counters_as_learn_moves_the_schedule() -> None:
+    """A 2xx on a key in its counted window, naming its reset again, is counted in place (no
+    schedule built until one is read); a stale count, an earlier naming, a lapsed lease given
+    back, another window or another limit: the key changes as ``learn`` then ``finish`` change
+    it, every answer and the whole state equal to the twin's after each step (two requests
+    still in flight when the provider's count lags the key's own)."""
+    from retrybudget.core.throttle import Throttle
+
+    config = CoordinationConfig(concurrency=ConcurrencyConfig(limit=50, lease_ttl=5.0))
+    twins = [MemoryCoordinator(config, clock=FakeClock()) for _ in range(2)]
+    merged, plain = twins
+    ok = Retrier(policy=Policy(), clock=FakeClock()).call(lambda: 1)
+    for c in twins:
+        first = c.acquire(KEY, 1)
+        c.learn(KEY, Throttle(remaining=90, limit=100, reset=600.0), first.lease)
+    counted_in_place = 0
+    answers = [(80, 100, 600.0), (85, 100, 600.0), (78, 100, 599.5), (60, 100, 593.5),
+               (50, 200, 600.0), (40, 100, 100.0), (30, 100, 100.0)]
+    for step, (remaining, limit, reset) in enumerate(answers):
+        permits = [_first_gate_as_plain(merged, plain) for _ in range(3 if step in (2, 3) else 1)]
+        for c in twins:
+            c.clock.advance(6.0 if step == 3 else 0.1)  # type: ignore[attr-defined]
+        before = merged._keys[KEY]._schedule
+        throttle = Throttle(remaining=remaining, limit=limit, reset=reset)
+        merged._first_done(KEY, throttle, permits[0].lease, KEY, ok, False)
+        plain.learn(KEY, throttle, permits[0].lease)
+        plain.finish(KEY, ok, False)
+        counted_in_place += merged._keys[KEY]._schedule is before
+        assert merged._keys[KEY].schedule == plain._keys[KEY].schedule, step
+        assert merged._keys[KEY].leases == plain._keys[KEY].leases, step
+        assert merged._keys[KEY].learned == plain._keys[KEY].learned, step
+        assert merged._keys[KEY].budget == plain._keys[KEY].budget, step
+    # counted in place: the first, the stale count, the earlier naming, the lapsed leases and
+    # the second answer in the new window; learnt anew: another limit, another window
+    assert counted_in_place == 5
+    assert merged.schedule(KEY) == plain.schedule(KEY)

@@ -423,19 +423,23 @@ def test_the_quick_property_reached_its_checks() -> None:
     assert_reached("quick", ("went on in the flow",), per=75)
 
 
+@pytest.mark.parametrize("coordinated", [False, True])
 @pytest.mark.parametrize("asynchronous", [False, True])
 @pytest.mark.parametrize("headers", [
     {"x-ratelimit-limit": "10", "x-ratelimit-remaining": "50"},  # remaining above the limit
     {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1800000600"},  # spent, on a 200
     {"retry-after": "120"},
+    {"x-ratelimit-limit": "10", "x-ratelimit-remaining": "5", "x-ratelimit-reset": "1800000600"},
 ])
 def test_a_success_handed_over_unread_has_the_full_paths_evidence(
-        headers: dict[str, str], asynchronous: bool) -> None:
+        headers: dict[str, str], asynchronous: bool, coordinated: bool) -> None:
     """A 2xx known ok before its headers are read: its conflicts, evidence and detail, read
-    later, are the full path's (which classifies it at once)."""
+    later, are the full path's (which classifies it at once); with a coordinator (the 2xx
+    classified when its outcome's classification is read, its quota learnt at once), the
+    coordinator is told the same."""
     steps = [(200, headers, 0.01)]
-    (fast, _fi, _fr), (slow, _si, _sr) = _quick_twins(
-        rb.Policy(profile="github"), 100.0, 1, False, steps, asynchronous)
+    (fast, _fi, fast_r), (slow, _si, slow_r) = _quick_twins(
+        rb.Policy(profile="github"), 100.0, 1, False, steps, asynchronous, coordinated)
 
     def send(transport: Any) -> Any:
         request = httpx.Request("GET", "https://api.github.com/repos/o/r")
@@ -444,11 +448,15 @@ def test_a_success_handed_over_unread_has_the_full_paths_evidence(
         return transport.handle_request(request)
 
     got, want = _ending(lambda: send(fast)), _ending(lambda: send(slow))
-    assert any(shape is not None for _key, shape in fast._engine.shapes.values())
+    if coordinated:
+        assert _coordinator_state(fast_r) == _coordinator_state(slow_r)
+        assert fast_r.coordinator.stats() == slow_r.coordinator.stats()
+    else:
+        assert any(shape is not None for _key, shape in fast._engine.shapes.values())
     _same_ending(got, want)
     assert got[0].detail == "ok"
     assert got[0].history[0].evidence == want[0].history[0].evidence != ()
-    if "x-ratelimit-limit" in headers:
+    if headers.get("x-ratelimit-remaining") == "50":  # above its limit
         assert got[0].conflicts
         assert got[0].conflicts == want[0].conflicts
 

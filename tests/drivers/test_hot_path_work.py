@@ -247,7 +247,8 @@ def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str],
     """With a MemoryCoordinator, a first-attempt success asks the coordinator what the flow
     asks (admit, acquire, learn, finish) without the flow, in two calls (one admits and
     acquires, one learns and finishes) and none through ``handle``, builds no Operation, and
-    derives no state through ``dataclasses.replace``; with a hook it takes the flow."""
+    derives no state through ``dataclasses.replace`` and classifies no 2xx before its
+    outcome's classification is read; with a hook it takes the flow."""
     import dataclasses
 
     from retrybudget.integrations import httpx as rb_httpx
@@ -264,6 +265,8 @@ def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str],
                              (rb.MemoryCoordinator, "_first_gate", "first gate"),
                              (rb.MemoryCoordinator, "_first_done", "first done")):
         monkeypatch.setattr(cls, name, counter(getattr(cls, name), label))
+    coordinated = importlib.import_module("retrybudget._drivers._coordinated")
+    monkeypatch.setattr(coordinated, "classify", counter(coordinated.classify, "classify"))
     clock = FakeClock()
     coordinator = rb.MemoryCoordinator(clock=clock)
     retrier = rb.Retrier(policy=rb.background(profile="github"), clock=clock,
@@ -287,6 +290,7 @@ def test_a_coordinated_success_runs_no_generic_flow(calls: Counter[str],
     assert calls["replace"] == 0, calls
     assert (calls["operation"], calls["handle"]) == (0, 0), calls
     assert (calls["first gate"], calls["first done"]) == (3, 3), calls
+    assert calls["classify"] == 0, calls  # its quota read for the coordinator, no more
 
     async def go() -> None:  # the async transport's, the same
         async with httpx.AsyncClient(transport=AsyncRetryTransport(
@@ -312,12 +316,15 @@ def test_a_healthy_keys_success_plans_in_one_step_and_keeps_its_breaker(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A coordinated success on a key past its first window, far from its quota: answered as a
     healthy key (no plan_slot, no sent, not even went_now: its slot planned and its send
-    counted in one step), and a breaker whose window holds only successes is kept as it is,
-    not built again."""
+    counted in one step; its 2xx, naming the window's reset again, learnt and its retry
+    budget's deposit made by moving the key's counters, no Schedule, Learned or Budget
+    built), and a breaker whose window holds only successes is kept as it is, not built
+    again."""
     from retrybudget.coordination import _memory
 
     counted: Counter[str] = Counter()
-    for name in ("went_now", "plan_slot", "sent", "breaker_finish", "quota_hold", "rolled"):
+    for name in ("went_now", "plan_slot", "sent", "breaker_finish", "quota_hold", "rolled",
+                 "learn", "send_counted", "budget_deposit"):
         real = getattr(_memory, name)
 
         def counting(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
@@ -419,13 +426,16 @@ def _python_calls(send: Callable[[], object]) -> int:
 # handle_request, as the uncoordinated path has it; 172 once a send counted inside its rate
 # bucket made no call to roll it; 170 once the merged learn and finish counted the requests in
 # flight and the breaker's transition without a call when no lease had lapsed and the breaker
-# stayed put; async 52, 60 with sniffio installed, where anyio asked it for the running
+# stayed put; 151 once a healthy key's counters moved in place (its 2xx learnt, its send
+# and its deposit counted, no Schedule, Learned or Budget built per request); 146 once its
+# 2xx was classified only when its outcome's classification is read; async 52, 60
+# with sniffio installed, where anyio asked it for the running
 # library at each cancel scope; 51 either way once the scope was made as anyio's asyncio type
 # directly).
 CALL_LIMITS = {"default, no rate headers": 27, "github quota headers": 27,
                "background() (profile=auto)": 27,
                "async default, no rate headers": 51,
-               "github + MemoryCoordinator": 170}
+               "github + MemoryCoordinator": 146}
 
 
 def test_a_plain_success_costs_at_most_a_few_dozen_calls() -> None:

@@ -79,6 +79,7 @@ any of its modules (what the commands share sits in ``_cmdline``, below them all
 
 BACKEND_INTERNALS = (
     f"{PACKAGE}.coordination._memory",
+    f"{PACKAGE}.coordination._memory_key",
     f"{PACKAGE}.coordination._redis",
     f"{PACKAGE}.coordination._redis_calls",
     f"{PACKAGE}.coordination._redis_outage",

@@ -22,15 +22,18 @@ from ..core.actions import (
 from ..core.classify import (
     Classified,
     Kind,
+    ResponseSeen,
     classify,
+    ok_unread,
 )
 from ..core.decide import Retry, Stop, decide, patience, plan_attempt, plan_next, plan_wait
 from ..core.flow import FlowGen
+from ..core.headers import NO_RATE_LIMIT_INFO, parse_rate_limit_headers
 from ..core.outcome import FirstAttempt, Outcome, Reason, first_ok
 from ..core.outcome import operation_id as _format_id
 from ..core.policy import RateLimitMode
 from ..core.state import OperationState
-from ..core.throttle import Throttle, throttle_of
+from ..core.throttle import Throttle, ok_throttle, throttle_of
 from ._loop import Loop, _operation_id
 
 
@@ -94,6 +97,13 @@ class CoordinatedFirst(Loop):
             return None
         return (*merged, policy.deadline, max(policy.min_attempt_time, 0.0),  # attempt_needs
                 policy.rate_limit is RateLimitMode.FAIL_FAST, bool(profile.write_pacing))
+
+    @functools.cached_property
+    def _ok_unread(self) -> bool:
+        """Whether every 2xx nobody reads the body of classifies as ``ok`` under the profile
+        (:func:`~retrybudget.core.classify.ok_unread`): a coordinated 2xx is then classified
+        when its outcome's classification is first read (:meth:`Gated.settle_unread`)."""
+        return ok_unread(self.policy.profile)
 
     def _coordinated_gate(self, request: RequestInfo) -> str | None:
         """The one gate a coordinated operation asks (its rate-limit bucket), or None when it
@@ -400,9 +410,45 @@ class Gated(_CoordinatedFirst):
     def settle(self, result: AttemptResult) -> Outcome[Any] | None:
         """After the first attempt: the operation's outcome when the attempt ended it ok
         (learnt and finished), else None (its readings and sample kept for :meth:`go_on`)."""
+        monotonic, wall = self.retrier._readers
+        t2, w2 = monotonic(), wall()
+        return self._seen_ok(result, t2, w2)
+
+    def settle_unread(self, value: object, status: int,
+                      evidence: tuple[tuple[str, str], ...]) -> Outcome[Any] | AttemptResult:
+        """:meth:`settle` of a 2xx whose body nobody read (``evidence``: the classifier's
+        headers of it), for a retrier whose :attr:`~CoordinatedFirst._ok_unread` holds: its
+        outcome, or the result :meth:`go_on` goes on from. Its rate-limit headers are read
+        now (what the coordinator learns), its classification (of kind ``ok``, the same)
+        when the outcome's is first read; one whose headers conflict or say its quota is
+        exhausted is classified now, as :meth:`settle` classifies it."""
         retrier = self.retrier
         monotonic, wall = retrier._readers
         t2, w2 = monotonic(), wall()
+        profile = self.policy.profile
+        rate = (parse_rate_limit_headers(evidence, w2, profile.header_rules) if evidence
+                else NO_RATE_LIMIT_INFO)
+        if rate.conflicts or (rate.remaining == 0 and rate.reset is not None):
+            result = AttemptResult(ResponseSeen(status, evidence), value, None)
+            outcome = self._seen_ok(result, t2, w2)
+            return result if outcome is None else outcome
+        retrier.random.random()  # the flow draws one sample per decision
+        self.attempt_ended = t2
+        self.ended = monotonic()
+        self.value = value
+        self.seen = None
+        self.status, self.read, self.headers, self.wall = status, _as_read, evidence, w2
+        self.payload = None
+        outcome = first_ok(self)
+        key = self.key
+        self.done(key, ok_throttle(profile, rate), self.permit.lease,  # type: ignore[union-attr]
+                  key, outcome, self.admission.probe)
+        return outcome
+
+    def _seen_ok(self, result: AttemptResult, t2: float, w2: float) -> Outcome[Any] | None:
+        """:meth:`settle` from the attempt's end read at ``t2`` (wall ``w2``)."""
+        retrier = self.retrier
+        monotonic = retrier._readers[0]
         seen = result.observation
         profile = self.policy.profile
         classified = classify(profile, seen, w2)
@@ -476,6 +522,11 @@ class Gated(_CoordinatedFirst):
         result = await perform(Attempt(1, self.timeout))
         outcome = self.settle(result)
         return outcome if outcome is not None else await self.ago_on(request, perform, result)
+
+
+def _as_read(evidence: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The classifier's headers of a 2xx kept as they were read (:meth:`Gated.settle_unread`)."""
+    return evidence
 
 
 def gated_first(retrier: CoordinatedFirst) -> bool:

@@ -76,15 +76,21 @@ def _httpx_name(raw: bytes) -> str:
 
 def httpx_evidence(response: httpx.Response) -> tuple[tuple[str, str], ...]:
     """The classifier's headers of an httpx response (each raw name classified once, bounded
-    cache; decodes only the few values the classifier reads)."""
-    return httpx_evidence_of(response.headers.raw)
+    cache; decodes only the few values the classifier reads), read from the headers' own
+    list when they keep one as httpx does (no copy of them)."""
+    headers = response.headers
+    listed = getattr(headers, "_list", None)
+    if type(listed) is list:
+        return httpx_evidence_of(listed)
+    return httpx_evidence_of([(raw, raw, value) for raw, value in headers.raw])
 
 
-def httpx_evidence_of(pairs: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
-    """:func:`httpx_evidence` of raw ``(name, value)`` header pairs."""
+def httpx_evidence_of(items: Iterable[tuple[bytes, bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    """:func:`httpx_evidence` of header items as httpx keeps them: ``(raw name, lower-case
+    name, value)``."""
     names = _NAMES
     out = []
-    for raw, value in pairs:
+    for raw, _lower, value in items:
         name = names.get(raw)
         if name is None:
             name = _httpx_name(raw)

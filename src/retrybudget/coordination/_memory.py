@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,11 +27,8 @@ from ._ledgers import Ledgers
 from ._logic import (
     EPSILON,
     FLIGHT_TTL,
-    NEVER,
-    Breaker,
-    Budget,
+    SLICES,
     Health,
-    Learned,
     Phase,
     Schedule,
     Verdict,
@@ -44,7 +41,7 @@ from ._logic import (
     learn,
     learned_gap,
     moved,
-    pacing_interval,
+    paced_interval,
     permit_of,
     plan_slot,
     probe_waits,
@@ -58,27 +55,11 @@ from ._logic import (
     went_now,
     write_wait,
 )
+from ._memory_key import KeyState
 from ._stats import CoordinationStats, Tally
 from ._tokens import TokenCall, current_call
 
 __all__ = ["MemoryCoordinator"]
-
-
-class _Key:
-    """One provider key's state."""
-
-    __slots__ = ("breaker", "budget", "last_write", "learned", "leases", "schedule", "slots",
-                 "tokens")
-
-    def __init__(self) -> None:
-        self.schedule = Schedule()
-        self.slots: deque[float] = deque()  # reserved slot instants, ascending
-        self.leases: dict[str, float] = {}  # lease -> expiry, in expiry order (requests in flight)
-        self.breaker = Breaker()
-        self.budget = Budget()
-        self.last_write = NEVER  # when the latest write (paced by its profile) went
-        self.learned = Learned()  # the send rate learned from throttles naming no quota
-        self.tokens: Ledgers | None = None  # its token quotas, once a request charged them
 
 
 _ADMITTED = Admission()
@@ -116,7 +97,7 @@ class MemoryCoordinator(Coordinator):
         self.clock = clock  # its readers too (the system clock's own functions): read per call
         self.events = tuple(events)
         self._lock = threading.Lock()
-        self._keys: dict[str, _Key] = {}
+        self._keys: dict[str, KeyState] = {}
         self._ids = itertools.count(1)
         self._tally = Tally()
 
@@ -134,25 +115,11 @@ class MemoryCoordinator(Coordinator):
         self._now = monotonic_reader(clock)
         self._wall = wall_reader(clock)
 
-    def _key(self, key: str) -> _Key:
+    def _key(self, key: str) -> KeyState:
         state = self._keys.get(key)
         if state is None:
-            state = self._keys[key] = _Key()
+            state = self._keys[key] = KeyState()
         return state
-
-    @staticmethod
-    def _in_flight(k: _Key, now: float) -> int:
-        """Live leases (requests in flight), after dropping the expired ones.
-
-        Every lease lives equally long, so insertion order is expiry order.
-        """
-        leases = k.leases
-        while leases:
-            lease, expiry = next(iter(leases.items()))
-            if expiry > now:
-                break
-            del leases[lease]
-        return len(leases)
 
     def admit(self, key: str) -> Admission:
         """The breaker: admit, admit as the one half-open probe, or refuse until ``retry_at``."""
@@ -166,7 +133,7 @@ class MemoryCoordinator(Coordinator):
         return self._tally.admission(admission_of(verdict, wall))
 
     @staticmethod
-    def _admitted(k: _Key, now: float, cfg: BreakerConfig) -> tuple[Verdict, str | None]:
+    def _admitted(k: KeyState, now: float, cfg: BreakerConfig) -> tuple[Verdict, str | None]:
         """:meth:`admit`'s verdict at ``now`` and the state the breaker entered (lock held)."""
         before = k.breaker
         verdict, k.breaker = breaker_admit(before, now, cfg)
@@ -189,12 +156,12 @@ class MemoryCoordinator(Coordinator):
         with self._lock:
             return self._acquired(self._key(key), self._now(), write_gap, max_wait, fail_fast)
 
-    def _acquired(self, k: _Key, now: float, write_gap: float, max_wait: float | None,
+    def _acquired(self, k: KeyState, now: float, write_gap: float, max_wait: float | None,
                   fail_fast: bool) -> Permit:
         """:meth:`acquire`'s answer for key state ``k`` at ``now`` (the lock held)."""
         cfg = self.config
         cap, pacing = cfg.concurrency, cfg.pacing
-        in_flight = self._in_flight(k, now)
+        in_flight = k.in_flight(now)
         if cap is not None and in_flight >= cap.limit:
             return self._tally.permit(permit_of("busy", cap.poll, 0.0, None, 0.0))
         tokens = current_call()
@@ -229,7 +196,7 @@ class MemoryCoordinator(Coordinator):
                 return self._tally.permit(waits)
         return self._sent(k, now, write_gap, tokens, went is not None)
 
-    def _sent(self, k: _Key, now: float, write_gap: float, tokens: TokenCall | None,
+    def _sent(self, k: KeyState, now: float, write_gap: float, tokens: TokenCall | None,
               counted: bool) -> Permit:
         """The request goes now: what it is counted as, and its lease (the lock held;
         ``counted``: its schedule counts it already, :func:`~._logic.went_now`)."""
@@ -249,7 +216,7 @@ class MemoryCoordinator(Coordinator):
                 tokens.sent()
         return permit_of("go", 0.0, 0.0, lease, 0.0)
 
-    def _planned(self, k: _Key, now: float, in_flight: int, hold: float | None, due: bool,
+    def _planned(self, k: KeyState, now: float, in_flight: int, hold: float | None, due: bool,
                  gap: float, patience: tuple[float | None, bool]) -> Permit | None:
         """A slot planned for a request under key state ``k`` (``hold``: the instant a used-up
         count holds it until; ``due``: a reserved slot is due, claimed back here; ``gap``: the
@@ -301,7 +268,7 @@ class MemoryCoordinator(Coordinator):
         with self._lock:
             self._learned(self._key(key), facts, throttle, lease, None)
 
-    def _learned(self, k: _Key, facts: Throttle, throttle: Throttle | None,
+    def _learned(self, k: KeyState, facts: Throttle, throttle: Throttle | None,
                  lease: str | None, now: float | None) -> None:
         """:meth:`learn` for key state ``k`` (the lock held; ``now``: the clock read already,
         None: read it when needed)."""
@@ -314,9 +281,7 @@ class MemoryCoordinator(Coordinator):
                 facts = throttle = tokens.requests_throttle(throttle)
         if facts.informative or (throttle is not None and not k.schedule.answered):
             now = self._now() if now is None else now
-            leases = k.leases  # the lapsed leases dropped only when the oldest has lapsed
-            in_flight = (self._in_flight(k, now) if leases and next(iter(leases.values())) <= now
-                         else len(leases))
+            in_flight = k.unanswered(now)
             k.schedule = learn(k.schedule, facts, now, self.config.gate, in_flight, answered,
                                self.share)
             if facts.throttled and facts.remaining is None:
@@ -336,7 +301,7 @@ class MemoryCoordinator(Coordinator):
             if k is None:
                 return None
             now = self._now()
-            k.schedule = rolled(k.schedule, now, self._in_flight(k, now))
+            k.schedule = rolled(k.schedule, now, k.in_flight(now))
             return k.schedule
 
     def hold(self, key: str, seconds: float) -> None:
@@ -366,13 +331,13 @@ class MemoryCoordinator(Coordinator):
             self._tally.add("breaker_opened")
         self._moved(key, state)
 
-    def _finished(self, k: _Key, verdict: Health, earns: bool, probe: bool,
+    def _finished(self, k: KeyState, verdict: Health, earns: bool, probe: bool,
                   now: float) -> tuple[bool, str | None]:
         """:meth:`finish` for key state ``k`` at ``now`` (the lock held): whether the breaker
         opened, and the state it entered."""
         cfg, budget = self.config.breaker, self.config.retry_budget
         opened, state = False, None
-        if earns and budget is not None:
+        if earns and budget is not None and not k.deposit(math.floor(now * SLICES / budget.ttl)):
             k.budget = budget_deposit(k.budget, now, budget)
         if cfg is not None:
             before = k.breaker
@@ -423,7 +388,7 @@ class MemoryCoordinator(Coordinator):
         self._moved(key, state)
         return admission, permit
 
-    def _healthy(self, k: _Key, now: float, write_gap: float, fail_fast: bool) -> Permit | None:
+    def _healthy(self, k: KeyState, now: float, write_gap: float, fail_fast: bool) -> Permit | None:
         """:meth:`_acquired`'s answer for a healthy key, or None (another case, which it
         answers): a read (no write gap), no token cost, past its first window, its window's
         count not used up (or not counted), nothing holding, paced or reserved (no gate
@@ -431,30 +396,33 @@ class MemoryCoordinator(Coordinator):
         running low, not probed for its unknown limit), room under the cap. Such a request
         goes now (planned at once, as :func:`~._logic.went_now` and :func:`~._logic.plan_slot`
         plan it), counted once, holding a lease. The lock held."""
-        s = k.schedule
-        quota, reset_at = s.quota, s.reset_at
+        s = k._schedule  # its counters are k's own (KeyState)
+        quota, reset_at = k.quota, k.reset_at
         cfg = self.config
         pacing = cfg.pacing
         if (write_gap > 0 or pacing is None or not s.answered or (quota is not None and quota <= 0)
                 or k.slots or now < s.gate or s.herd > now
                 or (reset_at is not None and now + EPSILON >= reset_at)
-                or (not fail_fast and k.learned.peak is not None)
-                or pacing_interval(s, now, pacing) > 0 or current_call() is not None
+                or (not fail_fast and k._learned.peak is not None)
+                or paced_interval(k.remaining, s.limit, reset_at, now, pacing) > 0
+                or current_call() is not None
                 or (pacing.probe_unknown_limit and still_probing(s, now))):
             return None
         cap = cfg.concurrency
         leases = k.leases
         if leases and next(iter(leases.values())) <= now:
-            self._in_flight(k, now)  # the lapsed leases dropped, as _acquired drops them
+            k.in_flight(now)  # the lapsed leases dropped, as _acquired drops them
         if cap is not None and len(leases) >= cap.limit:
             return None
-        if quota is None:  # not counted: only its tail moves
-            k.schedule = evolve(s, tail=max(s.tail, now))
-        else:
-            used = s.used
-            k.schedule = evolve(s, tail=max(s.tail, now), quota=quota - 1,
-                                used=None if used is None else used + 1)
-        k.learned = send_counted(k.learned, now)
+        k.drift = True  # planned at once and counted: its tail, and its count when counted
+        k.tail = max(k.tail, now)
+        if quota is not None:
+            k.quota = quota - 1
+            used = k.used
+            if used is not None:
+                k.used = used + 1
+        if not k.send_counted(now):
+            k.learned = send_counted(k.learned, now)
         lease = f"m:{next(self._ids)}"
         leases[lease] = now + (FLIGHT_TTL if cap is None else cap.lease_ttl)
         return Permit(lease=lease)
@@ -477,7 +445,10 @@ class MemoryCoordinator(Coordinator):
             now = self._now()
             keys = self._keys
             if learns:
-                self._learned(keys.get(bucket) or self._key(bucket), facts, throttle, lease, now)
+                k = keys.get(bucket) or self._key(bucket)
+                if lease is None or k.tokens is not None or not k.count_answer(
+                        facts, lease, now, self.share):
+                    self._learned(k, facts, throttle, lease, now)
             if finishes:
                 opened, state = self._finished(keys.get(key) or self._key(key), verdict, earns,
                                                probe, now)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from ._values import fast_init
 from .classify import Classified, Kind
 from .decide import rate_limit_wait
+from .headers import RateLimitInfo
 from .outcome import WaitReason
 from .profiles import GENERIC, Profile
 
-__all__ = ["NO_THROTTLE", "Throttle", "throttle_of"]
+__all__ = ["NO_THROTTLE", "Throttle", "ok_throttle", "throttle_of"]
 
 
 @fast_init
@@ -80,13 +81,20 @@ def throttle_of(profile: Profile, classified: Classified | None) -> Throttle:
         return NO_THROTTLE
     rate = classified.rate
     exhausted = rate.remaining == 0 and rate.reset is not None
-    throttled = classified.kind is Kind.RATE_LIMITED or exhausted
-    if not throttled and (rate.remaining is None or rate.reset is None):
-        return NO_THROTTLE
-    hint: float | None = None
-    if throttled:
-        delay, reason, _ = rate_limit_wait(profile, classified, 0)
-        hint = None if reason is WaitReason.RATE_LIMIT_BACKOFF else delay
+    if not (classified.kind is Kind.RATE_LIMITED or exhausted):
+        return ok_throttle(profile, rate)
+    delay, reason, _ = rate_limit_wait(profile, classified, 0)
+    hint = None if reason is WaitReason.RATE_LIMIT_BACKOFF else delay
     reset = None if rate.reset is None else rate.reset.delay + profile.reset_slack
-    return Throttle(throttled, hint, profile.rate_limit_floor, profile.rate_limit_multiplier,
+    return Throttle(True, hint, profile.rate_limit_floor, profile.rate_limit_multiplier,
                     rate.remaining, rate.limit, reset, rate.resource)
+
+
+def ok_throttle(profile: Profile, rate: RateLimitInfo) -> Throttle:
+    """:func:`throttle_of` a response that is no rate limit, its quota not exhausted (the
+    caller's check), whose rate-limit headers say ``rate``: the quota it names, if any."""
+    if rate.remaining is None or rate.reset is None:
+        return NO_THROTTLE
+    return Throttle(False, None, profile.rate_limit_floor, profile.rate_limit_multiplier,
+                    rate.remaining, rate.limit, rate.reset.delay + profile.reset_slack,
+                    rate.resource)

@@ -141,11 +141,20 @@ def _settled(transport: Any, request: httpx.Request, retrier: _Retrier, gated: G
     ok, handed over (a 2xx with no operation built), else the :class:`Lazy` attempts the flow
     goes on with and the result it goes on from."""
     response, op, _ = sent
-    result = _result(transport, sent)
-    outcome = gated.settle(result)
-    if outcome is not None and op is None:
+    outcome: Outcome[Any] | None
+    if op is None and retrier._ok_unread:  # a 2xx, classified when its outcome's is read
         assert response is not None  # noqa: S101 - a 2xx
-        return carry(response, outcome)
+        ended = gated.settle_unread(response, response.status_code,
+                                    transport._engine.headers(response))
+        if isinstance(ended, Outcome):
+            return carry(response, ended)
+        result, outcome = ended, None
+    else:
+        result = _result(transport, sent)
+        outcome = gated.settle(result)
+        if outcome is not None and op is None:
+            assert response is not None  # noqa: S101 - a 2xx
+            return carry(response, outcome)
     lazy = lazy_of(transport, request, transport._described(request, retrier, gated.key))
     lazy.op = op
     if outcome is not None:

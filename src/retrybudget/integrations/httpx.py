@@ -108,7 +108,7 @@ del _PROBE
 
 def _evidence_later(headers: list[tuple[bytes, bytes, bytes]]) -> tuple[tuple[str, str], ...]:
     """The classifier's headers of a response's header list copied when it came."""
-    return httpx_evidence_of([(raw, value) for raw, _lower, value in headers])
+    return httpx_evidence_of(headers)
 
 
 _FAMILY = errors.error_family("Transport", __name__, httpx.TransportError,

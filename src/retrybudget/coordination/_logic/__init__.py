@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from ._answers import admission_of, permit_of
 from ._breaker import Breaker, Phase, Verdict, breaker_admit, breaker_finish, moved
-from ._budget import SLICES, Budget, budget_deposit, budget_withdraw
+from ._budget import SLICES, Budget, budget_deposit, budget_deposited, budget_withdraw
 from ._gate import Schedule, gate_delay, learn, rolled, sent, window_used
 from ._health import Health, health
 from ._instants import EPSILON, FLIGHT_TTL, NEVER, PROBE_PATIENCE
 from ._learned import CONSTANTS as LEARNED_CONSTANTS
 from ._learned import (
+    SPAN,
     Learned,
     learned_gap,
     learned_rate,
@@ -37,7 +38,7 @@ from ._learned import (
     send_counted,
     send_rate,
 )
-from ._pacing import pacing_interval, write_wait
+from ._pacing import paced_interval, pacing_interval, write_wait
 from ._slots import (
     booked_from,
     herd_slot,
@@ -67,6 +68,7 @@ __all__ = [
     "NEVER",
     "PROBE_PATIENCE",
     "SLICES",
+    "SPAN",
     "TOKEN_DIMENSIONS",
     "Breaker",
     "Budget",
@@ -80,6 +82,7 @@ __all__ = [
     "breaker_admit",
     "breaker_finish",
     "budget_deposit",
+    "budget_deposited",
     "budget_withdraw",
     "gate_delay",
     "health",
@@ -94,6 +97,7 @@ __all__ = [
     "ledger_learn",
     "ledger_rolled",
     "moved",
+    "paced_interval",
     "pacing_interval",
     "permit_of",
     "plan_slot",

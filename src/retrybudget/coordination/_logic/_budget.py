@@ -43,10 +43,17 @@ def budget_deposit(b: Budget, now: float, cfg: RetryBudgetConfig) -> Budget:
     slices = b.slices
     if slices and slices[-1][0] == current and slices[0][0] > current - SLICES:
         # every slice live (they ascend, the latest the current one): counted in place
-        _, deposits, withdrawals = slices[-1]
-        return Budget((*slices[:-1], (current, deposits + 1, withdrawals)))
+        return budget_deposited(b, 1)
     current, live = _live(b, now, cfg)
     return _add(live, current, 1, 0)
+
+
+def budget_deposited(b: Budget, n: int) -> Budget:
+    """The budget with ``n`` more healthy operations in its latest slice (which must exist):
+    :func:`budget_deposit`'s count in place, ``n`` times."""
+    slices = b.slices
+    current, deposits, withdrawals = slices[-1]
+    return Budget((*slices[:-1], (current, deposits + n, withdrawals)))
 
 
 def budget_withdraw(b: Budget, now: float, cfg: RetryBudgetConfig) -> tuple[bool, Budget]:

@@ -14,15 +14,21 @@ def pacing_interval(s: Schedule, now: float, pacing: PacingConfig | None) -> flo
     ``threshold * limit`` (or ``min_remaining`` when the limit is unknown); it spreads what is
     left over the time to reset: ``(reset_at - now) / max(remaining, 1)``.
     """
-    if pacing is None or s.remaining is None or s.reset_at is None or now >= s.reset_at:
+    return paced_interval(s.remaining, s.limit, s.reset_at, now, pacing)
+
+
+def paced_interval(remaining: int | None, limit: int | None, reset_at: float | None, now: float,
+                   pacing: PacingConfig | None) -> float:
+    """:func:`pacing_interval` of a schedule's ``remaining``, ``limit`` and ``reset_at``."""
+    if pacing is None or remaining is None or reset_at is None or now >= reset_at:
         return 0.0
-    if s.limit is not None and s.limit > 0:
-        low = s.remaining <= pacing.threshold * s.limit
+    if limit is not None and limit > 0:
+        low = remaining <= pacing.threshold * limit
     else:
-        low = s.remaining <= pacing.min_remaining
+        low = remaining <= pacing.min_remaining
     if not low:
         return 0.0
-    return (s.reset_at - now) / max(s.remaining, 1)
+    return (reset_at - now) / max(remaining, 1)
 
 
 def write_wait(last_write: float, now: float, gap: float) -> float:
